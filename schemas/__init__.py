@@ -1,0 +1,133 @@
+"""JSON Schemas (Draft 2020-12) for every document the product writes or reads.
+
+A leaf: imports only the standard library and ``jsonschema``. Each ``<name>.schema.json``
+file has ``$id`` ``https://kbrepro.invalid/schemas/<name>.schema.json``; documents name their
+schema in a ``schema`` field and its version in ``schema_version``.
+
+Validation reports every violation with its JSON path, not only the first. JSON Schema
+numeric bounds let NaN through, so :func:`validate` also walks the document and reports any
+non-finite float. Draft 2020-12 counts ``3.0`` as an integer; our validator redefines
+``"integer"`` as a JSON number written without a fraction or exponent (a Python ``int``), so
+a count of ``3.0`` is refused.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable
+
+SCHEMA_DIR = Path(__file__).resolve().parent
+ID_PREFIX = "https://kbrepro.invalid/schemas/"
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One problem in a document: JSON path (``$.a.b[3]``), message, and the schema name."""
+
+    path: str
+    message: str
+    schema: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+def available() -> list[str]:
+    """Names of the shipped schemas (file stem without ``.schema``)."""
+    return sorted(p.name[: -len(".schema.json")] for p in SCHEMA_DIR.glob("*.schema.json"))
+
+
+@lru_cache(maxsize=None)
+def load(name: str) -> dict:
+    """The schema document ``name``; checked against the Draft 2020-12 metaschema.
+
+    Raises ``KeyError`` for an unknown name and ``jsonschema.SchemaError`` for a schema
+    that is not itself valid.
+    """
+    from jsonschema import Draft202012Validator
+
+    path = SCHEMA_DIR / f"{name}.schema.json"
+    if not path.is_file():
+        raise KeyError(f"no schema named {name!r}; known: {', '.join(available())}")
+    schema = json.loads(path.read_text(encoding="utf-8"))
+    Draft202012Validator.check_schema(schema)
+    return schema
+
+
+@lru_cache(maxsize=None)
+def _registry():
+    from referencing import Registry, Resource
+
+    resources = []
+    for name in available():
+        schema = load(name)
+        resources.append((schema.get("$id", ID_PREFIX + f"{name}.schema.json"), Resource.from_contents(schema)))
+    return Registry().with_resources(resources)
+
+
+def _strict_integer(_checker, instance) -> bool:
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+@lru_cache(maxsize=None)
+def _validator_class():
+    from jsonschema import Draft202012Validator, validators
+
+    return validators.extend(
+        Draft202012Validator,
+        type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _strict_integer))
+
+
+@lru_cache(maxsize=None)
+def _validator(name: str):
+    from jsonschema import Draft202012Validator
+
+    return _validator_class()(load(name), registry=_registry(),
+                              format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def json_path(parts: Iterable[Any]) -> str:
+    """``$.a.b[3]`` form of a path given as a sequence of keys and indices."""
+    out = "$"
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if str(p).isidentifier() else f"[{json.dumps(p)}]")
+    return out
+
+
+def nonfinite_paths(doc: Any, path: tuple = ()) -> list[str]:
+    """JSON paths of every float in ``doc`` that is NaN or infinite."""
+    found: list[str] = []
+    if isinstance(doc, float):
+        if not math.isfinite(doc):
+            found.append(json_path(path))
+    elif isinstance(doc, dict):
+        for k, v in doc.items():
+            found.extend(nonfinite_paths(v, path + (k,)))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            found.extend(nonfinite_paths(v, path + (i,)))
+    return found
+
+
+def validate(doc: Any, name: str) -> list[Violation]:
+    """Every violation of schema ``name`` in ``doc``, plus every non-finite float, sorted by
+    path. An empty list means the document is valid."""
+    out = [Violation(json_path(e.absolute_path), e.message, name) for e in _validator(name).iter_errors(doc)]
+    out += [Violation(p, "non-finite number (NaN or Infinity) is not allowed; encode it as a string "
+                         "'nan', 'inf' or '-inf' where the schema permits", name) for p in nonfinite_paths(doc)]
+    return sorted(set(out), key=lambda v: (v.path, v.message))
+
+
+def schema_name_of(doc: Any) -> str | None:
+    """The schema a document names in its ``schema`` field (``kbrepro/<name>``), or None."""
+    if isinstance(doc, dict) and isinstance(doc.get("schema"), str) and doc["schema"].startswith("kbrepro/"):
+        return doc["schema"][len("kbrepro/"):]
+    return None
+
+
+def supported_version(name: str) -> int:
+    """The ``schema_version`` this code reads for schema ``name`` (its ``const``)."""
+    return int(load(name)["properties"]["schema_version"]["const"])
