@@ -1,0 +1,1 @@
+"""Bundles: validate results, fingerprint, manifest, deterministic archive; verify and replay."""

@@ -1,0 +1,249 @@
+"""Claims as checks: evaluate a claims spec (``manifests/claims_*.yaml``) on result documents.
+
+Each claim has checks; each check selects values with JMESPath and decides a verdict:
+
+``holds`` / ``fails`` / ``inconclusive`` (a timing interval too wide to decide) /
+``not_comparable`` (the documents hold nothing the check can read).
+
+A claim's verdict combines its checks: any ``fails`` -> fails; else any ``not_comparable``
+-> not_comparable; else any ``inconclusive`` -> inconclusive; else holds. Every check
+stores the numbers it was decided on.
+
+Timing tests on the per-round paired ratio r = t_numerator / t_denominator (median and its
+bootstrap interval [lo, hi], see ``harness.stats``), with margin m:
+
+* ``faster``: holds if hi < 1; fails if lo >= 1.
+* ``not_faster``: holds if lo >= 1 - m; fails if hi < 1 - m.
+* ``not_slower``: holds if hi <= 1 + m; fails if lo > 1 + m.
+* ``equivalent``: holds if 1 - m <= lo and hi <= 1 + m; fails if hi < 1 - m or lo > 1 + m.
+* ``speedup_within [a, b]`` on the speed-up 1/r: holds if a <= 1/hi and 1/lo <= b; fails if
+  1/lo < a or 1/hi > b.
+
+Otherwise inconclusive.
+"""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any, Mapping
+
+import jmespath
+
+import manifests
+from harness import checks as hchecks
+from harness import stats
+from harness.jsonio import dec_float
+from kernels.errors import InvalidResultsError, UnreadableInputError, UsageError
+
+VERDICTS = ("holds", "fails", "inconclusive", "not_comparable")
+DEFAULT_CLAIMS = "claims_fusion.yaml"
+
+
+def load_spec(path: str | Path | None = None) -> tuple[dict, bytes]:
+    """Read and validate a claims spec; returns ``(spec, raw bytes)``.
+    Raises UnreadableInputError / UsageError (schema violations, bad JMESPath)."""
+    import yaml
+
+    import schemas
+
+    p = Path(path) if path else manifests.path(DEFAULT_CLAIMS)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise UnreadableInputError(f"cannot read claims {p}: {exc.strerror}", "check the path") from exc
+    return parse_spec(raw, p.name), raw
+
+
+def parse_spec(raw: bytes, where: str = "claims") -> dict:
+    """Parse and validate claims-spec bytes (YAML). Raises UnreadableInputError/UsageError."""
+    import yaml
+
+    import schemas
+
+    try:
+        spec = yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        raise UnreadableInputError(f"{where} is not valid YAML: {exc}", "fix the YAML") from exc
+    problems = schemas.validate(spec, "claims-spec")
+    if problems:
+        raise UsageError(f"{where} is not a valid claims spec:\n" + "\n".join(f"  {p}" for p in problems[:20]),
+                         "fix it; the schema is schemas/claims-spec.schema.json")
+    for c in spec["claims"]:
+        for chk in c["checks"]:
+            for key in ("select", "blocks"):
+                if key in chk:
+                    try:
+                        jmespath.compile(chk[key])
+                    except jmespath.exceptions.JMESPathError as exc:
+                        raise UsageError(f"{where}: claim {c['id']}: bad JMESPath {chk[key]!r}: {exc}",
+                                         "see https://jmespath.org for the syntax") from exc
+    return spec
+
+
+def combine(verdicts: list[str]) -> str:
+    if not verdicts:
+        return "not_comparable"
+    for v in ("fails", "not_comparable", "inconclusive"):
+        if v in verdicts:
+            return v
+    return "holds"
+
+
+def _select(expr: str, root: Mapping) -> list:
+    found = jmespath.search(expr, root)
+    if found is None:
+        return []
+    return found if isinstance(found, list) else [found]
+
+
+def _num(v) -> float | None:
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        return dec_float(v)
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def _check_values(chk: Mapping, root: Mapping) -> dict:
+    kind = chk["kind"]
+    vals = _select(chk["select"], root)
+    out = {"kind": kind, "select": chk["select"], "count": len(vals)}
+    if not vals:
+        return {**out, "verdict": "not_comparable", "why": "the selection is empty"}
+    if kind == "all_equal":
+        bad = [i for i, v in enumerate(vals) if v != chk["equals"]]
+        out.update(equals=chk["equals"], mismatches=len(bad), first_mismatches=[vals[i] for i in bad[:5]])
+        return {**out, "verdict": "fails" if bad else "holds"}
+    if kind == "pairs_equal":
+        pairs = [v for v in vals if isinstance(v, list) and len(v) == 2 and None not in v]
+        if not pairs:
+            return {**out, "verdict": "not_comparable", "why": "no complete pairs (counts not recorded)"}
+        bad = [p for p in pairs if p[0] != p[1]]
+        out.update(pairs=len(pairs), unequal=len(bad), first_unequal=bad[:5],
+                   min_fraction=min(p[0] / p[1] if p[1] else 1.0 for p in pairs))
+        return {**out, "verdict": "fails" if bad else "holds"}
+    if kind == "fraction_at_least":
+        pairs = [v for v in vals if isinstance(v, list) and len(v) == 2 and None not in v and v[1]]
+        if not pairs:
+            return {**out, "verdict": "not_comparable", "why": "no complete pairs (counts not recorded)"}
+        fr = [p[0] / p[1] for p in pairs]
+        out.update(threshold=chk["value"], min_fraction=min(fr), pairs=len(pairs))
+        return {**out, "verdict": "holds" if min(fr) >= chk["value"] else "fails"}
+    if kind == "compare":
+        nums = [_num(v) for v in vals]
+        if any(n is None for n in nums):
+            return {**out, "verdict": "not_comparable", "why": "a selected value is not a number"}
+        op = chk["op"]
+        test = {"<": lambda a: a < chk["value"], "<=": lambda a: a <= chk["value"], "==": lambda a: a == chk["value"],
+                ">=": lambda a: a >= chk["value"], ">": lambda a: a > chk["value"]}[op]
+        bad = [n for n in nums if not test(n)]
+        out.update(op=op, value=chk["value"], min=min(nums), max=max(nums), violations=len(bad))
+        return {**out, "verdict": "fails" if bad else "holds"}
+    if kind == "criterion_pass":
+        failing, n = [], 0
+        for ctl in vals:
+            crit = ctl.get("criterion", "official") if isinstance(ctl, dict) else None
+            for variant, res in (ctl.get("checks") or {}).items() if isinstance(ctl, dict) else []:
+                r = (res or {}).get(crit)
+                n += 1
+                if not (isinstance(r, dict) and r.get("pass") is True):
+                    failing.append(f"{ctl.get('name')}/{variant} ({crit})")
+        out.update(checked=n, failing=failing[:10])
+        if n == 0:
+            return {**out, "verdict": "not_comparable", "why": "no control checks"}
+        return {**out, "verdict": "fails" if failing else "holds"}
+    raise UsageError(f"unknown check kind {kind!r}", "see schemas/claims-spec.schema.json")
+
+
+def ratio_verdict(test: str, ci: Mapping, margin: float = 0.0, rng: tuple[float, float] | None = None) -> str:
+    """Verdict of a timing test on a ratio interval (see the module docstring)."""
+    lo, hi = ci.get("ci_low"), ci.get("ci_high")
+    if lo is None or hi is None:
+        return "inconclusive"
+    m = margin
+    if test == "faster":
+        return "holds" if hi < 1 else ("fails" if lo >= 1 else "inconclusive")
+    if test == "not_faster":
+        return "holds" if lo >= 1 - m else ("fails" if hi < 1 - m else "inconclusive")
+    if test == "not_slower":
+        return "holds" if hi <= 1 + m else ("fails" if lo > 1 + m else "inconclusive")
+    if test == "equivalent":
+        if 1 - m <= lo and hi <= 1 + m:
+            return "holds"
+        return "fails" if (hi < 1 - m or lo > 1 + m) else "inconclusive"
+    if test == "speedup_within":
+        a, b = rng
+        s_lo, s_hi = 1.0 / hi, 1.0 / lo
+        if a <= s_lo and s_hi <= b:
+            return "holds"
+        return "fails" if (s_hi < a or s_lo > b) else "inconclusive"
+    raise UsageError(f"unknown timing test {test!r}", "use faster, not_faster, not_slower, equivalent, speedup_within")
+
+
+def _check_ratio(chk: Mapping, root: Mapping, boot: Mapping, memo: dict | None = None) -> dict:
+    blocks = [b for b in _select(chk["blocks"], root) if isinstance(b, dict)]
+    out = {"kind": "paired_ratio", "blocks": chk["blocks"], "test": chk["test"], "denominator": chk["denominator"],
+           "margin": chk.get("margin", 0.0), "range": chk.get("range"), "items": []}
+    for b in blocks:
+        for num in chk["numerators"]:
+            if num not in b.get("arms", []) or chk["denominator"] not in b.get("arms", []):
+                continue
+            key = (b.get("id"), id(b), num, chk["denominator"])
+            if memo is not None and key in memo:
+                ci = memo[key]
+            else:
+                ratios = stats.paired_ratios(b, num, chk["denominator"])
+                ci = stats.bootstrap_median_ci(ratios, level=boot["level"], resamples=boot["resamples"], seed=boot["seed"])
+                if memo is not None:
+                    memo[key] = ci
+            v = ratio_verdict(chk["test"], ci, chk.get("margin", 0.0), tuple(chk["range"]) if chk.get("range") else None)
+            out["items"].append({"block": b.get("id"), "task": b.get("task"), "mode": b.get("mode"),
+                                 "numerator": num, "rounds": ci["n"], "median_ratio": ci["median"],
+                                 "ci_low": ci["ci_low"], "ci_high": ci["ci_high"], "verdict": v})
+    if not out["items"]:
+        return {**out, "verdict": "not_comparable", "why": "no selected block has both arms"}
+    return {**out, "verdict": combine([i["verdict"] for i in out["items"]])}
+
+
+def live_section() -> dict:
+    """What the evaluator recomputes on its own CPU."""
+    return {"predicate_direction": hchecks.predicate_direction_witness()}
+
+
+def evaluate(spec: Mapping, documents: Mapping[str, Any], *, source: str = "recorded") -> dict:
+    """Evaluate every claim of ``spec`` on ``documents`` (document name -> document).
+    Returns the ``claims`` document (schemas/claims.schema.json)."""
+    root = {**documents, "live": live_section()}
+    boot = spec["bootstrap"]
+    memo: dict = {}
+    out = []
+    for c in spec["claims"]:
+        results = []
+        for chk in c["checks"]:
+            r = _check_ratio(chk, root, boot, memo) if chk["kind"] == "paired_ratio" else _check_values(chk, root)
+            results.append(r)
+        out.append({"id": c["id"], "sentence": c["sentence"], "verdict": combine([r["verdict"] for r in results]),
+                    "checks": results})
+    summary = {v: sum(1 for c in out if c["verdict"] == v) for v in VERDICTS}
+    return {"schema": "kbrepro/claims", "schema_version": 1, "study": spec["study"], "evaluated_on": source,
+            "bootstrap": dict(boot), "claims": out, "summary": summary}
+
+
+def spec_sha256(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()
+
+
+def compare_verdicts(recorded: Mapping, recomputed: Mapping) -> list[str]:
+    """Claims whose recorded verdict differs from the recomputed one, as messages."""
+    rec = {c["id"]: c["verdict"] for c in recorded.get("claims", [])}
+    new = {c["id"]: c["verdict"] for c in recomputed.get("claims", [])}
+    problems = []
+    for cid in sorted(set(rec) | set(new)):
+        if rec.get(cid) != new.get(cid):
+            problems.append(f"claim {cid}: recorded verdict {rec.get(cid)!r}, the data give {new.get(cid)!r}")
+    return problems
+
+
+__all__ = ["load_spec", "parse_spec", "evaluate", "compare_verdicts", "ratio_verdict", "combine", "VERDICTS",
+           "InvalidResultsError"]

@@ -1,0 +1,268 @@
+"""make: results -> validated -> claims -> report -> bag -> deterministic archive.
+
+Two entry points: :func:`make_from_results` packs results that already exist (our own
+documents, or the post's original files through :mod:`bundle.importer`), and
+:func:`run_and_make` runs the study on this GPU first (``harness.run.run_study``) into a
+results folder that survives a failed pack.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping
+
+import manifests
+from bundle import claims as claims_mod
+from bundle import pack, report, scrub, validate
+from harness import jsonio
+from harness.kernelbench import KernelBenchCheckout, load_lock, resolve_checkout
+from kernels import compile as kc
+from kernels.errors import InvalidResultsError, KernelBenchPinError, UnreadableInputError, UsageError
+
+OUR_DOCUMENTS = ("run", "environment", "compile", "witness", "correctness", "timings", "scout")
+REQUIRED = ("run", "environment", "compile", "correctness", "timings")
+#: Where each document goes inside ``data/``.
+DOC_PATHS = {"environment": "environment.json", **{n: f"results/{n}.json" for n in OUR_DOCUMENTS if n != "environment"}}
+
+
+@dataclass(frozen=True)
+class ResultSet:
+    """Results ready to pack. ``files``: extra payload files by path under ``data/``."""
+
+    source: str  # "measured" or "imported"
+    documents: Mapping[str, dict]
+    files: Mapping[str, bytes]
+    log: bytes | None
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class MadeBundle:
+    path: Path
+    name: str
+    digest: str
+    size_bytes: int
+    claims_summary: Mapping[str, int]
+    pack_seconds: float
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def load_results(results_dir: Path) -> ResultSet:
+    """Read a results folder: ours (``run.json`` naming ``kbrepro/run``) or the post's
+    original files. Raises UnreadableInputError if neither is there."""
+    d = Path(results_dir)
+    if not d.is_dir():
+        raise UnreadableInputError(f"results folder {d} does not exist", "pass the folder a run wrote, e.g. results/<name>")
+    run_path = d / "run.json"
+    if run_path.is_file():
+        docs = {}
+        for name in OUR_DOCUMENTS:
+            p = d / f"{name}.json"
+            if p.is_file():
+                docs[name] = jsonio.read_json(p)
+        missing = [n for n in REQUIRED if n not in docs]
+        if missing:
+            raise InvalidResultsError(f"{d} lacks {', '.join(m + '.json' for m in missing)}",
+                                      "the run did not finish; rerun it, or pack a complete results folder")
+        files = {}
+        bdir = d / "binaries"
+        if bdir.is_dir():
+            for f in sorted(bdir.iterdir()):
+                if f.is_file() and not f.name.startswith("."):
+                    files[f"binaries/{f.name}"] = f.read_bytes()
+        log = (d / "logs" / "run.log").read_bytes() if (d / "logs" / "run.log").is_file() else None
+        return ResultSet(source="measured", documents=docs, files=files, log=log)
+    from bundle import importer
+
+    imp = importer.import_post_run(d)
+    files = {f"results/originals/{name}": data for name, data in imp.originals.items()}
+    return ResultSet(source="imported", documents=imp.documents, files=files, log=imp.log, notes=tuple(imp.notes))
+
+
+def check_results(rs: ResultSet) -> None:
+    """Schema and consistency of every document. Raises InvalidResultsError listing every
+    problem with its file and JSON path."""
+    problems = []
+    for name, doc in rs.documents.items():
+        problems += validate.schema_problems(name, doc)
+    problems += validate.consistency_problems(rs.documents, rs.files)
+    if problems:
+        shown = "\n".join(f"  {p}" for p in problems[:60])
+        more = f"\n  ... and {len(problems) - 60} more" if len(problems) > 60 else ""
+        raise InvalidResultsError(f"the results are not valid ({len(problems)} problems):\n{shown}{more}",
+                                  "fix or regenerate the named documents; nothing was packed")
+
+
+def _kernelbench_inputs(rs: ResultSet, kernelbench: str | None) -> tuple[dict[str, bytes], dict]:
+    lock_path = manifests.path("kernelbench.lock.json")
+    lock_raw = lock_path.read_bytes()
+    lock = load_lock(lock_path)
+    run_kb = rs.documents["run"].get("kernelbench") or {}
+    out = {"inputs/kernelbench/kernelbench.lock.json": lock_raw}
+    info = {"commit": lock.commit, "lock_file": "inputs/kernelbench/kernelbench.lock.json", "files_included": False,
+            "reason": None}
+    if run_kb.get("commit") and run_kb["commit"] != lock.commit:
+        raise InvalidResultsError(f"the results were made with KernelBench {run_kb['commit']}, this product pins {lock.commit}",
+                                  "pack them with the product version whose lock matches")
+    wanted = run_kb.get("files") or sorted(lock.files)
+    checkout = KernelBenchCheckout(resolve_checkout(kernelbench), lock)
+    try:
+        checkout.verify(wanted)
+    except KernelBenchPinError as exc:
+        info["reason"] = f"KernelBench task files not included: {exc.message}"
+        return out, info
+    for rel in wanted:
+        out[f"inputs/kernelbench/{rel}"] = checkout.read_verified(rel)
+    info["files_included"] = True
+    info["files"] = wanted
+    return out, info
+
+
+def _kernel_source(rs: ResultSet) -> tuple[dict[str, bytes], list[str]]:
+    src = (rs.documents["compile"].get("source") or {})
+    name, sha = src.get("file"), src.get("sha256")
+    if not name:
+        return {}, ["the compile records name no kernel source file"]
+    path = kc.SOURCE_PATH.parent / name
+    data = path.read_bytes() if path.is_file() else None
+    if data is not None and hashlib.sha256(data).hexdigest() == sha:
+        return {f"inputs/kernels/{name}": data}, []
+    if rs.source == "measured":
+        raise InvalidResultsError(f"kernels/{name} differs from the source the run compiled (sha256 {sha})",
+                                  "pack on the product commit that ran the study, or rerun it")
+    return {}, [f"the imported results compiled a source with sha256 {sha}, not this product's kernels/{name}; "
+                "the source is not included"]
+
+
+def _study_input(rs: ResultSet, study_path: str | None) -> tuple[dict[str, bytes], dict]:
+    st = rs.documents["run"].get("study", {})
+    p = Path(study_path) if study_path else manifests.path(st.get("source_name") or "study_fusion.yaml")
+    raw = p.read_bytes() if p.is_file() else None
+    if raw is None:
+        raise UnreadableInputError(f"study definition {p} not found", "pass --study")
+    if st.get("sha256") and hashlib.sha256(raw).hexdigest() != st["sha256"]:
+        raise InvalidResultsError(f"{p.name} differs from the study definition the run used",
+                                  "pack on the product commit that ran, or pass --study with the file the run used")
+    return {f"inputs/study/{p.name}": raw}, {"name": st.get("name"), "profile": st.get("profile"),
+                                              "file": f"inputs/study/{p.name}", "sha256": hashlib.sha256(raw).hexdigest()}
+
+
+def bundle_name(rs: ResultSet) -> str:
+    run = rs.documents["run"]
+    study = run.get("study", {}).get("name", "study")
+    stamp = re.sub(r"[^0-9T]", "", (run.get("started_utc") or "")[:19]) or "undated"
+    label = "imported" if rs.source == "imported" else run.get("study", {}).get("profile", "run")
+    return f"{study}-{label}-{stamp}"
+
+
+def build_payload(rs: ResultSet, *, kernelbench: str | None = None, study_path: str | None = None,
+                  claims_path: str | None = None, name: str | None = None, with_plots: bool = True) -> tuple[pack.Bag, dict, dict]:
+    """Everything that goes into the bag. Returns ``(bag, bundle metadata, claims document)``."""
+    payload: dict[str, bytes] = {}
+    notes = list(rs.notes)
+    for n, doc in rs.documents.items():
+        payload[DOC_PATHS[n]] = jsonio.dumps(doc).encode()
+    payload.update(rs.files)
+    kb_files, kb_info = _kernelbench_inputs(rs, kernelbench)
+    payload.update(kb_files)
+    if kb_info.get("reason"):
+        notes.append(kb_info["reason"])
+    src_files, src_notes = _kernel_source(rs)
+    payload.update(src_files)
+    notes += src_notes
+    study_files, study_info = _study_input(rs, study_path)
+    payload.update(study_files)
+    spec, spec_raw = claims_mod.load_spec(claims_path)
+    spec_name = Path(claims_path).name if claims_path else claims_mod.DEFAULT_CLAIMS
+    payload[f"inputs/claims/{spec_name}"] = spec_raw
+    claims_doc = claims_mod.evaluate(spec, rs.documents, source="recorded")
+    claims_doc["spec"] = {"file": f"inputs/claims/{spec_name}", "sha256": claims_mod.spec_sha256(spec_raw)}
+    payload["claims.json"] = jsonio.dumps(claims_doc).encode()
+    if rs.log is not None:
+        payload["logs/run.log"] = scrub.scrub_bytes(rs.log)
+    env = rs.documents.get("environment", {}).get("fields", {})
+    meta = {
+        "schema": "kbrepro/bundle", "schema_version": 1, "format": pack.FORMAT_NAME,
+        "format_version": pack.FORMAT_VERSION, "name": name or bundle_name(rs), "source": rs.source,
+        "study": study_info,
+        "claims": claims_doc["spec"],
+        "kernelbench": kb_info,
+        "product": {"version": (env.get("product_version") or {}).get("value"),
+                    "commit": (env.get("product_commit") or {}).get("value")},
+        "documents": {DOC_PATHS[n]: f"kbrepro/{n}" for n in rs.documents},
+        "notes": notes,
+    }
+    plots: list[str] = []
+    if with_plots:
+        try:
+            from bundle import plots as plots_mod
+
+            rendered = plots_mod.render_all(rs.documents, claims_doc)
+            for fname, data in rendered.items():
+                payload[f"plots/{fname}"] = data
+                plots.append(f"plots/{fname}")
+        except ImportError:
+            notes.append("no plots: matplotlib is not installed (pip install 'kbrepro[plots]')")
+    payload["REPORT.md"] = report.render(meta, rs.documents, claims_doc, plots).encode()
+    payload["bundle.json"] = jsonio.dumps(meta).encode()
+    import schemas
+
+    problems = schemas.validate(meta, "bundle") + schemas.validate(claims_doc, "claims")
+    if problems:
+        raise InvalidResultsError("internal error: bundle metadata invalid: " + "; ".join(map(str, problems[:10])),
+                                  "report this as a bug")
+    bag = pack.make_bag(meta["name"], payload, [
+        ("Bag-Software-Agent", f"kbrepro {meta['product']['version'] or 'unknown'}"),
+        ("External-Identifier", meta["name"]),
+        ("Bundle-Format", pack.FORMAT_NAME),
+        ("Bundle-Format-Version", str(pack.FORMAT_VERSION)),
+        ("Study", f"{study_info['name']} ({study_info['profile']})"),
+        ("Source", rs.source),
+    ])
+    return bag, meta, claims_doc
+
+
+def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench: str | None = None,
+                      study_path: str | None = None, claims_path: str | None = None, name: str | None = None,
+                      with_plots: bool = True) -> MadeBundle:
+    """Validate and pack ``results_dir`` into ``out`` (default ``<bundle name>.tar``).
+
+    Raises UnreadableInputError (no results), InvalidResultsError (invalid results: nothing
+    is written), UsageError (bad names or out path). The archive is written atomically and
+    its digest is also written to ``<out>.sha256-digest``.
+    """
+    t0 = time.perf_counter()
+    rs = load_results(Path(results_dir))
+    check_results(rs)
+    bag, meta, claims_doc = build_payload(rs, kernelbench=kernelbench, study_path=study_path,
+                                          claims_path=claims_path, name=name, with_plots=with_plots)
+    out = Path(out) if out else Path(f"{bag.name}.tar")
+    if out.exists() and out.is_dir():
+        raise UsageError(f"--out {out} is a folder", "give a file name ending in .tar or .tar.gz")
+    size = pack.write_archive(bag, out)
+    digest = bag.digest()
+    jsonio.atomic_write_bytes(out.with_name(out.name + ".sha256-digest"), f"{digest}  {out.name}\n".encode())
+    return MadeBundle(path=out, name=bag.name, digest=digest, size_bytes=size, claims_summary=claims_doc["summary"],
+                      pack_seconds=time.perf_counter() - t0, notes=tuple(meta["notes"]))
+
+
+def run_and_make(out: Path | None, *, study_path: str | None, profile: str, kernelbench: str | None,
+                 results_dir: Path | None, cache_dir: Path | None, claims_path: str | None,
+                 progress: Callable[[dict], None] | None = None) -> tuple[MadeBundle, dict]:
+    """Run the study on this GPU into ``results_dir`` (default ``results/<study>-<profile>-<UTC>``)
+    and pack it. Returns ``(MadeBundle, run document)``. A failure after the run keeps the
+    results folder, so ``--from-results`` can pack it later."""
+    from harness.run import run_study, utc_now
+    from harness.study import load_study
+
+    study = load_study(study_path, profile)
+    rdir = Path(results_dir) if results_dir else Path("results") / f"{study.name}-{profile}-{re.sub(r'[^0-9T]', '', utc_now())}"
+    if rdir.exists() and any(rdir.iterdir()):
+        raise UsageError(f"results folder {rdir} is not empty", "choose another --results-dir; nothing was overwritten")
+    rdir.mkdir(parents=True, exist_ok=True)
+    run_doc = run_study(study, rdir, kernelbench=kernelbench, cache_dir=cache_dir, progress=progress)
+    made = make_from_results(rdir, out, kernelbench=kernelbench, study_path=study_path, claims_path=claims_path)
+    return made, run_doc

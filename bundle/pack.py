@@ -1,0 +1,175 @@
+"""Bag layout and deterministic archive.
+
+A bundle is a BagIt bag (RFC 8493) inside a tar with one top-level folder::
+
+    <name>/bagit.txt                 BagIt declaration
+    <name>/bag-info.txt              metadata, with Payload-Oxum
+    <name>/manifest-sha256.txt       sha256, two spaces, path: every payload file
+    <name>/tagmanifest-sha256.txt    the same for every tag file, manifests included
+    <name>/data/...                  payload
+
+The **bundle digest** is the sha256 of ``tagmanifest-sha256.txt``: it covers the payload
+manifest, so it changes with any payload byte.
+
+Determinism: members sorted by path, directories included, mtime ``SOURCE_DATE_EPOCH`` or
+0, uid/gid 0, empty owner names, modes 0644 (files) and 0755 (folders), plain USTAR headers
+(no PAX or GNU extension records, so names must fit USTAR's 100+155 byte fields), and for
+``.tar.gz`` a gzip header with mtime 0 and no file name. Packing the same payload twice
+gives the same bytes, whatever the umask or the order files were created in.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import os
+import re
+import tarfile
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from harness.jsonio import atomic_write_bytes
+from kernels.errors import UsageError
+
+FORMAT_NAME = "kbrepro-bundle"
+FORMAT_VERSION = 1
+BAGIT_TXT = b"BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n"
+TAG_FILES = ("bagit.txt", "bag-info.txt", "manifest-sha256.txt")
+SAFE_COMPONENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
+MAX_MEMBERS = 10000
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def check_names(paths) -> None:
+    """Refuse payload paths outside the safe set: each component must match
+    ``[A-Za-z0-9][A-Za-z0-9._-]*`` (no ``..``, no absolute paths, no spaces, ASCII only), and
+    no two paths may collide after Unicode NFC normalisation. Raises UsageError naming them."""
+    seen: dict[str, str] = {}
+    bad = []
+    for p in paths:
+        norm = unicodedata.normalize("NFC", p)
+        if norm in seen and seen[norm] != p:
+            raise UsageError(f"payload names {seen[norm]!r} and {p!r} collide after Unicode NFC normalisation",
+                             "rename one of the files")
+        seen[norm] = p
+        parts = p.split("/")
+        if p.startswith("/") or any(not SAFE_COMPONENT.match(c) or c in (".", "..") for c in parts):
+            bad.append(p)
+    if bad:
+        raise UsageError("payload file names outside the safe set [A-Za-z0-9._-]: " + ", ".join(map(repr, bad[:10])),
+                         "rename the files; bundles carry only plain relative names")
+
+
+@dataclass(frozen=True)
+class Bag:
+    """A bag in memory: ``name`` (top folder), ``payload`` (path under ``data/`` -> bytes)
+    and ``info`` (bag-info.txt fields, in order). :meth:`tag_files` renders the tag files."""
+
+    name: str
+    payload: Mapping[str, bytes]
+    info: tuple[tuple[str, str], ...]
+
+    def manifest(self) -> bytes:
+        lines = [f"{sha256_hex(self.payload[p])}  data/{p}\n" for p in sorted(self.payload)]
+        return "".join(lines).encode("utf-8")
+
+    def bag_info(self) -> bytes:
+        octets = sum(len(b) for b in self.payload.values())
+        fields = [*self.info, ("Payload-Oxum", f"{octets}.{len(self.payload)}")]
+        return "".join(f"{k}: {v}\n" for k, v in fields).encode("utf-8")
+
+    def tag_files(self) -> dict[str, bytes]:
+        tags = {"bagit.txt": BAGIT_TXT, "bag-info.txt": self.bag_info(), "manifest-sha256.txt": self.manifest()}
+        tags["tagmanifest-sha256.txt"] = "".join(f"{sha256_hex(tags[t])}  {t}\n" for t in sorted(tags)).encode()
+        return tags
+
+    def digest(self) -> str:
+        """sha256 of tagmanifest-sha256.txt: the bundle's short id."""
+        return sha256_hex(self.tag_files()["tagmanifest-sha256.txt"])
+
+    def members(self) -> dict[str, bytes]:
+        """Every file of the bag, path relative to the top folder -> bytes."""
+        out = {f"data/{p}": b for p, b in self.payload.items()}
+        out.update(self.tag_files())
+        return out
+
+
+def make_bag(name: str, payload: Mapping[str, bytes], info: list[tuple[str, str]]) -> Bag:
+    """Build a :class:`Bag`; checks the bundle name and every payload path."""
+    if not NAME_RE.match(name):
+        raise UsageError(f"bundle name {name!r} is not allowed", "use letters, digits, '.', '_' and '-' (max 80)")
+    check_names(list(payload))
+    if len(payload) + 8 > MAX_MEMBERS:
+        raise UsageError(f"{len(payload)} payload files exceed the limit of {MAX_MEMBERS}", "pack fewer files")
+    return Bag(name=name, payload=dict(payload), info=tuple(info))
+
+
+def source_date_epoch() -> int:
+    """``SOURCE_DATE_EPOCH`` if set to an integer, else 0 (reproducible-builds.org spec)."""
+    v = os.environ.get("SOURCE_DATE_EPOCH", "")
+    return int(v) if v.isdigit() else 0
+
+
+def _tarinfo(name: str, size: int | None, mtime: int) -> tarfile.TarInfo:
+    ti = tarfile.TarInfo(name)
+    ti.mtime = mtime
+    ti.uid = ti.gid = 0
+    ti.uname = ti.gname = ""
+    if size is None:
+        ti.type = tarfile.DIRTYPE
+        ti.mode = 0o755
+        ti.size = 0
+    else:
+        ti.type = tarfile.REGTYPE
+        ti.mode = 0o644
+        ti.size = size
+    return ti
+
+
+def tar_bytes(bag: Bag, *, gzip_compress: bool = False, mtime: int | None = None) -> bytes:
+    """The archive bytes of ``bag`` (USTAR, deterministic; gzip with header mtime 0 if asked).
+    Raises UsageError if a path does not fit a USTAR header."""
+    mtime = source_date_epoch() if mtime is None else mtime
+    files = {f"{bag.name}/{p}": b for p, b in bag.members().items()}
+    dirs = {bag.name}
+    for p in files:
+        parts = p.split("/")
+        for i in range(1, len(parts)):
+            dirs.add("/".join(parts[:i]))
+    entries = sorted([(d, None) for d in dirs] + [(p, b) for p, b in files.items()], key=lambda e: e[0])
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tf:
+        for path, data in entries:
+            ti = _tarinfo(path + ("/" if data is None else ""), None if data is None else len(data), mtime)
+            try:
+                tf.addfile(ti, None if data is None else io.BytesIO(data))
+            except ValueError as exc:
+                raise UsageError(f"path too long for a plain tar header: {path}", "shorten the bundle or file name") from exc
+    raw = buf.getvalue()
+    if not gzip_compress:
+        return raw
+    out = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0, compresslevel=9) as gz:
+        gz.write(raw)
+    return out.getvalue()
+
+
+def write_archive(bag: Bag, out: Path) -> int:
+    """Write ``bag`` to ``out`` (``.tar`` or ``.tar.gz``) atomically; returns the size in bytes.
+    Raises UsageError for another suffix."""
+    out = Path(out)
+    name = out.name
+    if name.endswith(".tar.gz") or name.endswith(".tgz"):
+        data = tar_bytes(bag, gzip_compress=True)
+    elif name.endswith(".tar"):
+        data = tar_bytes(bag)
+    else:
+        raise UsageError(f"archive name {name!r} must end in .tar or .tar.gz", "pass --out NAME.tar")
+    atomic_write_bytes(out, data)
+    return len(data)

@@ -1,0 +1,84 @@
+"""Plots for REPORT.md (optional: needs matplotlib, the ``plots`` extra).
+
+:func:`render_all` returns PNG bytes by file name: per task, the per-round time
+distribution of every arm (graph-replay tail and full program); the paired-ratio intervals
+the timing claims were decided on; and bit identity by variant. PNGs carry no timestamp or
+software metadata, so the same documents give the same bytes with the same matplotlib.
+Raises ImportError if matplotlib is missing (the caller records that and goes on).
+"""
+from __future__ import annotations
+
+import io
+from typing import Mapping
+
+from harness import stats
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, metadata={"Software": None}, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def render_all(documents: Mapping[str, Mapping], claims: Mapping | None) -> dict[str, bytes]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out: dict[str, bytes] = {}
+    blocks = (documents.get("timings") or {}).get("blocks", [])
+    tasks = sorted({b["task"] for b in blocks if b.get("kind") == "study" and b.get("rounds")})
+    for task in tasks:
+        sel = [b for b in blocks if b.get("task") == task and b.get("kind") == "study" and b.get("rounds")]
+        if not sel:
+            continue
+        fig, axes = plt.subplots(1, len(sel), figsize=(4.2 * len(sel), 3.6), squeeze=False)
+        for ax, b in zip(axes[0], sel):
+            data = [stats.arm_samples(b, a) for a in b["arms"]]
+            ax.boxplot(data, showfliers=True)
+            ax.set_xticks(range(1, len(b["arms"]) + 1), b["arms"], rotation=45, ha="right", fontsize=7)
+            ax.set_title(b["id"], fontsize=8)
+            ax.set_ylabel("ms per invocation", fontsize=8)
+        fig.suptitle(f"task {task}: per-round times of every arm", fontsize=9)
+        out[f"task{task}_rounds.png"] = _png(fig)
+    items = []
+    for c in (claims or {}).get("claims", []):
+        for chk in c["checks"]:
+            for it in chk.get("items", []):
+                if it.get("ci_low") is not None:
+                    items.append((f"{c['id']} {it['block']} {it['numerator']}/{chk['denominator']}", it))
+    if items:
+        fig, ax = plt.subplots(figsize=(7, 0.22 * len(items) + 1.2))
+        for i, (label, it) in enumerate(items):
+            color = {"holds": "tab:green", "fails": "tab:red"}.get(it["verdict"], "tab:orange")
+            ax.plot([it["ci_low"], it["ci_high"]], [i, i], color=color, lw=2)
+            ax.plot([it["median_ratio"]], [i], "o", color=color, ms=3)
+        ax.axvline(1.0, color="k", lw=0.6)
+        ax.set_yticks(range(len(items)), [lbl for lbl, _ in items], fontsize=5)
+        ax.set_xlabel("paired per-round ratio (median, bootstrap interval)", fontsize=8)
+        out["ratio_intervals.png"] = _png(fig)
+    fp = (documents.get("correctness") or {}).get("full_program", [])
+    variants = sorted({v for c in fp for v in c["checks"]})
+    ctasks = sorted({c["case"]["task"] for c in fp})
+    if fp and variants:
+        fig, ax = plt.subplots(figsize=(6, 3.2))
+        width = 0.8 / len(variants)
+        for k, v in enumerate(variants):
+            vals = []
+            for t in ctasks:
+                fr = [c["checks"][v]["bit_identical_count"] / c["checks"][v]["element_count"] for c in fp
+                      if c["case"]["task"] == t and v in c["checks"] and c["checks"][v].get("element_count")
+                      and c["checks"][v].get("bit_identical_count") is not None]
+                vals.append(1.0 - min(fr) if fr else 0.0)
+            ax.bar([i + k * width for i in range(len(ctasks))], vals, width, label=v)
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(ctasks))], [str(t) for t in ctasks])
+        ax.set_ylabel("1 - min bit-identical fraction", fontsize=8)
+        ax.set_xlabel("task", fontsize=8)
+        ax.legend(fontsize=7)
+        ax.set_title("bit identity by variant (0 = every case bit-identical)", fontsize=9)
+        out["bit_identity.png"] = _png(fig)
+    return out

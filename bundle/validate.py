@@ -1,0 +1,107 @@
+"""Validation of result documents: schema (every violation, with its JSON path), strict
+JSON, finiteness, supported ``schema_version``, and internal consistency (counts within
+totals, verdicts that match their counts, files that match their recorded hashes, rounds
+that match their protocol, witness verdicts that match their bits)."""
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Iterator, Mapping
+
+import schemas
+
+
+def _walk_checks(node: Any, path: str = "$") -> Iterator[tuple[str, dict]]:
+    """(path, check dict) for every check-like dict (has element_count and official) in a doc."""
+    if isinstance(node, dict):
+        if "element_count" in node and "official" in node and "bit_identical_count" in node:
+            yield path, node
+        for k, v in node.items():
+            yield from _walk_checks(v, f"{path}.{k}" if str(k).isidentifier() else f'{path}["{k}"]')
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _walk_checks(v, f"{path}[{i}]")
+
+
+def schema_problems(name: str, doc: Any) -> list[str]:
+    """Schema violations of a document that names itself ``kbrepro/<name>``, as
+    ``"<name>.json: $.path: message"`` strings; an unsupported ``schema_version`` is reported
+    alone (the schema of another version cannot judge the rest)."""
+    where = f"{name}.json"
+    if not isinstance(doc, dict):
+        return [f"{where}: $: not a JSON object"]
+    if doc.get("schema") != f"kbrepro/{name}":
+        return [f"{where}: $.schema: expected 'kbrepro/{name}', found {doc.get('schema')!r}"]
+    try:
+        supported = schemas.supported_version(name)
+    except KeyError:
+        return [f"{where}: $.schema: no schema named {name!r}"]
+    if doc.get("schema_version") != supported:
+        return [f"{where}: $.schema_version: unsupported version {doc.get('schema_version')!r} "
+                f"(this verifier reads {supported})"]
+    return [f"{where}: {v}" for v in schemas.validate(doc, name)]
+
+
+def consistency_problems(documents: Mapping[str, Any], files: Mapping[str, bytes]) -> list[str]:
+    """Internal contradictions between and within documents. ``files`` maps payload paths
+    (relative to the results folder / ``data/``) to bytes, for hash checks."""
+    out: list[str] = []
+    for name, doc in documents.items():
+        for path, chk in _walk_checks(doc):
+            n, bits = chk.get("element_count"), chk.get("bit_identical_count")
+            if isinstance(n, int) and isinstance(bits, int) and bits > n:
+                out.append(f"{name}.json: {path}.bit_identical_count: {bits} exceeds element_count {n}")
+            for pred in ("official", "legacy", "equal_nan_stress"):
+                r = chk.get(pred)
+                if not isinstance(r, dict):
+                    continue
+                fc = r.get("failing_count")
+                if isinstance(fc, int) and isinstance(n, int) and fc > n:
+                    out.append(f"{name}.json: {path}.{pred}.failing_count: {fc} exceeds element_count {n}")
+                if isinstance(fc, int) and r.get("pass") is not None and (fc == 0) != bool(r["pass"]):
+                    out.append(f"{name}.json: {path}.{pred}: pass={r['pass']} contradicts failing_count={fc}")
+            if isinstance(n, int) and isinstance(bits, int) and bits == n and n > 0:
+                off = chk.get("official")
+                nf = chk.get("nonfinite") or {}
+                if isinstance(off, dict) and off.get("pass") is False and not nf.get("reference_nan"):
+                    out.append(f"{name}.json: {path}: bit-identical with no NaN yet official pass=false")
+    comp = documents.get("compile")
+    if isinstance(comp, dict):
+        for i, v in enumerate(comp.get("variants", [])):
+            for key in ("cubin", "cubin_complete", "ptx", "sass"):
+                ref = v.get(key)
+                if not isinstance(ref, dict):
+                    continue
+                data = files.get(ref.get("file", ""))
+                if data is None:
+                    out.append(f"compile.json: $.variants[{i}].{key}.file: {ref.get('file')} is not in the results")
+                elif hashlib.sha256(data).hexdigest() != ref.get("sha256"):
+                    out.append(f"compile.json: $.variants[{i}].{key}.sha256: does not match {ref.get('file')}")
+    tim = documents.get("timings")
+    if isinstance(tim, dict):
+        for i, b in enumerate(tim.get("blocks", [])):
+            proto = b.get("protocol", {})
+            arms = set(b.get("arms", []))
+            rounds = b.get("rounds", [])
+            if rounds and not proto.get("adaptive") and len(rounds) != proto.get("rounds"):
+                out.append(f"timings.json: $.blocks[{i}].rounds: {len(rounds)} rounds, protocol says {proto.get('rounds')}")
+            for j, r in enumerate(rounds):
+                if set(r.get("times_ms", {})) != arms:
+                    out.append(f"timings.json: $.blocks[{i}].rounds[{j}].times_ms: arms differ from the block's arms")
+                    break
+    wit = documents.get("witness")
+    if isinstance(wit, dict) and "outputs" in wit:
+        ref_bits = [r["bits"] for r in wit["outputs"].get("reference", [])]
+        for n, ver in wit.get("verdicts", {}).items():
+            got = [r["bits"] for r in wit["outputs"].get(n, [])]
+            if ver.get("bit_identical_to_reference") != (got == ref_bits):
+                out.append(f"witness.json: $.verdicts.{n}.bit_identical_to_reference contradicts the recorded bits")
+            zero = ("0x00000000", "0x80000000")
+            flushed = any(g in zero and r not in zero for g, r in zip(got, ref_bits))
+            if ver.get("flushes") != flushed:
+                out.append(f"witness.json: $.verdicts.{n}.flushes contradicts the recorded bits")
+    run = documents.get("run")
+    if isinstance(run, dict) and run.get("status") not in ("complete", "imported"):
+        fail = run.get("failure") or {}
+        out.append(f"run.json: $.status: the run is {run.get('status')!r}"
+                   + (f" (stage {fail.get('stage')}: {fail.get('error')})" if fail else ""))
+    return out
