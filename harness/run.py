@@ -100,8 +100,10 @@ class StudyRun:
     """One run of a study into ``out_dir``. Use :func:`run_study`."""
 
     def __init__(self, study: StudyConfig, out_dir: Path, kernelbench: str | None = None,
-                 cache_dir: Path | None = None, progress: Progress | None = None):
+                 cache_dir: Path | None = None, progress: Progress | None = None,
+                 kernel_source: bytes | None = None):
         self.study = study
+        self.kernel_source = kernel_source
         self.out = Path(out_dir)
         self.kb_root = resolve_checkout(kernelbench)
         self.cache = kc.CubinCache(cache_dir) if cache_dir else None
@@ -229,7 +231,8 @@ class StudyRun:
     def _compile(self) -> None:
         import torch
 
-        source = kc.read_source(kc.SOURCE_PATH.parent / self.study.doc["source"])
+        source = self.kernel_source if self.kernel_source is not None else \
+            kc.read_source(kc.SOURCE_PATH.parent / self.study.doc["source"])
         self.source = source
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         arch = f"sm_{props.major}{props.minor}"
@@ -620,15 +623,17 @@ class StudyRun:
 
 
 def run_study(study: StudyConfig, out_dir: Path, *, kernelbench: str | None = None, cache_dir: Path | None = None,
-              progress: Callable[[dict], None] | None = None) -> dict:
+              progress: Callable[[dict], None] | None = None, kernel_source: bytes | None = None) -> dict:
     """Run ``study`` on this GPU and write its documents into ``out_dir``.
 
     Returns the ``run.json`` document. Raises EnvironmentUnavailableError (no GPU/CuPy),
     KernelBenchPinError (checkout missing or changed), CompileError, or whatever CUDA
     raised; in every case the documents of finished stages stay in ``out_dir`` and
-    ``run.json`` says ``"status": "failed"`` with the stage and error.
+    ``run.json`` says ``"status": "failed"`` with the stage and error. ``kernel_source``
+    replaces the product's ``kernels/<source>`` (used only by a replay the user trusted).
     """
-    r = StudyRun(study, out_dir, kernelbench=kernelbench, cache_dir=cache_dir, progress=Progress(progress))
+    r = StudyRun(study, out_dir, kernelbench=kernelbench, cache_dir=cache_dir, progress=Progress(progress),
+                 kernel_source=kernel_source)
     return r.run()
 
 

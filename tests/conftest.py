@@ -1,0 +1,40 @@
+"""Shared test setup: the ``gpu`` marker skips where no CUDA GPU with CuPy is present."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_RUN = ROOT.parent / "shared" / "data" / "h200-seed-run"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def _gpu_reason() -> str | None:
+    try:
+        import torch
+    except Exception as exc:  # pragma: no cover
+        return f"torch not importable: {exc}"
+    if not torch.cuda.is_available():
+        return "no CUDA GPU"
+    try:
+        import cupy  # noqa: F401
+    except Exception as exc:
+        return f"CuPy not importable: {exc}"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    reason = _gpu_reason()
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=f"gpu test: {reason}")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _compile_cache_off(monkeypatch):
+    monkeypatch.setenv("CUDA_CACHE_DISABLE", os.environ.get("CUDA_CACHE_DISABLE", "1"))

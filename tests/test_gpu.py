@@ -1,0 +1,156 @@
+"""GPU tests (marker ``gpu``): run on a machine with a CUDA GPU and CuPy.
+
+They check what only hardware can show: the FTZ mode of each compiled binary (the
+witness), that the NVRTC compile-cache defence holds within and across processes, that
+launches follow torch's current stream into CUDA graphs, and the quick study end to end.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+ROOT = Path(__file__).resolve().parent.parent
+
+WITNESS_SCRIPT = textwrap.dedent("""
+    import json, os, sys
+    import torch
+    from harness.tasks import spec
+    from kernels import compile as kc
+    from kernels.launch import TailKernels, KERNEL_NAMES
+    order = sys.argv[1].split(",")
+    raw = sys.argv[2] == "raw"   # raw: NVRTC with only the variant's options (no --no-cache), as a careless tool would
+    props = torch.cuda.get_device_properties(0)
+    arch = f"sm_{props.major}{props.minor}"
+    src = kc.read_source()
+    variants = {"nvrtc_ftz_false": kc.CompileVariant("nvrtc_ftz_false", "nvrtc", ("--std=c++11", "--fmad=false", "--ftz=false"), False),
+                "nvrtc_ftz_true": kc.CompileVariant("nvrtc_ftz_true", "nvrtc", ("--std=c++11", "--fmad=false", "--ftz=true"), True),
+                "cupy_default": kc.CompileVariant("cupy_default", "cupy_rawmodule", ("--std=c++11", "--fmad=false"), True)}
+    x = torch.tensor([[-88.0, -87.5]], device="cuda")
+    ref = (x * torch.sigmoid(x) / 2.0).clamp(-1, 1).tanh().clamp(-1, 1)
+    out = {"reference": [hex(v & 0xffffffff) for v in ref.view(torch.int32).flatten().tolist()]}
+    for name in order:
+        v = variants[name]
+        if v.route == "cupy_rawmodule":
+            b, fns = kc.compile_cupy_rawmodule(src, v, list(KERNEL_NAMES.values()))
+        elif raw:
+            from cupy_backends.cuda.libs import nvrtc
+            prog = nvrtc.createProgram(src.decode(), "t.cu", (), ())
+            nvrtc.compileProgram(prog, tuple(v.options) + (f"--gpu-architecture={arch}",))
+            cub = kc.full_cubin(prog); nvrtc.destroyProgram(prog)
+            fns = kc.load_cubin(cub, list(KERNEL_NAMES.values())); b = None
+        else:
+            b = kc.compile_nvrtc(src, v, arch)
+            fns = kc.load_cubin(b.cubin, list(KERNEL_NAMES.values()))
+        y = TailKernels(name, fns).launch(81, x, {})
+        torch.cuda.synchronize()
+        out[name] = {"bits": [hex(v & 0xffffffff) for v in y.view(torch.int32).flatten().tolist()],
+                     "cubin_sha256": __import__("hashlib").sha256(b.cubin_complete or b.cubin).hexdigest() if b else None}
+    print(json.dumps(out))
+""")
+
+
+def _witness(order: str, raw: bool = False, env_extra: dict | None = None) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.update(env_extra or {})
+    proc = subprocess.run([sys.executable, "-c", WITNESS_SCRIPT, order, "raw" if raw else "ours"], cwd=ROOT,
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+FLUSHED = ["0x80000000", "0x80000000"]
+
+
+def test_witness_in_one_process_ftz_false_compiled_first():
+    w = _witness("nvrtc_ftz_false,nvrtc_ftz_true,cupy_default")
+    assert w["nvrtc_ftz_false"]["bits"] == w["reference"]
+    assert w["reference"] != FLUSHED
+    assert w["nvrtc_ftz_true"]["bits"] == FLUSHED
+    assert w["cupy_default"]["bits"] == FLUSHED
+    # explicit --ftz=true builds the same machine code as CuPy's implicit -ftz=true
+    assert w["nvrtc_ftz_true"]["cubin_sha256"] == w["cupy_default"]["cubin_sha256"]
+
+
+def test_witness_after_an_earlier_process_populated_the_nvrtc_cache():
+    # an earlier process compiles the same source with --ftz=false and NO cache defence
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_CACHE_DISABLE"}
+    earlier = subprocess.run([sys.executable, "-c", WITNESS_SCRIPT, "nvrtc_ftz_false", "raw"], cwd=ROOT, env={
+        **env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
+    assert earlier.returncode == 0, earlier.stderr[-3000:]
+    # our route afterwards, in a new process, must still produce a flushing ftz=true binary
+    w = _witness("nvrtc_ftz_true,cupy_default,nvrtc_ftz_false")
+    assert w["nvrtc_ftz_true"]["bits"] == FLUSHED
+    assert w["cupy_default"]["bits"] == FLUSHED
+    assert w["nvrtc_ftz_false"]["bits"] == w["reference"]
+
+
+def test_side_stream_launch_during_capture_is_an_error():
+    import torch
+
+    from kernels import compile as kc
+    from kernels.launch import KERNEL_NAMES, LaunchError, TailKernels
+
+    props = torch.cuda.get_device_properties(0)
+    v = kc.CompileVariant("nvrtc_ftz_false", "nvrtc", ("--std=c++11", "--fmad=false", "--ftz=false"), False)
+    b = kc.compile_nvrtc(kc.read_source(), v, f"sm_{props.major}{props.minor}")
+    k = TailKernels(v.name, kc.load_cubin(b.cubin, list(KERNEL_NAMES.values())))
+    x = torch.randn(64, 64, device="cuda")
+    side = torch.cuda.Stream()
+    k.launch(81, x, {})
+    g = torch.cuda.CUDAGraph()
+    with pytest.raises(LaunchError, match="side stream"):
+        with torch.cuda.graph(g):
+            k.launch(81, x, {}, stream=side)
+
+
+def test_launch_is_captured_into_a_cuda_graph():
+    import torch
+
+    from kernels import compile as kc
+    from kernels.launch import KERNEL_NAMES, TailKernels
+
+    props = torch.cuda.get_device_properties(0)
+    v = kc.CompileVariant("nvrtc_ftz_false", "nvrtc", ("--std=c++11", "--fmad=false", "--ftz=false"), False)
+    b = kc.compile_nvrtc(kc.read_source(), v, f"sm_{props.major}{props.minor}")
+    k = TailKernels(v.name, kc.load_cubin(b.cubin, list(KERNEL_NAMES.values())))
+    x = torch.randn(256, 512, device="cuda")
+    bias = torch.randn(512, device="cuda")
+    out = torch.empty_like(x)
+    k.launch(95, x, {"bias": bias}, out=out)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        k.launch(95, x, {"bias": bias}, out=out)
+    x.mul_(0.5)
+    bias.add_(0.25)
+    g.replay()
+    torch.cuda.synchronize()
+    ref = torch.nn.functional.hardtanh(torch.nn.functional.gelu(torch.tanh(torch.sigmoid(x + bias) * (x + bias))), -1, 1)
+    assert torch.equal(out.view(torch.int32), ref.view(torch.int32))
+
+
+def test_quick_study_runs_packs_and_verifies(tmp_path):
+    results = tmp_path / "results"
+    out = tmp_path / "quick.tar"
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run([sys.executable, "make_bundle.py", "--profile", "quick", "--results-dir", str(results),
+                           "--out", str(out)], cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    import schemas
+    from harness import jsonio
+
+    for name in ("run", "environment", "compile", "witness", "correctness", "timings", "scout"):
+        assert schemas.validate(jsonio.read_json(results / f"{name}.json"), name) == []
+    ver = subprocess.run([sys.executable, "verify_bundle.py", str(out), "--level", "static"], cwd=ROOT,
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert ver.returncode == 0, ver.stdout + ver.stderr
+    compile_doc = jsonio.read_json(results / "compile.json")
+    assert {v["name"]: v["ftz_evidence"]["agrees"] for v in compile_doc["variants"]} == {
+        "cupy_default": True, "nvrtc_ftz_false": True, "nvrtc_ftz_true": True}
