@@ -211,10 +211,20 @@ def live_section() -> dict:
     return {"predicate_direction": hchecks.predicate_direction_witness()}
 
 
+class _Root(dict):
+    """The JMESPath root: the documents, plus ``live`` computed only when a query reads it
+    (it imports torch, which costs a second). JMESPath reads fields through ``.get``."""
+
+    def get(self, key, default=None):
+        if key == "live" and "live" not in self:
+            self["live"] = live_section()
+        return super().get(key, default)
+
+
 def evaluate(spec: Mapping, documents: Mapping[str, Any], *, source: str = "recorded") -> dict:
     """Evaluate every claim of ``spec`` on ``documents`` (document name -> document).
     Returns the ``claims`` document (schemas/claims.schema.json)."""
-    root = {**documents, "live": live_section()}
+    root = _Root(documents)
     boot = spec["bootstrap"]
     memo: dict = {}
     out = []

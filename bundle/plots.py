@@ -16,7 +16,7 @@ from harness import stats
 
 def _png(fig) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, metadata={"Software": None}, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=90, metadata={"Software": None})
     import matplotlib.pyplot as plt
 
     plt.close(fig)
@@ -37,6 +37,7 @@ def render_all(documents: Mapping[str, Mapping], claims: Mapping | None) -> dict
         if not sel:
             continue
         fig, axes = plt.subplots(1, len(sel), figsize=(4.2 * len(sel), 3.6), squeeze=False)
+        fig.subplots_adjust(bottom=0.3, wspace=0.35)
         for ax, b in zip(axes[0], sel):
             data = [stats.arm_samples(b, a) for a in b["arms"]]
             ax.boxplot(data, showfliers=True)
@@ -45,14 +46,17 @@ def render_all(documents: Mapping[str, Mapping], claims: Mapping | None) -> dict
             ax.set_ylabel("ms per invocation", fontsize=8)
         fig.suptitle(f"task {task}: per-round times of every arm", fontsize=9)
         out[f"task{task}_rounds.png"] = _png(fig)
-    items = []
+    items, seen = [], set()
     for c in (claims or {}).get("claims", []):
         for chk in c["checks"]:
             for it in chk.get("items", []):
-                if it.get("ci_low") is not None:
+                key = (it["block"], it["numerator"], chk["denominator"])
+                if it.get("ci_low") is not None and key not in seen:
+                    seen.add(key)
                     items.append((f"{c['id']} {it['block']} {it['numerator']}/{chk['denominator']}", it))
     if items:
-        fig, ax = plt.subplots(figsize=(7, 0.22 * len(items) + 1.2))
+        fig, ax = plt.subplots(figsize=(8, 0.2 * len(items) + 1.2))
+        fig.subplots_adjust(left=0.42)
         for i, (label, it) in enumerate(items):
             color = {"holds": "tab:green", "fails": "tab:red"}.get(it["verdict"], "tab:orange")
             ax.plot([it["ci_low"], it["ci_high"]], [i, i], color=color, lw=2)

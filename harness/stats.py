@@ -65,9 +65,22 @@ def bootstrap_median_ci(values: Sequence[float], *, level: float = DEFAULT_LEVEL
         return {**out, "median": med, "ci_low": None, "ci_high": None}
     rng = np.random.Generator(np.random.PCG64(seed))
     idx = rng.integers(0, a.size, size=(resamples, a.size))
-    meds = np.median(a[idx], axis=1)
+    meds = _row_medians(a[idx])
     lo, hi = np.quantile(meds, [(1 - level) / 2, 1 - (1 - level) / 2])
     return {**out, "median": med, "ci_low": float(lo), "ci_high": float(hi)}
+
+
+def _row_medians(x):
+    """Median of each row of a 2-D array (same values as ``numpy.median(x, axis=1)``, by
+    partial sorting, several times faster for short rows)."""
+    import numpy as np
+
+    n = x.shape[1]
+    k = n // 2
+    if n % 2:
+        return np.partition(x, k, axis=1)[:, k]
+    p = np.partition(x, [k - 1, k], axis=1)
+    return (p[:, k - 1] + p[:, k]) / 2.0
 
 
 def relative_half_width(ci: Mapping) -> float:

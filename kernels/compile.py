@@ -464,24 +464,29 @@ _SASS_INSN = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*
 def sass_ftz_counts(sass: str) -> dict:
     """Count FTZ instructions in a SASS listing (``cuobjdump -sass`` or ``nvdisasm``).
 
-    Returns ``{"instructions": n, "ftz_instructions": n, "fp32_instructions": n}`` where an
-    FP32 instruction is one whose opcode starts with F (FADD, FMUL, FFMA, FSETP, FMNMX,
-    FCHK, ...) or is MUFU, and an FTZ instruction is one with a ``.FTZ`` modifier.
+    Returns ``{"instructions", "ftz_instructions", "fp32_instructions", "fmul_ffma",
+    "fmul_ffma_ftz"}``: all instructions; those with a ``.FTZ`` modifier; FP32 ones (opcode
+    F* or MUFU); and the FMUL/FFMA multiplies, in all and with ``.FTZ``.
+
+    Only the multiplies decide the mode (:func:`sass_says_ftz`): under ``--ftz=false``
+    NVRTC 13.0 still emits ``FADD.FTZ r, -x, -RZ`` negations, ``FSETP.NEU.FTZ`` NaN tests
+    and ``F2I.FTZ`` conversions, where flushing cannot change a result (seen on the H200,
+    sm_90), but never an FMUL/FFMA with ``.FTZ``; under ``--ftz=true`` nearly all carry it.
     """
     insns = _SASS_INSN.findall(sass)
     fp32 = [i for i in insns if i.startswith(("F", "MUFU")) and not i.startswith("FLO")]
     ftz = [i for i in insns if ".FTZ" in i]
-    return {"instructions": len(insns), "ftz_instructions": len(ftz), "fp32_instructions": len(fp32)}
+    mul = [i for i in insns if i.split(".")[0] in ("FMUL", "FFMA")]
+    return {"instructions": len(insns), "ftz_instructions": len(ftz), "fp32_instructions": len(fp32),
+            "fmul_ffma": len(mul), "fmul_ffma_ftz": sum(1 for i in mul if ".FTZ" in i)}
 
 
 def sass_says_ftz(counts: Mapping[str, int]) -> bool | None:
-    """True if any SASS instruction has ``.FTZ``; False if FP32 instructions exist and none
-    has it; None if the listing holds no FP32 instruction (nothing to judge)."""
-    if counts.get("ftz_instructions", 0) > 0:
-        return True
-    if counts.get("fp32_instructions", 0) == 0:
+    """True if any FMUL/FFMA carries ``.FTZ``; False if there are FMUL/FFMA and none does;
+    None if the listing has no FMUL/FFMA (nothing to judge)."""
+    if counts.get("fmul_ffma", 0) == 0:
         return None
-    return False
+    return counts.get("fmul_ffma_ftz", 0) > 0
 
 
 def disassemble(cubin: bytes) -> tuple[str | None, str]:
