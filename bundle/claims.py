@@ -6,8 +6,10 @@ Each claim has checks; each check selects values with JMESPath and decides a ver
 ``not_comparable`` (the documents hold nothing the check can read).
 
 A claim's verdict combines its checks: any ``fails`` -> fails; else any ``not_comparable``
--> not_comparable; else any ``inconclusive`` -> inconclusive; else holds. Every check
-stores the numbers it was decided on.
+-> not_comparable; else any ``inconclusive`` -> inconclusive; else holds. A claim that
+``requires`` other claims is ``not_comparable`` unless they all hold (its measured verdict
+is kept beside): e.g. an FTZ-cost comparison means nothing if the ``--ftz=true`` binary
+did not flush. Every check stores the numbers it was decided on.
 
 Timing tests on the per-round paired ratio r = t_numerator / t_denominator (median and its
 bootstrap interval [lo, hi], see ``harness.stats``), with margin m:
@@ -235,6 +237,14 @@ def evaluate(spec: Mapping, documents: Mapping[str, Any], *, source: str = "reco
             results.append(r)
         out.append({"id": c["id"], "sentence": c["sentence"], "verdict": combine([r["verdict"] for r in results]),
                     "checks": results})
+    by_id = {c["id"]: c for c in out}
+    for c, claim in zip(out, spec["claims"]):
+        unmet = [r for r in claim.get("requires", []) if by_id.get(r, {}).get("verdict") != "holds"]
+        if unmet:
+            c["measured_verdict"] = c["verdict"]
+            c["verdict"] = "not_comparable"
+            c["why"] = ("depends on " + ", ".join(f"{r} ({by_id.get(r, {}).get('verdict', 'missing')})" for r in unmet)
+                        + ", which does not hold: the data cannot support this claim")
     summary = {v: sum(1 for c in out if c["verdict"] == v) for v in VERDICTS}
     return {"schema": "kbrepro/claims", "schema_version": 1, "study": spec["study"], "evaluated_on": source,
             "bootstrap": dict(boot), "claims": out, "summary": summary}

@@ -59,6 +59,8 @@ def claims_section(claims: Mapping) -> str:
                 extra = {k: chk[k] for k in ("count", "mismatches", "unequal", "min_fraction", "max", "violations", "why")
                          if k in chk}
                 nums.append(", ".join(f"{k}={_fmt(v) if not isinstance(v, str) else v}" for k, v in extra.items()))
+        if c.get("why"):
+            nums.insert(0, f"{c['why']} (measured: {c.get('measured_verdict')})")
         rows.append([c["id"], f"**{c['verdict']}**", c["sentence"], "<br>".join(n for n in nums if n)])
     s = claims.get("summary", {})
     head = ", ".join(f"{k}: {v}" for k, v in s.items())

@@ -1,0 +1,203 @@
+"""Predicate audit of historical result files: could any saved classification change when
+the reference-scaled (legacy) check is replaced by the official, candidate-scaled
+``torch.allclose(reference, candidate, atol, rtol)``?
+
+    kbrepro-audit FILE_OR_DIR [...] [--json report.json]
+    python -m bundle.audit ../shared/data/h200-seed-run
+
+Reads our result documents (``correctness.json``, ``scout.json``), the post's original
+files (fusion results, controls, FTZ cost, scout) and bundle archives (``.tar``/``.tar.gz``,
+read without extraction). For every saved finite case it reports the worst ratio to the
+allowance under each predicate, how close it is to the threshold 1, and whether the
+classification could change.
+
+What can be concluded where a file kept only the maximum ratio (the post's format): the
+rule of :func:`harness.checks.legacy_margin_verdict` bounds the official ratio by the saved
+legacy one, so a case whose worst legacy ratio is at most 1/(1+rtol) passes under both,
+and one above 1/(1-rtol) fails under both; in between, the summary cannot decide, and the
+audit says so. Non-finite elements are outside any ratio: the legacy helper counts a NaN
+pair as equal, the official predicate never does, so an input that holds NaN passes the
+legacy check and fails the official one whatever the ratios say; the audit lists such
+cases separately instead of folding them into the margin statement.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import click
+
+from harness import jsonio
+from harness.checks import Tolerance, legacy_margin_verdict
+from kernels.errors import ReproError, UnreadableInputError
+
+DEFAULT_TOL = Tolerance(1e-4, 1e-4)
+
+
+@dataclass
+class Case:
+    file: str
+    path: str
+    legacy_pass: bool | None
+    legacy_ratio: float | None
+    official_pass: bool | None
+    official_ratio: float | None
+    official_source: str  # "recorded", "derived", "undecidable"
+    could_change: bool | None
+    nan_input: bool
+    reason: str
+
+
+@dataclass
+class FileAudit:
+    file: str
+    format: str
+    cases: list[Case] = field(default_factory=list)
+
+
+def _num(v) -> float | None:
+    try:
+        return jsonio.dec_float(v) if v is not None else None
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def _walk(node: Any, path: str = "$") -> Iterator[tuple[str, dict]]:
+    if isinstance(node, dict):
+        yield path, node
+        for k, v in node.items():
+            yield from _walk(v, f"{path}.{k}" if str(k).isidentifier() else f'{path}["{k}"]')
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _walk(v, f"{path}[{i}]")
+
+
+def _nan_context(path: str) -> bool:
+    return any(s in path for s in ("boundaries_and_nonfinite", "tail_controls[0]", "tiny_value_controls"))
+
+
+def audit_document(doc: Any, file: str, tol: Tolerance = DEFAULT_TOL) -> FileAudit:
+    """Audit one parsed document (ours or the post's)."""
+    ours = isinstance(doc, dict) and str(doc.get("schema", "")).startswith("kbrepro/")
+    fa = FileAudit(file=file, format=doc.get("schema") if ours else "post format")
+    for path, d in _walk(doc):
+        if ours and "official" in d and "legacy" in d and "element_count" in d:
+            off, leg = d.get("official") or {}, d.get("legacy") or {}
+            nan_input = bool((d.get("nonfinite") or {}).get("reference_nan"))
+            orat, lrat = _num(off.get("worst_ratio")), _num(leg.get("worst_ratio"))
+            if off.get("derived_from"):
+                src = "derived"
+            elif off:
+                src = "recorded"
+            else:
+                src = "undecidable"
+            change = None if not off or not leg else (off.get("pass") != leg.get("pass"))
+            fa.cases.append(Case(file, path, leg.get("pass"), lrat, off.get("pass"), orat, src, change, nan_input,
+                                 off.get("derived_from") or ("both predicates recorded" if off and leg else "not recorded")))
+        elif not ours and "max_budget_ratio" in d:
+            ratio = _num(d.get("max_budget_ratio"))
+            max_abs = _num(d.get("max_abs"))
+            legacy_pass = d.get("pass")
+            nan_input = _nan_context(path) or bool(d.get("bad_special"))
+            verdict, why = legacy_margin_verdict(ratio, max_abs, tol)
+            if nan_input:
+                fa.cases.append(Case(file, path, legacy_pass, ratio, None, None, "undecidable", None, True,
+                                     "input holds NaN or non-finite mismatches: the official predicate never counts a "
+                                     "NaN pair close, the legacy helper does; ratios cannot settle it"))
+                continue
+            fa.cases.append(Case(file, path, legacy_pass, ratio, verdict, None,
+                                 "derived" if verdict is not None else "undecidable",
+                                 None if verdict is None else (verdict != legacy_pass), False, why))
+    return fa
+
+
+def audit_path(p: Path, tol: Tolerance = DEFAULT_TOL) -> list[FileAudit]:
+    """Audit a JSON file, a folder of JSON files, or a bundle archive."""
+    p = Path(p)
+    if p.is_dir():
+        out = []
+        for f in sorted(p.glob("*.json")):
+            out += audit_path(f, tol)
+        return out
+    if p.name.endswith((".tar", ".tar.gz", ".tgz")):
+        from bundle.archive import read_archive
+
+        contents = read_archive(p)
+        if contents.problems:
+            raise UnreadableInputError(f"{p.name} is not a safe archive: {contents.problems[0]['message']}",
+                                       "run verify_bundle.py on it first")
+        out = []
+        for rel, data in sorted(contents.files.items()):
+            if rel.endswith(".json") and rel.startswith("data/results/"):
+                out.append(audit_document(jsonio.loads_strict(data, rel), f"{p.name}:{rel}", tol))
+        return out
+    return [audit_document(jsonio.read_json(p), p.name, tol)]
+
+
+def summarise(files: list[FileAudit]) -> dict:
+    cases = [c for f in files for c in f.cases]
+    finite = [c for c in cases if not c.nan_input]
+    could = [c for c in finite if c.could_change]
+    undecidable = [c for c in finite if c.could_change is None]
+    margins_leg = [abs(1 - c.legacy_ratio) for c in finite if c.legacy_ratio is not None]
+    margins_off = [abs(1 - c.official_ratio) for c in finite if c.official_ratio is not None]
+    return {
+        "files": len([f for f in files if f.cases]), "cases": len(cases), "finite_cases": len(finite),
+        "nan_input_cases": len(cases) - len(finite),
+        "saved_legacy_ratios": sum(1 for c in cases if c.legacy_ratio is not None),
+        "classification_changes": len(could), "undecidable": len(undecidable),
+        "closest_legacy_distance": min(margins_leg) if margins_leg else None,
+        "closest_official_distance": min(margins_off) if margins_off else None,
+        "changes": [f"{c.file} {c.path}" for c in could],
+        "undecidable_cases": [f"{c.file} {c.path}: {c.reason}" for c in undecidable],
+    }
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--atol", type=float, default=1e-4, show_default=True)
+@click.option("--rtol", type=float, default=1e-4, show_default=True)
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="write the audit as JSON")
+@click.option("-v", "--verbose", is_flag=True, help="one line per case")
+def main(paths, atol, rtol, json_out, verbose) -> None:
+    """Audit saved correctness results for classifications that the predicate direction could change."""
+    tol = Tolerance(atol, rtol)
+    try:
+        files = [fa for p in paths for fa in audit_path(Path(p), tol)]
+    except ReproError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    s = summarise(files)
+    for f in files:
+        if not f.cases:
+            continue
+        fin = [c for c in f.cases if not c.nan_input]
+        lm = min((abs(1 - c.legacy_ratio) for c in fin if c.legacy_ratio is not None), default=None)
+        click.echo(f"{f.file:<48} {len(f.cases):5d} cases  closest |1 - legacy ratio| "
+                   f"{'n/a' if lm is None else f'{lm:.6g}'}  changes {sum(1 for c in fin if c.could_change)}  "
+                   f"undecidable {sum(1 for c in fin if c.could_change is None)}  NaN-input {len(f.cases) - len(fin)}")
+        if verbose:
+            for c in f.cases:
+                click.echo(f"    {c.path}: legacy {c.legacy_pass} ratio {c.legacy_ratio} -> official {c.official_pass} "
+                           f"({c.official_source}); {c.reason}")
+    click.echo(f"files {s['files']}, cases {s['cases']} ({s['saved_legacy_ratios']} saved legacy ratios), "
+               f"finite {s['finite_cases']}: classification changes {s['classification_changes']}, "
+               f"undecidable {s['undecidable']}; NaN-input controls {s['nan_input_cases']} (decided by equality, "
+               "not by ratios)")
+    if s["closest_legacy_distance"] is not None:
+        click.echo(f"closest |1 - worst legacy ratio| {s['closest_legacy_distance']:.6g}; a case can change only if its worst "
+                   f"legacy ratio lies in (1/(1+rtol), 1/(1-rtol)] = ({1 / (1 + rtol):.6g}, {1 / (1 - rtol):.6g}]")
+    if json_out:
+        doc = {"schema": "kbrepro/audit-report", "schema_version": 1, "atol": atol, "rtol": rtol, "summary": s,
+               "files": [{"file": f.file, "format": f.format, "cases": [c.__dict__ for c in f.cases]} for f in files]}
+        for f in doc["files"]:
+            for c in f["cases"]:
+                for k in ("legacy_ratio", "official_ratio"):
+                    c[k] = jsonio.enc_float(c[k])
+        jsonio.write_json(Path(json_out), doc)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""Strict JSON, atomic writes, and schema validation (all violations, paths, strict counts)."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+import schemas
+from harness import jsonio
+from kernels.errors import UnreadableInputError
+
+
+def test_nonfinite_tokens_and_duplicate_keys_are_refused():
+    for text in ('{"a": NaN}', '{"a": Infinity}', '{"a": -Infinity}', '{"a": 1, "a": 2}'):
+        with pytest.raises(UnreadableInputError):
+            jsonio.loads_strict(text)
+    assert jsonio.loads_strict('{"a": 1.5}') == {"a": 1.5}
+
+
+def test_nonfinite_values_are_encoded_explicitly():
+    assert [jsonio.enc_float(v) for v in (1.0, math.nan, math.inf, -math.inf)] == [1.0, "nan", "inf", "-inf"]
+    assert math.isnan(jsonio.dec_float("nan")) and jsonio.dec_float("-inf") == -math.inf
+    with pytest.raises(ValueError):
+        jsonio.dumps({"a": math.nan})
+
+
+def test_atomic_write_leaves_no_temporary_and_keeps_old_file_on_failure(tmp_path, monkeypatch):
+    p = tmp_path / "doc.json"
+    jsonio.write_json(p, {"a": 1})
+    assert json.loads(p.read_text()) == {"a": 1}
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(jsonio.os, "replace", boom)
+    with pytest.raises(OSError):
+        jsonio.write_json(p, {"a": 2})
+    assert json.loads(p.read_text()) == {"a": 1}
+    assert [f.name for f in tmp_path.iterdir()] == ["doc.json"]
+
+
+def test_every_schema_is_valid_against_the_metaschema():
+    names = schemas.available()
+    for required in ("study", "run", "environment", "compile", "witness", "correctness", "timings", "scout",
+                     "claims", "claims-spec", "bundle", "verification-report", "kernelbench-lock",
+                     "post-fusion-results", "post-fusion-controls", "post-fusion-ftz-cost", "post-scout"):
+        assert required in names
+    for n in names:
+        schemas.load(n)
+
+
+def _witness_doc():
+    return {"schema": "kbrepro/witness", "schema_version": 1, "task": 81,
+            "inputs": [{"value": -88.0, "bits": "0xc2b00000"}],
+            "outputs": {"reference": [{"value": -2.66e-37, "bits": "0x82b54ddb"}]},
+            "verdicts": {"x": {"flushes": False, "bit_identical_to_reference": True}}}
+
+
+def test_valid_document_passes():
+    assert schemas.validate(_witness_doc(), "witness") == []
+
+
+def test_float_count_nan_and_missing_field_are_each_reported_with_their_path():
+    doc = _witness_doc()
+    doc["task"] = 81.0
+    doc["inputs"][0]["value"] = math.nan
+    del doc["verdicts"]["x"]["flushes"]
+    found = {v.path: v.message for v in schemas.validate(doc, "witness")}
+    assert "$.task" in found and "integer" in found["$.task"]
+    assert "$.inputs[0].value" in found and "non-finite" in found["$.inputs[0].value"]
+    assert "$.verdicts.x" in found and "flushes" in found["$.verdicts.x"]
+
+
+def test_supported_version_and_document_naming():
+    assert schemas.supported_version("correctness") == 1
+    assert schemas.schema_name_of({"schema": "kbrepro/timings"}) == "timings"
+    assert schemas.schema_name_of({"schema": "other/x"}) is None
