@@ -56,10 +56,17 @@ def _summary(made, extra: str = "") -> None:
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None, help="our cubin cache [default: none]")
 @click.option("--name", default=None, help="bundle name [default: <study>-<profile>-<run start UTC>]")
 @click.option("--no-plots", is_flag=True, help="leave plots out")
-def main(study, profile, out, kernelbench, from_results, results_dir, claims, cache_dir, name, no_plots) -> None:
+@click.option("--self-test", "self_test", is_flag=True,
+              help="only run the harness self-tests (known-bad tails it must catch) on this GPU")
+def main(study, profile, out, kernelbench, from_results, results_dir, claims, cache_dir, name, no_plots,
+         self_test) -> None:
     """Run the study, validate every result, and pack a deterministic, verifiable bundle."""
     from bundle import make
 
+    if self_test:
+        from harness.__main__ import run_selftest_cli
+
+        sys.exit(run_selftest_cli(None))
     try:
         if from_results:
             if results_dir or cache_dir:

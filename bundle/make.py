@@ -22,7 +22,7 @@ from harness.kernelbench import KernelBenchCheckout, load_lock, resolve_checkout
 from kernels import compile as kc
 from kernels.errors import InvalidResultsError, KernelBenchPinError, UnreadableInputError, UsageError
 
-OUR_DOCUMENTS = ("run", "environment", "compile", "witness", "correctness", "timings", "scout")
+OUR_DOCUMENTS = ("run", "environment", "compile", "witness", "correctness", "timings", "scout", "selftest")
 REQUIRED = ("run", "environment", "compile", "correctness", "timings")
 #: Where each document goes inside ``data/``.
 DOC_PATHS = {"environment": "environment.json", **{n: f"results/{n}.json" for n in OUR_DOCUMENTS if n != "environment"}}

@@ -165,6 +165,140 @@ def timing_section(t: Mapping) -> str:
     return "\n".join(out)
 
 
+def _paired(b: Mapping | None, num: str, den: str, sub: str | None = None) -> str:
+    """Median paired ratio num/den with its bootstrap interval; with ``sub`` (the flush-only
+    arm), that arm's time is subtracted from both, round by round."""
+    r = []
+    for row in (b or {}).get("rounds", []):
+        t = row["times_ms"]
+        if num in t and den in t:
+            a, c = float(t[num]), float(t[den])
+            if sub and sub in t:
+                a, c = a - float(t[sub]), c - float(t[sub])
+            if c > 0:
+                r.append(a / c)
+    if not r:
+        return "n/a"
+    ci = stats.bootstrap_median_ci(r, resamples=2000)
+    lo = "n/a" if ci["ci_low"] is None else f"{ci['ci_low']:.3f}"
+    hi = "n/a" if ci["ci_high"] is None else f"{ci['ci_high']:.3f}"
+    return f"{ci['median']:.3f} [{lo}, {hi}]"
+
+
+def _inductor_part(documents: Mapping[str, Mapping]) -> str:
+    c = documents.get("correctness") or {}
+    ind = {k: v.get("inductor") for k, v in (c.get("tasks") or {}).items() if v.get("inductor")}
+    if not ind:
+        return ""
+    rows = []
+    for task, rec in sorted(ind.items()):
+        for part in ("full", "tail"):
+            chk = rec[part]
+            rows.append([task, part, f"{rec['compile_seconds'][part]:.1f}", _fmt(chk["official"]["pass"]),
+                         f"{chk['bit_identical_count']:,}/{chk['element_count']:,}"])
+    tv = c.get("tiny_value_controls") or {}
+    tiny = ", ".join(f"task {k}: {v['checks']['inductor_tail']['bit_identical_count']:,}/"
+                     f"{v['checks']['inductor_tail']['element_count']:,} bit-identical"
+                     for k, v in sorted(tv.items()) if "inductor_tail" in v["checks"])
+    w = (documents.get("witness") or {}).get("verdicts", {}).get("inductor_tail")
+    wit = "" if not w else (" Minimal witness: the Inductor tail "
+                            + ("flushes subnormals (FTZ)." if w["flushes"] else "keeps subnormals."))
+    s = next(iter(ind.values()))["settings"]
+    head = (f"torch {s.get('torch')}, Triton {s.get('triton')}, mode {s.get('mode')}, dynamic={s.get('dynamic')}. "
+            "Compile time is measured apart, never inside a timing.")
+    return ("### Inductor (torch.compile) baseline\n\n" + head + "\n\n"
+            + _table(["task", "program", "compile s", "official pass", "bit-identical"], rows)
+            + "\nTiny-value controls of the Inductor tail: " + (tiny or "none") + "." + wit + "\n")
+
+
+def _cold_part(blocks: list, flush_bytes: int) -> str:
+    warm = {(b["task"], b["scope"], b["mode"]): b for b in blocks if b.get("kind") == "study" and b.get("rounds")}
+    cold = {(b["task"], b["scope"], b["mode"]): b for b in blocks if b.get("kind") == "cold_l2" and b.get("rounds")}
+    if not cold:
+        return ""
+    rows = []
+    for key in sorted(cold):
+        cb = cold[key]
+        base = "eager" if key[1] == "full" else "eager_tail"
+        for arm in cb["arms"]:
+            if arm in (base, "l2_flush_only"):
+                continue
+            rows.append([f"{key[0]} {key[1]} {key[2]}", arm, _paired(warm.get(key), arm, base),
+                         _paired(cb, arm, base, sub="l2_flush_only")])
+    return ("### Warm vs cold L2 (paired per-round ratio to eager, median [95% interval])\n\n"
+            f"Cold: a write of {flush_bytes:,} bytes (at least 2 x L2) before every timed call; the flush-only "
+            "arm's time is subtracted round by round.\n\n" + _table(["block", "arm", "warm", "cold"], rows))
+
+
+def _roofline_part(blocks: list) -> str:
+    copy = next((b for b in blocks if b.get("kind") == "copy" and b.get("rounds")), None)
+    if not copy:
+        return ""
+    bw = copy["bytes_moved"] / (stats.summary(stats.arm_samples(copy, "copy"))["median_ms"] * 1e-3)
+    rows = []
+    for b in blocks:
+        if b.get("kind") not in ("study", "cold_l2") or b.get("scope") != "tail" or not b.get("bytes_moved"):
+            continue
+        for arm in b["arms"]:
+            if arm == "l2_flush_only":
+                continue
+            med = stats.summary(stats.arm_samples(b, arm))["median_ms"]
+            ach = b["bytes_moved"] / (med * 1e-3)
+            rows.append([b["id"], arm, f"{med:.4f}", f"{ach / 1e9:.0f}", f"{ach / bw:.2f}"])
+    gem = []
+    for b in blocks:
+        if b.get("kind") == "gemm" and b.get("rounds"):
+            med = stats.summary(stats.arm_samples(b, "gemm"))["median_ms"]
+            gem.append([b["task"], b["mode"], f"{med:.3f}", f"{b['flops'] / (med * 1e-3) / 1e12:.1f}"])
+    return (f"### Roofline\n\nDevice copy bandwidth measured in this run: {bw / 1e9:.0f} GB/s (bytes read + written). "
+            "Tails move 4 bytes read and 4 written per element (plus the bias row). Cold-L2 rows include the flush.\n\n"
+            + _table(["block", "arm", "median ms", "GB/s", "fraction of copy bandwidth"], rows)
+            + "\nGEMM alone (FP32, TF32 off):\n\n" + _table(["task", "mode", "median ms", "TFLOP/s"], gem))
+
+
+def _misc_parts(blocks: list, selftest: Mapping | None) -> list[str]:
+    from harness.timing import throttled
+
+    out = []
+    floor = [b for b in blocks if b.get("kind") == "floor" and b.get("rounds")]
+    if floor:
+        rows = [[b["id"], b["mode"], f"{stats.summary(stats.arm_samples(b, b['arms'][0]))['median_ms'] * 1e3:.2f}"]
+                for b in floor]
+        out.append("### Measurement floor\n\n" + _table(["what", "mode", "median microseconds per call"], rows))
+    clocked = [r for b in blocks for r in b.get("rounds", []) if r.get("clocks")]
+    if clocked:
+        n_thr = sum(1 for r in clocked if throttled(r))
+        sm = sorted({r["clocks"].get("sm_clock_mhz") for r in clocked if r["clocks"].get("sm_clock_mhz")})
+        out.append(f"### Clocks\n\n{len(clocked)} rounds sampled through NVML; {n_thr} throttled (power, thermal or "
+                   f"slowdown reasons); SM clocks seen: {', '.join(map(str, sm))} MHz.\n")
+    adaptive = [b for b in blocks if b.get("adaptive")]
+    if adaptive:
+        rows = []
+        for b in adaptive:
+            a = b["adaptive"]
+            worst = max(a["rel_half_widths"].values(), default=float("nan"))
+            rows.append([b["id"], a["rounds"], a["stop_reason"], f"{worst * 100:.2f}%"])
+        out.append("### Adaptive stopping\n\nRounds continue until every paired ratio's interval half-width is "
+                   "within the target, or a cap.\n\n" + _table(["block", "rounds", "stopped by", "widest half-width"], rows))
+    if selftest:
+        rows = [[r["name"], r["description"], ", ".join(r["expected"]) or "(none: must pass all)",
+                 ", ".join(r["failed_checks"]) or "none", f"**{_fmt(r['as_expected'])}**"] for r in selftest["tests"]]
+        out.append("### Self-tests\n\n" + _table(["tail", "what is wrong", "expected to be caught by", "failed checks",
+                                                  "as expected"], rows))
+    return out
+
+
+def extras_section(documents: Mapping[str, Mapping]) -> str:
+    """Beyond the post: Inductor, cold vs warm L2, roofline, floor, clocks, adaptive stopping,
+    self-tests. Empty when the run measured none of these."""
+    t = documents.get("timings") or {}
+    blocks = t.get("blocks", [])
+    parts = [_inductor_part(documents), _cold_part(blocks, (t.get("extras") or {}).get("l2_flush_bytes", 0)),
+             _roofline_part(blocks), *_misc_parts(blocks, documents.get("selftest"))]
+    parts = [p for p in parts if p]
+    return ("## Beyond the post\n\n" + "\n".join(parts)) if parts else ""
+
+
 def scout_section(s: Mapping | None) -> str:
     if not s:
         return ""
@@ -200,6 +334,7 @@ def render(meta: Mapping, documents: Mapping[str, Mapping], claims: Mapping | No
     if "timings" in documents:
         lines.append(timing_section(documents["timings"]))
     lines.append(scout_section(documents.get("scout")))
+    lines.append(extras_section(documents))
     if plots:
         lines.append("## Plots\n\n" + "".join(f"![{p}]({p})\n\n" for p in plots))
     else:

@@ -482,9 +482,9 @@ def _tier_replay(b: Bundle, t: Tier, *, profile: str | None, trust: bool, kernel
     out = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="kbrepro-replay-"))
     try:
         run_study(study, out, kernelbench=kernelbench, progress=progress, kernel_source=kernel_source)
-        replayed = {n: jsonio.read_json(out / f"{n}.json") for n in ("run", "environment", "compile", "witness",
-                                                                      "correctness", "timings", "scout")
-                    if (out / f"{n}.json").is_file()}
+        from bundle.make import OUR_DOCUMENTS
+
+        replayed = {n: jsonio.read_json(out / f"{n}.json") for n in OUR_DOCUMENTS if (out / f"{n}.json").is_file()}
     finally:
         if not keep:
             shutil.rmtree(out, ignore_errors=True)

@@ -64,6 +64,38 @@ def run(study, profile, out, kernelbench, cache_dir) -> None:
     click.echo(f"complete in {doc['wall_seconds']:.1f} s; documents in {out}")
 
 
+def run_selftest_cli(json_out: str | None = None) -> int:
+    """Run the self-tests on this GPU, print one line per known-bad tail; returns the exit code."""
+    import torch
+
+    from harness import extras, jsonio, stats
+    from harness.run import ensure_compile_cache_disabled
+    from harness.selftest import run_selftests
+
+    ensure_compile_cache_disabled()
+    if not torch.cuda.is_available():
+        click.echo("error: the self-tests need a CUDA GPU\n  -> run them on a GPU machine", err=True)
+        return 4
+    blk = extras.copy_bandwidth(None)
+    gbps = blk["bytes_moved"] / (stats.summary(stats.arm_samples(blk, "copy"))["median_ms"] * 1e-3) / 1e9
+    props = torch.cuda.get_device_properties(0)
+    res = run_selftests(gbps, f"sm_{props.major}{props.minor}")
+    click.echo(f"copy bandwidth {gbps:.0f} GB/s")
+    for r in res["tests"]:
+        click.echo(f"{'ok ' if r['as_expected'] else 'BAD'} {r['name']:<30} failed checks: "
+                   f"{', '.join(r['failed_checks']) or 'none'}  (expected: {', '.join(r['expected']) or 'none'})")
+    if json_out:
+        jsonio.write_json(Path(json_out), {"schema": "kbrepro/selftest", "schema_version": 1, **res})
+    return 0 if res["all_as_expected"] else 1
+
+
+@cli.command()
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None)
+def selftest(json_out) -> None:
+    """Run the known-bad tails and show which named check caught each (needs a GPU)."""
+    sys.exit(run_selftest_cli(json_out))
+
+
 @cli.command()
 @click.option("--kernelbench", type=click.Path(file_okay=False), default=None)
 @click.option("--task", "task_ids", type=int, multiple=True, default=(14, 51, 53, 81, 95), show_default=True)

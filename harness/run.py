@@ -35,14 +35,14 @@ import manifests
 from harness import checks, fingerprint, jsonio, tasks
 from harness.kernelbench import KernelBenchCheckout, load_lock, resolve_checkout
 from harness.study import StudyConfig, values
-from harness.timing import ClockWatch, TimingProtocol, run_block
+from harness.timing import AdaptiveRule, ClockWatch, TimingProtocol, run_block
 from kernels import compile as kc
 from kernels.errors import EnvironmentUnavailableError, ReproError
 from kernels.launch import KERNEL_NAMES, TailKernels
 
 log = logging.getLogger("kbrepro.run")
 
-DOCUMENTS = ("run", "environment", "compile", "witness", "correctness", "timings", "scout")
+DOCUMENTS = ("run", "environment", "compile", "witness", "correctness", "timings", "scout", "selftest")
 SCHEMA_PREFIX = "kbrepro/"
 
 
@@ -156,13 +156,19 @@ class StudyRun:
             self._doc("correctness", predicate=self._predicate_doc(), full_program=[], tasks={},
                       extra_shapes=[], tiny_value_controls={},
                       predicate_direction=checks.predicate_direction_witness(self.tol))
-            self._doc("timings", blocks=[])
+            self._doc("timings", blocks=[], extras={})
+            if self.study.extra("measurement_floor"):
+                self._stage("measurement_floor", self._floor)
+            if self.study.extra("roofline") or self.study.extra("self_test"):
+                self._stage("copy_bandwidth", self._copy_bandwidth)
             for task in self.study.tasks:
                 self._stage(f"task_{task}", lambda task=task: self._task(task))
             self._stage("extra_shapes", self._extra_shapes)
             self._stage("tiny_value_controls", self._tiny_value_controls)
             self._stage("ftz_cost", self._ftz_cost)
             self._stage("scout", self._scout)
+            if self.study.extra("self_test"):
+                self._stage("self_test", self._self_test)
         except BaseException as exc:
             self.docs["run"]["status"] = "failed"
             self.docs["run"]["failure"] = {"stage": self.current_stage,
@@ -310,11 +316,25 @@ class StudyRun:
                        for r, ref_r in zip(recs, rows["reference"])]
             flushes[name] = {"flushes": any(flushed),
                              "bit_identical_to_reference": [r["bits"] for r in recs] == [r["bits"] for r in rows["reference"]]}
+        if self.study.extra("inductor"):
+            from harness import extras
+
+            fn, _ = extras.compile_timed(lambda v: spec.reference_tail(model, v, bias), x)
+            out = fn(x)
+            torch.cuda.synchronize()
+            recs = [value_record(float(v)) for v in out[0].cpu()]
+            rows["inductor_tail"] = recs
+            flushes["inductor_tail"] = {
+                "flushes": any(r["bits"] in ("0x00000000", "0x80000000") and q["bits"] not in ("0x00000000", "0x80000000")
+                               for r, q in zip(recs, rows["reference"])),
+                "bit_identical_to_reference": [r["bits"] for r in recs] == [r["bits"] for r in rows["reference"]]}
         self._doc("witness", task=task, inputs=[value_record(v) for v in inputs], outputs=rows, verdicts=flushes,
                   description="fused tail of the task at inputs whose sigmoid intermediate is subnormal: "
                               "under FTZ the output flushes to signed zero; without FTZ it equals PyTorch")
         for rec in self.docs["compile"]["variants"]:
             ev = rec["ftz_evidence"]
+            if rec["name"] not in flushes:
+                continue
             ev["witness"] = {"task": task, "flushes": flushes[rec["name"]]["flushes"],
                              "bit_identical_to_reference": flushes[rec["name"]]["bit_identical_to_reference"]}
             says = [ev["witness"]["flushes"]]
@@ -324,7 +344,7 @@ class StudyRun:
                 says.append(ev["sass"]["says_ftz"])
             ev["agrees"] = all(s == ev["expected"] for s in says)
         self._write("witness", "compile")
-        self.progress("witness", "step", ", ".join(f"{n}: {'flushes' if f['flushes'] else 'keeps subnormal'}"
+        self.progress("witness", "step", ", ".join(f"{n}: {'flushes' if f['flushes'] else 'keeps subnormals'}"
                                                      for n, f in flushes.items()))
 
     # ------------------------------------------------------------------ helpers
@@ -486,16 +506,113 @@ class StudyRun:
             if ok:
                 full_arms[n] = self._full(task, n, model, x)
                 tail_arms[n] = self._tail(task, n, model, z)
+        if self.study.extra("inductor"):
+            ind = self._inductor(task, model, x, z, ref)
+            if ind["full"]["check"]["official"]["pass"]:
+                full_arms["inductor"] = ind["full"]["fn"]
+            if ind["tail"]["check"]["official"]["pass"]:
+                tail_arms["inductor_tail"] = ind["tail"]["fn"]
+        tail_bytes = 2 * z.numel() * 4 + (z.shape[1] * 4 if spec.has_bias else 0)
         for scope, arms in (("full", full_arms), ("tail", tail_arms)):
             for mode in self.study.doc["timing"]["modes"]:
-                block = run_block(arms, self.study.timing_protocol(mode), self.clocks)
+                block = run_block(arms, self._protocol(mode, arms, scope), self.clocks)
                 self.docs["timings"]["blocks"].append({"id": f"{task}.{scope}.{mode}", "task": task, "scope": scope,
-                                                       "mode": mode, "shape": list(x.shape), "kind": "study", **block})
-                self.progress(f"task_{task}", "step", f"timing {scope}/{mode} done")
-        self._write("timings")
+                                                       "mode": mode, "shape": list(x.shape), "kind": "study",
+                                                       **({"bytes_moved": tail_bytes} if scope == "tail" else {}),
+                                                       **block})
+                self.progress(f"task_{task}", "step", f"timing {scope}/{mode} done ({len(block['rounds'])} rounds)")
+        if self.study.extra("cold_l2"):
+            self._cold_blocks(task, full_arms, tail_arms, x, tail_bytes)
+        if self.study.extra("roofline"):
+            lin = spec.linear(model)
+            for mode in ("events", "graph"):
+                blk = run_block({"gemm": lambda: lin(x)}, self.study.timing_protocol(mode), self.clocks)
+                self.docs["timings"]["blocks"].append({
+                    "id": f"{task}.gemm.{mode}", "task": task, "scope": "gemm", "mode": mode, "kind": "gemm",
+                    "shape": [x.shape[0], lin.weight.shape[0]], "flops": 2 * x.shape[0] * x.shape[1] * lin.weight.shape[0],
+                    **blk})
+        self._write("timings", "correctness")
         del model, x, z, ts_full, ts_tail, ref
         gc.collect()
         torch.cuda.empty_cache()
+
+    def _protocol(self, mode: str, arms: dict, scope: str, l2: str = "warm") -> TimingProtocol:
+        """The study's protocol, adaptive when the study's extras say so: pairs compare each
+        variant with every baseline present (eager, TorchScript, Inductor)."""
+        base = self.study.timing_protocol(mode)
+        ad = self.study.extra("adaptive")
+        if not ad:
+            return TimingProtocol(**{**base.__dict__, "l2": l2})
+        baselines = [a for a in arms if a in ("eager", "torchscript", "inductor", "eager_tail", "torchscript_tail",
+                                              "inductor_tail", "l2_flush_only")]
+        variants = [a for a in arms if a in self.kernels]
+        pairs = tuple((v, b) for v in variants for b in baselines)
+        rule = AdaptiveRule(target_rel_half_width=ad["target_rel_half_width"], min_rounds=ad.get("min_rounds", 10),
+                            max_rounds=ad["max_rounds"], max_seconds=ad["max_seconds"], pairs=pairs)
+        return TimingProtocol(mode=mode, warmups=base.warmups, rounds=rule.min_rounds,
+                              invocations_per_pair=base.invocations_per_pair, order_seed=base.order_seed,
+                              adaptive=rule, l2=l2)
+
+    def _cold_blocks(self, task: int, full_arms: dict, tail_arms: dict, x, tail_bytes: int) -> None:
+        from harness.extras import L2Flush
+
+        flush = L2Flush.for_device(2.0)
+        self.docs["timings"]["extras"]["l2_flush_bytes"] = flush.nbytes
+        for scope, arms, modes in (("tail", tail_arms, ("events", "graph")), ("full", full_arms, ("graph",))):
+            cold_arms = {"l2_flush_only": lambda: None, **arms}
+            for mode in modes:
+                blk = run_block(cold_arms, self._protocol(mode, cold_arms, scope, l2="cold"), self.clocks, flush=flush)
+                self.docs["timings"]["blocks"].append({
+                    "id": f"{task}.{scope}.{mode}.cold", "task": task, "scope": scope, "mode": mode, "kind": "cold_l2",
+                    "shape": list(x.shape), "l2": "cold", "flush_bytes": flush.nbytes,
+                    **({"bytes_moved": tail_bytes} if scope == "tail" else {}), **blk})
+                self.progress(f"task_{task}", "step", f"cold-L2 timing {scope}/{mode} done ({len(blk['rounds'])} rounds)")
+        del flush
+
+    def _inductor(self, task: int, model, x, z, ref) -> dict:
+        from harness import extras
+
+        spec = tasks.spec(task)
+        full_fn, full_s = extras.compile_timed(model, x)
+        tail_fn, tail_s = extras.compile_timed(lambda v: spec.reference_tail(model, v), z)
+        rec = {"settings": extras.inductor_settings(),
+               "compile_seconds": {"full": full_s, "tail": tail_s},
+               "full": checks.compare(ref, full_fn(x), self.tol),
+               "tail": checks.compare(spec.reference_tail(model, z), tail_fn(z), self.tol)}
+        self.docs["correctness"]["tasks"][str(task)]["inductor"] = rec
+        self.docs["timings"]["extras"].setdefault("inductor_compile_seconds", {})[str(task)] = rec["compile_seconds"]
+        self.progress(f"task_{task}", "step", f"inductor compiled in {full_s:.1f} s (full) and {tail_s:.1f} s (tail)")
+        return {"full": {"fn": lambda: full_fn(x), "check": rec["full"]},
+                "tail": {"fn": lambda: tail_fn(z), "check": rec["tail"]}}
+
+    def _floor(self) -> None:
+        from harness import extras
+
+        self.docs["timings"]["blocks"].extend(extras.measurement_floor(self.clocks))
+        self._write("timings")
+
+    def _copy_bandwidth(self) -> None:
+        from harness import extras
+
+        blk = extras.copy_bandwidth(self.clocks)
+        self.docs["timings"]["blocks"].append(blk)
+        from harness import stats
+
+        med = stats.summary(stats.arm_samples(blk, "copy"))["median_ms"]
+        self.copy_gbps = blk["bytes_moved"] / (med * 1e-3) / 1e9
+        self.progress("copy_bandwidth", "step", f"{self.copy_gbps:.0f} GB/s (read + write)")
+        self._write("timings")
+
+    def _self_test(self) -> None:
+        import torch
+
+        from harness.selftest import run_selftests
+
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        res = run_selftests(getattr(self, "copy_gbps", None), f"sm_{props.major}{props.minor}",
+                            progress=lambda n: self.progress("self_test", "step", n))
+        self._doc("selftest", **res)
+        self._write("selftest")
 
     def _extra_shapes(self) -> None:
         import torch
@@ -550,11 +667,19 @@ class StudyRun:
             outs = {nm: self.kernels[nm].launch(task, a, spec.kernel_params(model, bias)) for nm in names}
             cross = {f"{b}_vs_{c}": checks.compare(outs[c], outs[b], self.tol)
                      for i, c in enumerate(names) for b in names[i + 1:]}
+            chk = self._checks(ref, outs)
+            if self.study.extra("inductor"):
+                from harness import extras
+
+                fn, secs = extras.compile_timed(lambda v: spec.reference_tail(model, v, bias), a)
+                chk["inductor_tail"] = checks.compare(ref, fn(a), self.tol)
+                self.docs["timings"]["extras"].setdefault("inductor_compile_seconds", {}).setdefault(
+                    str(task), {})["tiny_value_tail"] = secs
             self.docs["correctness"]["tiny_value_controls"][str(task)] = {
                 "shape": [rows, cols], "bias": "zero" if spec.has_bias else None, "criterion": criterion(a),
                 "domain": f"linspace({ls['start']}, {ls['stop']}, {ls['count']}) plus {len(tv['extra_values'])} "
                           "subnormal, signed-zero, infinite and NaN values, tiled",
-                "checks": self._checks(ref, outs), "cross": cross}
+                "checks": chk, "cross": cross}
         self._write("correctness")
 
     def _ftz_cost(self) -> None:

@@ -15,22 +15,70 @@ timing (the run loop's job).
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import asdict, dataclass
 from typing import Callable, Mapping
 
 
 @dataclass(frozen=True)
 class TimingProtocol:
-    """``mode``: ``"events"`` or ``"graph"``. Counts are per arm."""
+    """``mode``: ``"events"`` or ``"graph"``. Counts are per arm. With ``adaptive`` set,
+    ``rounds`` is the minimum and rounds continue as :class:`AdaptiveRule` says."""
 
     mode: str
     warmups: int
     rounds: int
     invocations_per_pair: int
     order_seed: int
+    adaptive: "AdaptiveRule | None" = None
+    l2: str = "warm"
 
     def to_doc(self) -> dict:
-        return asdict(self)
+        d = {k: v for k, v in asdict(self).items() if k not in ("adaptive", "l2")}
+        if self.adaptive is not None:
+            d["adaptive"] = asdict(self.adaptive)
+        if self.l2 != "warm":
+            d["l2"] = self.l2
+        return d
+
+
+@dataclass(frozen=True)
+class AdaptiveRule:
+    """Stop when, for every compared pair (numerator arm, denominator arm), the bootstrap
+    interval of the median per-round ratio has a relative half-width at most
+    ``target_rel_half_width``; or at ``max_rounds``; or after ``max_seconds`` of timing.
+    Checked every ``check_every`` rounds from ``min_rounds`` on, with ``resamples`` draws."""
+
+    target_rel_half_width: float = 0.005
+    min_rounds: int = 10
+    max_rounds: int = 400
+    max_seconds: float = 20.0
+    check_every: int = 5
+    resamples: int = 1000
+    pairs: tuple = ()
+
+
+def stopping_state(rounds: list[dict], rule: AdaptiveRule, elapsed_s: float) -> tuple[bool, str | None, dict]:
+    """Decide whether an adaptive block may stop. Returns ``(stop, reason, widths)`` where
+    ``widths`` maps ``"num/den"`` to the current relative half-width (inf if undefined).
+    Pure function of the recorded rounds, so it is testable without a GPU."""
+    from harness import stats
+
+    n = len(rounds)
+    widths = {}
+    for num, den in rule.pairs:
+        block = {"rounds": rounds}
+        ci = stats.bootstrap_median_ci(stats.paired_ratios(block, num, den), resamples=rule.resamples, seed=n)
+        widths[f"{num}/{den}"] = stats.relative_half_width(ci)
+    if n >= rule.max_rounds:
+        return True, "max_rounds", widths
+    if elapsed_s >= rule.max_seconds and n >= 2:
+        return True, "max_seconds", widths
+    if n >= rule.min_rounds and widths and all(w <= rule.target_rel_half_width for w in widths.values()):
+        return True, "target_reached", widths
+    if n >= rule.min_rounds and not rule.pairs:
+        return True, "no_pairs", widths
+    return False, None, widths
 
 
 class ClockWatch:
@@ -108,7 +156,16 @@ def run_block(arms: Mapping[str, Callable[[], object]], protocol: TimingProtocol
             raise ValueError(f"unknown timing mode {protocol.mode!r}")
     rng = random.Random(protocol.order_seed)
     rounds = []
-    for _ in range(protocol.rounds):
+    rule = protocol.adaptive
+    outcome = None
+    t_start = time.perf_counter()
+    limit = rule.max_rounds if rule else protocol.rounds
+    while len(rounds) < limit:
+        if rule and len(rounds) >= rule.min_rounds and len(rounds) % rule.check_every == 0:
+            stop, reason, widths = stopping_state(rounds, rule, time.perf_counter() - t_start)
+            if stop:
+                outcome = {"rounds": len(rounds), "stop_reason": reason, "rel_half_widths": widths}
+                break
         order = names[:]
         rng.shuffle(order)
         times = {}
@@ -128,4 +185,16 @@ def run_block(arms: Mapping[str, Callable[[], object]], protocol: TimingProtocol
             row["clocks"] = clocks.sample()
         rounds.append(row)
     del keep
-    return {"protocol": protocol.to_doc(), "arms": names, "rounds": rounds}
+    doc = {"protocol": protocol.to_doc(), "arms": names, "rounds": rounds}
+    if rule:
+        if outcome is None:
+            stop, reason, widths = stopping_state(rounds, rule, time.perf_counter() - t_start)
+            outcome = {"rounds": len(rounds), "stop_reason": reason or "max_rounds", "rel_half_widths": widths}
+        doc["adaptive"] = outcome
+    return doc
+
+
+def throttled(row: dict) -> bool:
+    """Whether a round's NVML sample shows clocks held down (:data:`THROTTLE_MASK`)."""
+    c = row.get("clocks") or {}
+    return bool(int(c.get("throttle_reasons", 0)) & THROTTLE_MASK)

@@ -1,0 +1,127 @@
+"""Measurements beyond the published study (study YAML ``extras``):
+
+* ``measurement_floor``: the cost of an empty CUDA-event pair and of an empty-kernel launch
+  (events and graph replay): nothing measured with events is meaningful below these.
+* ``roofline``: device-to-device copy bandwidth measured in the same run (bytes read +
+  written / time), the tails' bytes moved, and each task's GEMM timed alone
+  (2*B*K*H FLOP / time) for its achieved FP32 rate.
+* ``cold_l2``: timing with a write of at least twice the L2 size before every timed call
+  (:class:`L2Flush`); a flush-only arm runs in the same rounds so that its cost can be
+  subtracted round by round.
+* ``inductor``: ``torch.compile`` (Inductor, ``dynamic=False``) of the full program and of
+  the tail, with compile time measured apart from any timing.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+from harness.timing import ClockWatch, TimingProtocol, run_block
+
+EMPTY_KERNEL_SOURCE = b'extern "C" __global__ void kb_empty() {}\n'
+
+
+@dataclass
+class L2Flush:
+    """Writes ``bytes`` (>= 2 x the device's L2) of a device buffer; the write evicts what
+    the L2 held. ``factor`` is the multiple of the L2 size used."""
+
+    nbytes: int
+    buffer: object
+
+    @classmethod
+    def for_device(cls, factor: float = 2.0) -> "L2Flush":
+        import torch
+
+        l2 = int(torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size)
+        n = max(int(l2 * factor), 1 << 20)
+        return cls(nbytes=n, buffer=torch.empty(n, dtype=torch.uint8, device="cuda"))
+
+    def __call__(self) -> None:
+        self.buffer.fill_(0x5A)
+
+
+def empty_kernel():
+    """A launchable do-nothing kernel on the current stream (compiled with NVRTC)."""
+    import torch
+
+    from kernels import compile as kc
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    v = kc.CompileVariant("kb_empty", "nvrtc", ("--std=c++11",), False)
+    b = kc.compile_nvrtc(EMPTY_KERNEL_SOURCE, v, f"sm_{props.major}{props.minor}", program_name="empty.cu")
+    fn = kc.load_cubin(b.cubin, ["kb_empty"])["kb_empty"]
+    from kernels.launch import _StreamRef
+
+    def launch():
+        fn((1,), (1,), (), stream=_StreamRef(torch.cuda.current_stream().cuda_stream))
+
+    return launch
+
+
+def measurement_floor(clocks: ClockWatch | None) -> list[dict]:
+    """Blocks for the empty event pair and the empty kernel (events and graph)."""
+    import torch
+
+    out = []
+    # an event pair with nothing between: one "arm" that does no work
+    ev = run_block({"empty_event_pair": lambda: None},
+                   TimingProtocol(mode="events", warmups=10, rounds=50, invocations_per_pair=1, order_seed=1), clocks)
+    out.append({"id": "floor.empty_event_pair", "task": 0, "scope": "floor", "mode": "events", "kind": "floor", **ev})
+    k = empty_kernel()
+    for mode, inv in (("events", 100), ("graph", 100)):
+        blk = run_block({"empty_kernel": k},
+                        TimingProtocol(mode=mode, warmups=10, rounds=30, invocations_per_pair=inv, order_seed=1), clocks)
+        out.append({"id": f"floor.empty_kernel.{mode}", "task": 0, "scope": "floor", "mode": mode, "kind": "floor", **blk})
+    torch.cuda.synchronize()
+    return out
+
+
+def copy_bandwidth(clocks: ClockWatch | None, nbytes: int = 1 << 30) -> dict:
+    """Device-to-device copy of ``nbytes`` (read) + ``nbytes`` (written), graph replays."""
+    import torch
+
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda").uniform_()
+    dst = torch.empty_like(src)
+    blk = run_block({"copy": lambda: dst.copy_(src)},
+                    TimingProtocol(mode="graph", warmups=3, rounds=15, invocations_per_pair=5, order_seed=1), clocks)
+    del src, dst
+    torch.cuda.empty_cache()
+    return {"id": "copy.d2d", "task": 0, "scope": "copy", "mode": "graph", "kind": "copy", "bytes_moved": 2 * nbytes,
+            **blk}
+
+
+def inductor_settings() -> dict:
+    """What is known about the numerics Inductor will use, read from this process."""
+    import torch
+
+    out = {"torch": torch.__version__, "mode": "default", "dynamic": False}
+    try:
+        import triton
+
+        out["triton"] = triton.__version__
+    except Exception as exc:
+        out["triton"] = f"unavailable: {exc}"
+    try:
+        from torch._inductor import config as ic
+
+        for key in ("emulate_precision_casts", "fallback_random", "max_autotune"):
+            if hasattr(ic, key):
+                out[key] = getattr(ic, key)
+    except Exception as exc:  # pragma: no cover
+        out["config"] = f"unreadable: {exc}"
+    out["env"] = {k: v for k, v in os.environ.items() if k.startswith(("TORCHINDUCTOR_", "TRITON_"))}
+    return out
+
+
+def compile_timed(fn, *args):
+    """``torch.compile(fn, dynamic=False)`` and its first call, timed; returns (compiled, seconds)."""
+    import torch
+
+    compiled = torch.compile(fn, dynamic=False)
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    compiled(*args)
+    torch.cuda.synchronize()
+    return compiled, time.perf_counter() - t

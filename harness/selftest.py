@@ -1,0 +1,171 @@
+"""Self-tests: known-bad tails the harness must catch, each by a named check.
+
+Checks (each returns True when the tail behaves):
+
+* ``official_allclose``: ``torch.allclose(reference, candidate)`` on a discriminating input.
+* ``bit_identity``: bit-identical to the reference (for tails that promise it).
+* ``poisoned_rerun``: the freed memory is filled with NaN, the tail runs again, and its
+  output must still equal the reference bit for bit (catches outputs left unwritten, which
+  a caching allocator can otherwise fill with the previous correct answer).
+* ``input_unchanged``: the input's bits after the call equal its bits before.
+* ``capture_stream_guard``: launching inside a CUDA-graph capture raises nothing.
+* ``graph_replay_after_mutation``: a captured graph, replayed after the input changed,
+  gives the reference of the new input.
+* ``physical_speed_limit``: bytes moved / timed duration does not exceed the copy
+  bandwidth measured in the same run by more than 10%.
+* ``ftz_evidence``: the witness's flush behaviour matches the FTZ mode the binary claims.
+
+A known-bad tail is *caught* when at least one of its expected checks fails; the good
+control must pass every check. :func:`summarise` is pure (CPU-testable).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+CHECKS = ("official_allclose", "bit_identity", "poisoned_rerun", "input_unchanged", "capture_stream_guard",
+          "graph_replay_after_mutation", "physical_speed_limit", "ftz_evidence")
+
+
+@dataclass
+class SelfTest:
+    name: str
+    description: str
+    expect_caught_by: tuple[str, ...]  # empty for the good control
+    checks: dict = field(default_factory=dict)  # check name -> True (passed) / False (failed) / None (n/a)
+    details: dict = field(default_factory=dict)
+
+
+def summarise(tests: list[SelfTest]) -> dict:
+    """Per test: which checks failed, whether it was caught as expected; overall verdict."""
+    rows = []
+    ok = True
+    for t in tests:
+        failed = [c for c, v in t.checks.items() if v is False]
+        if t.expect_caught_by:
+            caught = any(c in failed for c in t.expect_caught_by)
+            good = caught
+        else:
+            caught = bool(failed)
+            good = not failed
+        ok &= good
+        rows.append({"name": t.name, "description": t.description, "expected": list(t.expect_caught_by),
+                     "failed_checks": failed, "caught": caught, "as_expected": good, "checks": t.checks,
+                     "details": t.details})
+    return {"all_as_expected": ok, "tests": rows}
+
+
+def run_selftests(copy_gbps: float | None, arch: str, progress: Callable[[str], None] | None = None) -> dict:
+    """Run every known-bad tail and the good control on the task-81 tail at the study's
+    shape (1024 x 8192, seed 42 Linear output stand-in). Needs a GPU. ``copy_gbps`` is the
+    copy bandwidth (GB/s) measured in this run, for the speed-limit check."""
+    import numpy as np
+    import torch
+
+    from harness import checks as hchecks
+    from harness.tasks import spec
+    from harness.timing import TimingProtocol, run_block
+    from kernels import compile as kc
+    from kernels.launch import KERNEL_NAMES, LaunchError, TailKernels
+
+    tol = hchecks.Tolerance(1e-4, 1e-4)
+    names = list(KERNEL_NAMES.values())
+    src = kc.read_source()
+
+    def build(label, options, expected_ftz):
+        v = kc.CompileVariant(label, "nvrtc", tuple(options), expected_ftz)
+        b = kc.compile_nvrtc(src, v, arch)
+        return TailKernels(label, kc.load_cubin(b.cubin, names)), b
+
+    good, _ = build("nvrtc_ftz_false", ("--std=c++11", "--fmad=false", "--ftz=false"), False)
+    mislabelled, _ = build("claims_ftz_false_but_flushes", ("--std=c++11", "--fmad=false", "--ftz=true"), False)
+    fastmath, _ = build("fast_math_twin", ("--std=c++11", "--use_fast_math"), False)
+    g = torch.Generator(device="cuda").manual_seed(42)
+    z = (torch.rand(1024, 8192, device="cuda", generator=g) * 40 - 20).contiguous()
+    t81 = spec(81)
+    ref = t81.reference_tail(None, z)
+    side = torch.cuda.Stream()
+    nbytes = 2 * z.numel() * 4
+
+    def correct(x):
+        return good.launch(81, x, {})
+
+    tails: dict[str, tuple[str, Callable, tuple[str, ...], bool]] = {
+        "good_control": ("the explicit --ftz=false tail, as the study runs it", correct, (), True),
+        "all_zero": ("returns zeros", lambda x: torch.zeros_like(x), ("official_allclose",), False),
+        "unwritten_output": ("returns torch.empty_like(x) without writing it", lambda x: torch.empty_like(x),
+                             ("poisoned_rerun", "official_allclose"), False),
+        "mutates_input": ("computes in place: the right answer, written over its input",
+                          lambda x: good.launch(81, x, {}, out=x), ("input_unchanged",), True),
+        "side_stream": ("launches on a side stream that the timed stream never waits for",
+                        lambda x: good.launch(81, x, {}, stream=side),
+                        ("capture_stream_guard", "physical_speed_limit"), True),
+        "ftz_false_label_that_flushes": ("compiled with --ftz=true but labelled --ftz=false",
+                                         lambda x: mislabelled.launch(81, x, {}), ("ftz_evidence", "bit_identity"), True),
+        "fast_math_twin": ("compiled with --use_fast_math, labelled as the bit-identical variant",
+                           lambda x: fastmath.launch(81, x, {}), ("bit_identity", "ftz_evidence"), True),
+    }
+    witness_x = torch.tensor([[-88.0, -87.5]], device="cuda")
+    witness_ref = t81.reference_tail(None, witness_x)
+    results = []
+    for name, (desc, fn, expect, promises_bits) in tails.items():
+        if progress:
+            progress(name)
+        t = SelfTest(name, desc, expect)
+        x = z.clone()
+        before = x.view(torch.int32).clone()
+        out = fn(x)
+        torch.cuda.synchronize()
+        t.checks["input_unchanged"] = bool(torch.equal(x.view(torch.int32), before))
+        x.copy_(z)
+        out = fn(x)
+        torch.cuda.synchronize()
+        c = hchecks.compare(ref, out, tol)
+        t.checks["official_allclose"] = bool(c["official"]["pass"])
+        t.checks["bit_identity"] = (c["bit_identical_count"] == c["element_count"]) if promises_bits else None
+        t.details["bit_identical_count"] = c["bit_identical_count"]
+        del out
+        poison = torch.full_like(z, float("nan"))
+        del poison
+        x.copy_(z)
+        out2 = fn(x)
+        torch.cuda.synchronize()
+        t.checks["poisoned_rerun"] = bool(torch.equal(out2.view(torch.int32), ref.view(torch.int32))) if promises_bits \
+            else bool(hchecks.compare(ref, out2, tol)["official"]["pass"])
+        del out2
+        # capture: the launch must be recorded on the capturing stream
+        x.copy_(z)
+        gph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(gph):
+                gout = fn(x)
+            t.checks["capture_stream_guard"] = True
+            x.copy_(z * 0.5)
+            gph.replay()
+            torch.cuda.synchronize()
+            ref2 = t81.reference_tail(None, z * 0.5)
+            t.checks["graph_replay_after_mutation"] = bool(hchecks.compare(ref2, gout, tol)["official"]["pass"])
+            del gout
+        except LaunchError as exc:
+            t.checks["capture_stream_guard"] = False
+            t.checks["graph_replay_after_mutation"] = None
+            t.details["capture_error"] = str(exc).splitlines()[0]
+        torch.cuda.synchronize()
+        # timing on the current stream, events
+        x.copy_(z)
+        blk = run_block({"tail": lambda: fn(x)}, TimingProtocol("events", 3, 15, 5, 1))
+        torch.cuda.synchronize()
+        med = float(np.median([r["times_ms"]["tail"] for r in blk["rounds"]]))
+        gbps = nbytes / (med * 1e-3) / 1e9 if med > 0 else float("inf")
+        t.details["median_ms"] = med
+        t.details["apparent_GBps"] = gbps if gbps != float("inf") else None
+        t.checks["physical_speed_limit"] = None if copy_gbps is None else bool(gbps <= 1.1 * copy_gbps)
+        # FTZ witness against the claimed mode (all these tails claim --ftz=false)
+        wout = fn(witness_x.clone())
+        torch.cuda.synchronize()
+        flushed = bool(((wout == 0) & (witness_ref != 0)).any().item())
+        t.checks["ftz_evidence"] = not flushed if name in ("good_control", "ftz_false_label_that_flushes",
+                                                            "fast_math_twin", "mutates_input", "side_stream") else None
+        results.append(t)
+    torch.cuda.synchronize()
+    return summarise(results)
