@@ -31,7 +31,9 @@ def _short(v, n: int = 60) -> str:
 def _print_report(rep, verbose: bool) -> None:
     click.echo(f"bundle  {rep.bundle_name or '?'}  ({rep.archive})")
     if rep.digest:
-        click.echo(f"digest  {rep.digest}")
+        manifest_ok = any(t.name == "manifest" and t.status == "PASS" for t in rep.tiers)
+        click.echo(f"digest  {rep.digest}" + ("" if manifest_ok else "  (of the archive's tag manifest; the manifest "
+                                                                      "check failed, so it identifies nothing)"))
     for t in rep.tiers:
         extra = ""
         if t.name == "archive" and t.details:

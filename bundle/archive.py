@@ -126,6 +126,11 @@ def read_archive(path: Path) -> ArchiveContents:
                     continue
                 out.files[rel] = data
                 out.sha256[rel] = hashlib.sha256(data).hexdigest()
+            else:
+                # tarfile ends its member loop silently when the data stop where a header should
+                # be (an archive cut at a member boundary); a whole archive has zero blocks there
+                if tf.fileobj.tell() - tf.offset < tarfile.BLOCKSIZE:
+                    _problem(out, path.name, "the archive ends without its end-of-archive blocks: truncated")
     except (tarfile.TarError, OSError, EOFError, ValueError) as exc:
         raise UnreadableInputError(f"{path.name} is corrupt or truncated: {exc}",
                                    "download the bundle again; its digest should match the one quoted") from exc

@@ -24,28 +24,23 @@ def _png(fig) -> bytes:
 
 
 def render_all(documents: Mapping[str, Mapping], claims: Mapping | None) -> dict[str, bytes]:
+    """Every plot: :func:`render_documents` and :func:`render_claims` together."""
+    return {**render_documents(documents), **render_claims(claims)}
+
+
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def render_claims(claims: Mapping | None) -> dict[str, bytes]:
+    """The paired-ratio intervals the timing claims were decided on."""
+    plt = _pyplot()
     out: dict[str, bytes] = {}
-    blocks = (documents.get("timings") or {}).get("blocks", [])
-    tasks = sorted({b["task"] for b in blocks if b.get("kind") == "study" and b.get("rounds")})
-    for task in tasks:
-        sel = [b for b in blocks if b.get("task") == task and b.get("kind") == "study" and b.get("rounds")]
-        if not sel:
-            continue
-        fig, axes = plt.subplots(1, len(sel), figsize=(4.2 * len(sel), 3.6), squeeze=False)
-        fig.subplots_adjust(bottom=0.3, wspace=0.35)
-        for ax, b in zip(axes[0], sel):
-            data = [stats.arm_samples(b, a) for a in b["arms"]]
-            ax.boxplot(data, showfliers=True)
-            ax.set_xticks(range(1, len(b["arms"]) + 1), b["arms"], rotation=45, ha="right", fontsize=7)
-            ax.set_title(b["id"], fontsize=8)
-            ax.set_ylabel("ms per invocation", fontsize=8)
-        fig.suptitle(f"task {task}: per-round times of every arm", fontsize=9)
-        out[f"task{task}_rounds.png"] = _png(fig)
     items, seen = [], set()
     for c in (claims or {}).get("claims", []):
         for chk in c["checks"]:
@@ -65,6 +60,29 @@ def render_all(documents: Mapping[str, Mapping], claims: Mapping | None) -> dict
         ax.set_yticks(range(len(items)), [lbl for lbl, _ in items], fontsize=5)
         ax.set_xlabel("paired per-round ratio (median, bootstrap interval)", fontsize=8)
         out["ratio_intervals.png"] = _png(fig)
+    return out
+
+
+def render_documents(documents: Mapping[str, Mapping]) -> dict[str, bytes]:
+    """Per-task per-round time distributions and bit identity by variant."""
+    plt = _pyplot()
+    out: dict[str, bytes] = {}
+    blocks = (documents.get("timings") or {}).get("blocks", [])
+    tasks = sorted({b["task"] for b in blocks if b.get("kind") == "study" and b.get("rounds")})
+    for task in tasks:
+        sel = [b for b in blocks if b.get("task") == task and b.get("kind") == "study" and b.get("rounds")]
+        if not sel:
+            continue
+        fig, axes = plt.subplots(1, len(sel), figsize=(4.2 * len(sel), 3.6), squeeze=False)
+        fig.subplots_adjust(bottom=0.3, wspace=0.35)
+        for ax, b in zip(axes[0], sel):
+            data = [stats.arm_samples(b, a) for a in b["arms"]]
+            ax.boxplot(data, showfliers=True)
+            ax.set_xticks(range(1, len(b["arms"]) + 1), b["arms"], rotation=45, ha="right", fontsize=7)
+            ax.set_title(b["id"], fontsize=8)
+            ax.set_ylabel("ms per invocation", fontsize=8)
+        fig.suptitle(f"task {task}: per-round times of every arm", fontsize=9)
+        out[f"task{task}_rounds.png"] = _png(fig)
     fp = (documents.get("correctness") or {}).get("full_program", [])
     variants = sorted({v for c in fp for v in c["checks"]})
     ctasks = sorted({c["case"]["task"] for c in fp})

@@ -68,7 +68,7 @@ def run_selftest_cli(json_out: str | None = None) -> int:
     """Run the self-tests on this GPU, print one line per known-bad tail; returns the exit code."""
     import torch
 
-    from harness import extras, jsonio, stats
+    from harness import extras, jsonio
     from harness.run import ensure_compile_cache_disabled
     from harness.selftest import run_selftests
 
@@ -76,8 +76,7 @@ def run_selftest_cli(json_out: str | None = None) -> int:
     if not torch.cuda.is_available():
         click.echo("error: the self-tests need a CUDA GPU\n  -> run them on a GPU machine", err=True)
         return 4
-    blk = extras.copy_bandwidth(None)
-    gbps = blk["bytes_moved"] / (stats.summary(stats.arm_samples(blk, "copy"))["median_ms"] * 1e-3) / 1e9
+    gbps = extras.copy_gbps(extras.copy_bandwidth(None))
     props = torch.cuda.get_device_properties(0)
     res = run_selftests(gbps, f"sm_{props.major}{props.minor}")
     click.echo(f"copy bandwidth {gbps:.0f} GB/s")

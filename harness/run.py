@@ -596,10 +596,7 @@ class StudyRun:
 
         blk = extras.copy_bandwidth(self.clocks)
         self.docs["timings"]["blocks"].append(blk)
-        from harness import stats
-
-        med = stats.summary(stats.arm_samples(blk, "copy"))["median_ms"]
-        self.copy_gbps = blk["bytes_moved"] / (med * 1e-3) / 1e9
+        self.copy_gbps = extras.copy_gbps(blk)
         self.progress("copy_bandwidth", "step", f"{self.copy_gbps:.0f} GB/s (read + write)")
         self._write("timings")
 

@@ -7,7 +7,7 @@ import pytest
 
 from kernels import compile as kc
 
-H200 = Path(__file__).resolve().parent / "fixtures" / "h200"
+H200 = Path(__file__).resolve().parent / "fixtures" / "results-quick-h200" / "binaries"
 
 
 @pytest.mark.parametrize("variant,expected", [("nvrtc_ftz_false", False), ("nvrtc_ftz_true", True)])

@@ -109,3 +109,18 @@ def test_usage_errors_exit_2(tmp_path):
     (tmp_path / "empty").mkdir()
     r = _make("--from-results", str(tmp_path / "empty"))
     assert r.returncode == 3
+
+
+def test_our_own_quick_results_pack_and_verify_end_to_end(tmp_path):
+    """The real quick-profile results of an H200 run: pack twice (identical), verify statically."""
+    src = ROOT / "tests" / "fixtures" / "results-quick-h200"
+    a, b = tmp_path / "q1.tar", tmp_path / "q2.tar"
+    assert _make("--from-results", str(src), "--out", str(a)).returncode == 0
+    assert _make("--from-results", str(src), "--out", str(b)).returncode == 0
+    assert a.read_bytes() == b.read_bytes()
+    r = subprocess.run([sys.executable, "verify_bundle.py", str(a), "--level", "static", "--json",
+                        str(tmp_path / "rep.json")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = json.loads((tmp_path / "rep.json").read_text())
+    assert [(t["name"], t["status"]) for t in rep["tiers"]] == [
+        ("archive", "PASS"), ("manifest", "PASS"), ("documents", "PASS"), ("provenance", "PASS"), ("claims", "PASS")]

@@ -1,0 +1,144 @@
+"""verify_bundle.py's command line: exit codes, messages that say what to do next, and the
+shape of the printed report (one numbered line per tier, then a VERDICT line).
+
+Exit codes (DESIGN.md section 6): 0 pass, 1 verification failed, 2 usage error, 3 archive
+unreadable/unsafe/unknown format, 4 replay impossible here.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import verify_bundle
+from corpus import make_corpus as mc
+
+ROOT = Path(__file__).resolve().parent.parent
+TIER_LINE = re.compile(r"^(\d) (\w+)\s+(PASS|FAIL|SKIP)\s+\d+\.\d\ds")
+TIER_ORDER = ("archive", "manifest", "documents", "provenance", "claims", "replay")
+
+
+@pytest.fixture(scope="module")
+def good() -> Path:
+    found = mc.find_good_bundles(ROOT)
+    if not found:
+        pytest.skip("no good bundle examples/*-full-*.tar: build one with make_bundle.py (on a GPU) "
+                    "or place the published one there")
+    if len(found) > 1:
+        pytest.fail(f"more than one good bundle in examples/: {[p.name for p in found]}")
+    return found[0]
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(verify_bundle.main, list(args))
+
+
+def tier_lines(stdout: str) -> list[tuple[int, str, str]]:
+    return [(int(m.group(1)), m.group(2), m.group(3)) for m in map(TIER_LINE.match, stdout.splitlines()) if m]
+
+
+def test_help():
+    res = invoke("--help")
+    assert res.exit_code == 0
+    assert "Usage:" in res.stdout and "ARCHIVE" in res.stdout
+    for opt in ("--level", "--json", "--expect-digest", "--trust-bundle-code", "--keep-extracted"):
+        assert opt in res.stdout
+    assert "[fast|static|replay|auto]" in res.stdout
+    assert invoke("-h").stdout == res.stdout
+
+
+def test_help_subprocess():
+    p = subprocess.run([sys.executable, "verify_bundle.py", "--help"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0 and "Usage:" in p.stdout
+
+
+def test_no_archive_is_a_usage_error():
+    res = invoke()
+    assert res.exit_code == 2
+    assert "Missing argument 'ARCHIVE'" in res.stderr
+
+
+def test_missing_archive_path(tmp_path):
+    """ARCHIVE is ``click.Path(dir_okay=False)`` without ``exists=True``: click lets a missing
+    path through and the verifier reports it as unreadable input (exit 3), with a hint."""
+    missing = tmp_path / "no-such-bundle.tar"
+    res = invoke(str(missing), "--level", "static")
+    assert res.exit_code == 3
+    assert res.stdout == ""  # no half report
+    err = res.stderr.splitlines()
+    assert err[0].startswith("error: no archive at ") and "no-such-bundle.tar" in err[0]
+    assert err[1] == "  -> check the path of the bundle (.tar or .tar.gz)"
+    p = subprocess.run([sys.executable, "verify_bundle.py", str(missing), "--level", "static"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 3 and "check the path of the bundle" in p.stderr
+
+
+def test_directory_as_archive_is_a_usage_error(tmp_path):
+    res = invoke(str(tmp_path), "--level", "static")
+    assert res.exit_code == 2
+    assert "is a directory" in res.stderr
+
+
+def test_bogus_level(tmp_path):
+    res = invoke(str(tmp_path / "x.tar"), "--level", "bogus")
+    assert res.exit_code == 2
+    assert "Invalid value for '--level'" in res.stderr and "'bogus'" in res.stderr
+
+
+def test_bogus_ratio_tolerance(tmp_path):
+    res = invoke(str(tmp_path / "x.tar"), "--ratio-tolerance", "five")
+    assert res.exit_code == 2 and "--ratio-tolerance" in res.stderr
+
+
+def test_static_output_one_numbered_line_per_tier(good):
+    res = invoke(str(good), "--level", "static")
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.rstrip().splitlines()
+    assert lines[0].startswith("bundle  ") and good.name in lines[0]
+    assert re.fullmatch(r"digest  [0-9a-f]{64}", lines[1])
+    assert tier_lines(res.stdout) == [(i + 1, n, "PASS") for i, n in enumerate(TIER_ORDER[:5])]
+    # each tier line appears once, in order, and the last line is the verdict
+    numbered = [ln for ln in lines if re.match(r"^\d ", ln)]
+    assert len(numbered) == 5
+    assert lines[-1] == "VERDICT PASS (exit 0)"
+
+
+def test_fast_output(good):
+    res = invoke(str(good), "--level", "fast")
+    assert res.exit_code == 0
+    assert tier_lines(res.stdout) == [(1, "archive", "PASS"), (2, "manifest", "PASS")]
+    assert res.stdout.rstrip().splitlines()[-1] == "VERDICT PASS (exit 0)"
+
+
+def _no_gpu() -> bool:
+    import torch
+
+    return not torch.cuda.is_available()
+
+
+def test_auto_without_gpu_skips_replay(good):
+    if not _no_gpu():
+        pytest.skip("a CUDA GPU is present: auto would replay (covered by the gpu tests)")
+    res = invoke(str(good))
+    assert res.exit_code == 0, res.output
+    expected = [(i + 1, n, "PASS") for i, n in enumerate(TIER_ORDER[:5])] + [(6, "replay", "SKIP")]
+    assert tier_lines(res.stdout) == expected
+    assert "no CUDA GPU here; replay skipped" in res.stdout
+    assert res.stdout.rstrip().splitlines()[-1] == "VERDICT PASS (exit 0)"
+
+
+def test_replay_without_gpu_exits_4(good, tmp_path):
+    if not _no_gpu():
+        pytest.skip("a CUDA GPU is present: replay is possible here")
+    report = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, "verify_bundle.py", str(good), "--level", "replay", "--json", str(report)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 4, p.stdout + p.stderr
+    err = p.stderr.splitlines()
+    assert "error: replay needs a CUDA GPU and none is visible" in err
+    assert any(ln.startswith("  -> ") and "--level static" in ln for ln in err)
