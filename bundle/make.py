@@ -159,29 +159,35 @@ def bundle_name(rs: ResultSet) -> str:
 
 
 class _PlotWorker:
-    """Renders the plots in a separate process while this one validates the results and
-    evaluates the claims (plots are a large share of packing time). Falls back to rendering
-    here if no worker process can be started."""
+    """Renders the plots in worker processes (one figure a job) while this process validates
+    the results and evaluates the claims: plots are the largest share of packing time. Falls
+    back to rendering here if no worker process can be started."""
 
     def __init__(self, documents: Mapping[str, dict]):
+        import os
         from concurrent.futures import ProcessPoolExecutor
 
         from bundle import plots as plots_mod
 
         self._plots = plots_mod
+        self._documents = documents
+        jobs = plots_mod.document_jobs(documents)
         try:
-            self._pool = ProcessPoolExecutor(max_workers=1)
-            self._docs = self._pool.submit(plots_mod.render_documents, dict(documents))
+            self._pool = ProcessPoolExecutor(max_workers=max(1, min(len(jobs) + 1, os.cpu_count() or 1, 6)))
+            docs = dict(documents)
+            self._futures = [self._pool.submit(plots_mod.render_job, job, docs) for job in jobs]
         except (OSError, RuntimeError, NotImplementedError):
             self._pool = None
-            self._documents = documents
 
     def results(self, claims_doc: Mapping) -> dict[str, bytes]:
         if self._pool is None:
             return self._plots.render_all(self._documents, claims_doc)
         try:
-            fut = self._pool.submit(self._plots.render_claims, dict(claims_doc))
-            return {**self._docs.result(), **fut.result()}
+            futures = self._futures + [self._pool.submit(self._plots.render_claims, dict(claims_doc))]
+            out: dict[str, bytes] = {}
+            for f in futures:
+                out.update(f.result())
+            return out
         finally:
             self.close()
 

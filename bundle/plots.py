@@ -65,14 +65,30 @@ def render_claims(claims: Mapping | None) -> dict[str, bytes]:
 
 def render_documents(documents: Mapping[str, Mapping]) -> dict[str, bytes]:
     """Per-task per-round time distributions and bit identity by variant."""
-    plt = _pyplot()
     out: dict[str, bytes] = {}
+    for job in document_jobs(documents):
+        out.update(render_job(job, documents))
+    return out
+
+
+def document_jobs(documents: Mapping[str, Mapping]) -> list[tuple]:
+    """Independent plot jobs over the documents (each renders one figure), so that a caller
+    can render them in parallel with :func:`render_job`."""
     blocks = (documents.get("timings") or {}).get("blocks", [])
     tasks = sorted({b["task"] for b in blocks if b.get("kind") == "study" and b.get("rounds")})
-    for task in tasks:
+    jobs: list[tuple] = [("task", t) for t in tasks]
+    if (documents.get("correctness") or {}).get("full_program"):
+        jobs.append(("bits",))
+    return jobs
+
+
+def render_job(job: tuple, documents: Mapping[str, Mapping]) -> dict[str, bytes]:
+    """Render one job of :func:`document_jobs`."""
+    plt = _pyplot()
+    if job[0] == "task":
+        task = job[1]
+        blocks = (documents.get("timings") or {}).get("blocks", [])
         sel = [b for b in blocks if b.get("task") == task and b.get("kind") == "study" and b.get("rounds")]
-        if not sel:
-            continue
         fig, axes = plt.subplots(1, len(sel), figsize=(4.2 * len(sel), 3.6), squeeze=False)
         fig.subplots_adjust(bottom=0.3, wspace=0.35)
         for ax, b in zip(axes[0], sel):
@@ -82,25 +98,23 @@ def render_documents(documents: Mapping[str, Mapping]) -> dict[str, bytes]:
             ax.set_title(b["id"], fontsize=8)
             ax.set_ylabel("ms per invocation", fontsize=8)
         fig.suptitle(f"task {task}: per-round times of every arm", fontsize=9)
-        out[f"task{task}_rounds.png"] = _png(fig)
+        return {f"task{task}_rounds.png": _png(fig)}
     fp = (documents.get("correctness") or {}).get("full_program", [])
     variants = sorted({v for c in fp for v in c["checks"]})
     ctasks = sorted({c["case"]["task"] for c in fp})
-    if fp and variants:
-        fig, ax = plt.subplots(figsize=(6, 3.2))
-        width = 0.8 / len(variants)
-        for k, v in enumerate(variants):
-            vals = []
-            for t in ctasks:
-                fr = [c["checks"][v]["bit_identical_count"] / c["checks"][v]["element_count"] for c in fp
-                      if c["case"]["task"] == t and v in c["checks"] and c["checks"][v].get("element_count")
-                      and c["checks"][v].get("bit_identical_count") is not None]
-                vals.append(1.0 - min(fr) if fr else 0.0)
-            ax.bar([i + k * width for i in range(len(ctasks))], vals, width, label=v)
-        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(ctasks))], [str(t) for t in ctasks])
-        ax.set_ylabel("1 - min bit-identical fraction", fontsize=8)
-        ax.set_xlabel("task", fontsize=8)
-        ax.legend(fontsize=7)
-        ax.set_title("bit identity by variant (0 = every case bit-identical)", fontsize=9)
-        out["bit_identity.png"] = _png(fig)
-    return out
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    width = 0.8 / max(len(variants), 1)
+    for k, v in enumerate(variants):
+        vals = []
+        for t in ctasks:
+            fr = [c["checks"][v]["bit_identical_count"] / c["checks"][v]["element_count"] for c in fp
+                  if c["case"]["task"] == t and v in c["checks"] and c["checks"][v].get("element_count")
+                  and c["checks"][v].get("bit_identical_count") is not None]
+            vals.append(1.0 - min(fr) if fr else 0.0)
+        ax.bar([i + k * width for i in range(len(ctasks))], vals, width, label=v)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(ctasks))], [str(t) for t in ctasks])
+    ax.set_ylabel("1 - min bit-identical fraction", fontsize=8)
+    ax.set_xlabel("task", fontsize=8)
+    ax.legend(fontsize=7)
+    ax.set_title("bit identity by variant (0 = every case bit-identical)", fontsize=9)
+    return {"bit_identity.png": _png(fig)}

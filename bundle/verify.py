@@ -521,7 +521,7 @@ def _tier_replay(b: Bundle, t: Tier, *, profile: str | None, trust: bool, kernel
             return
         kernel_source = bundled
         t.notes.append("executing the bundle's own kernel source (--trust-bundle-code)")
-    study_file = b.root / b.meta["study"]["file"]
+    study_file = b.root / "data" / b.meta["study"]["file"]
     prof = profile or run.get("study", {}).get("profile") or "full"
     study = load_study(study_file, prof)
     out = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="kbrepro-replay-"))

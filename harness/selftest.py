@@ -13,6 +13,9 @@ Checks (each returns True when the tail behaves):
   gives the reference of the new input.
 * ``physical_speed_limit``: bytes moved / timed duration does not exceed the copy
   bandwidth measured in the same run by more than 10%.
+* ``timed_stream_covers_work``: the CUDA-event time on the timed stream is at least 80% of
+  the wall time until the whole device is idle (``torch.cuda.synchronize``), over 50 calls;
+  work launched on another stream escapes the events but not the device-wide wait.
 * ``ftz_evidence``: the witness's flush behaviour matches the FTZ mode the binary claims.
 
 A known-bad tail is *caught* when at least one of its expected checks fails; the good
@@ -24,7 +27,31 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 CHECKS = ("official_allclose", "bit_identity", "poisoned_rerun", "input_unchanged", "capture_stream_guard",
-          "graph_replay_after_mutation", "physical_speed_limit", "ftz_evidence")
+          "graph_replay_after_mutation", "physical_speed_limit", "timed_stream_covers_work", "ftz_evidence")
+
+
+def covers_work(fn, calls: int = 50, repeats: int = 5) -> tuple[bool, float, float]:
+    """Median over ``repeats`` of (event time on the current stream, host wall time until
+    the device is idle) for ``calls`` calls of ``fn``, in ms; True if events >= 0.8 x wall."""
+    import statistics
+    import time
+
+    import torch
+
+    ev, wall = [], []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        t0 = time.perf_counter()
+        start.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        wall.append((time.perf_counter() - t0) * 1e3)
+        ev.append(start.elapsed_time(end))
+    e, w = statistics.median(ev), statistics.median(wall)
+    return e >= 0.8 * w, e, w
 
 
 @dataclass
@@ -99,7 +126,7 @@ def run_selftests(copy_gbps: float | None, arch: str, progress: Callable[[str], 
                           lambda x: good.launch(81, x, {}, out=x), ("input_unchanged",), True),
         "side_stream": ("launches on a side stream that the timed stream never waits for",
                         lambda x: good.launch(81, x, {}, stream=side),
-                        ("capture_stream_guard", "physical_speed_limit"), True),
+                        ("capture_stream_guard", "timed_stream_covers_work", "physical_speed_limit"), True),
         "ftz_false_label_that_flushes": ("compiled with --ftz=true but labelled --ftz=false",
                                          lambda x: mislabelled.launch(81, x, {}), ("ftz_evidence", "bit_identity"), True),
         "fast_math_twin": ("compiled with --use_fast_math, labelled as the bit-identical variant",
@@ -162,6 +189,10 @@ def run_selftests(copy_gbps: float | None, arch: str, progress: Callable[[str], 
         t.details["median_ms"] = med
         t.details["apparent_GBps"] = gbps if gbps != float("inf") else None
         t.checks["physical_speed_limit"] = None if copy_gbps is None else bool(gbps <= 1.1 * copy_gbps)
+        x.copy_(z)
+        ok, ev_ms, wall_ms = covers_work(lambda: fn(x))
+        t.checks["timed_stream_covers_work"] = ok
+        t.details["events_ms_50_calls"], t.details["device_wall_ms_50_calls"] = ev_ms, wall_ms
         # FTZ witness against the claimed mode (all these tails claim --ftz=false)
         wout = fn(witness_x.clone())
         torch.cuda.synchronize()

@@ -154,3 +154,26 @@ def test_quick_study_runs_packs_and_verifies(tmp_path):
     compile_doc = jsonio.read_json(results / "compile.json")
     assert {v["name"]: v["ftz_evidence"]["agrees"] for v in compile_doc["variants"]} == {
         "cupy_default": True, "nvrtc_ftz_false": True, "nvrtc_ftz_true": True}
+
+
+def test_selftests_catch_every_known_bad_tail():
+    """Each known-bad tail is caught by a named check it was expected to fail; the good
+    control passes every check."""
+    import torch
+
+    from harness import extras
+    from harness.selftest import run_selftests
+
+    props = torch.cuda.get_device_properties(0)
+    gbps = extras.copy_gbps(extras.copy_bandwidth(None, nbytes=1 << 28))
+    res = run_selftests(gbps, f"sm_{props.major}{props.minor}")
+    by = {r["name"]: r for r in res["tests"]}
+    assert set(by) == {"good_control", "all_zero", "unwritten_output", "mutates_input", "side_stream",
+                       "ftz_false_label_that_flushes", "fast_math_twin"}
+    assert by["good_control"]["failed_checks"] == []
+    for name, r in by.items():
+        assert r["as_expected"], (name, r["failed_checks"], r["expected"])
+    assert "input_unchanged" in by["mutates_input"]["failed_checks"]
+    assert "capture_stream_guard" in by["side_stream"]["failed_checks"]
+    assert "timed_stream_covers_work" in by["side_stream"]["failed_checks"]
+    assert "ftz_evidence" in by["ftz_false_label_that_flushes"]["failed_checks"]
