@@ -77,7 +77,7 @@ def product_commit(root: Path | None = None) -> str | None:
         out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=20)
         head = out.stdout.strip()
         if out.returncode != 0 or len(head) != 40:
-            return None
+            return os.environ.get("KBREPRO_PRODUCT_COMMIT") or None
         dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
                                capture_output=True, text=True, timeout=20).stdout.strip()
         return head + ("-dirty" if dirty else "")
