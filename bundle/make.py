@@ -82,12 +82,11 @@ def load_results(results_dir: Path) -> ResultSet:
     return ResultSet(source="imported", documents=imp.documents, files=files, log=imp.log, notes=tuple(imp.notes))
 
 
-def check_results(rs: ResultSet) -> None:
+def check_results(rs: ResultSet, schema_problems: list[str] | None = None) -> None:
     """Schema and consistency of every document. Raises InvalidResultsError listing every
-    problem with its file and JSON path."""
-    problems = []
-    for name, doc in rs.documents.items():
-        problems += validate.schema_problems(name, doc)
+    problem with its file and JSON path. ``schema_problems``: already computed elsewhere."""
+    problems = list(schema_problems) if schema_problems is not None else \
+        [p for name, doc in rs.documents.items() for p in validate.schema_problems(name, doc)]
     problems += validate.consistency_problems(rs.documents, rs.files)
     if problems:
         shown = "\n".join(f"  {p}" for p in problems[:60])
@@ -158,28 +157,47 @@ def bundle_name(rs: ResultSet) -> str:
     return f"{study}-{label}-{stamp}"
 
 
-class _PlotWorker:
-    """Renders the plots in worker processes (one figure a job) while this process validates
-    the results and evaluates the claims: plots are the largest share of packing time. Falls
-    back to rendering here if no worker process can be started."""
+def _schema_problems(name: str, doc: dict) -> list[str]:
+    return validate.schema_problems(name, doc)
 
-    def __init__(self, documents: Mapping[str, dict]):
+
+class _PlotWorker:
+    """Worker processes for the slow, independent parts of packing: each document's schema
+    validation and each plot (one figure a job) run there while this process checks
+    consistency and evaluates the claims. Falls back to doing everything here if no worker
+    process can be started."""
+
+    def __init__(self, documents: Mapping[str, dict], with_plots: bool = True):
         import os
         from concurrent.futures import ProcessPoolExecutor
 
-        from bundle import plots as plots_mod
-
-        self._plots = plots_mod
         self._documents = documents
-        jobs = plots_mod.document_jobs(documents)
+        self._plots = None
+        jobs: list = []
+        if with_plots:
+            try:
+                from bundle import plots as plots_mod
+
+                self._plots = plots_mod
+                jobs = plots_mod.document_jobs(documents)
+            except ImportError:
+                self._plots = None
         try:
-            self._pool = ProcessPoolExecutor(max_workers=max(1, min(len(jobs) + 1, os.cpu_count() or 1, 6)))
+            self._pool = ProcessPoolExecutor(max_workers=max(1, min(len(jobs) + len(documents), os.cpu_count() or 1, 8)))
             docs = dict(documents)
-            self._futures = [self._pool.submit(plots_mod.render_job, job, docs) for job in jobs]
+            self._schema = [self._pool.submit(_schema_problems, n, d) for n, d in documents.items()]
+            self._futures = [self._pool.submit(self._plots.render_job, job, docs) for job in jobs]
         except (OSError, RuntimeError, NotImplementedError):
             self._pool = None
 
+    def schema_problems(self) -> list[str]:
+        if self._pool is None:
+            return [p for n, d in self._documents.items() for p in validate.schema_problems(n, d)]
+        return [p for f in self._schema for p in f.result()]
+
     def results(self, claims_doc: Mapping) -> dict[str, bytes]:
+        if self._plots is None:
+            raise ImportError("matplotlib is not installed")
         if self._pool is None:
             return self._plots.render_all(self._documents, claims_doc)
         try:
@@ -238,7 +256,7 @@ def build_payload(rs: ResultSet, *, kernelbench: str | None = None, study_path: 
     plots: list[str] = []
     if with_plots:
         try:
-            rendered = dict((plotter or _PlotWorker(rs.documents)).results(claims_doc))
+            rendered = dict((plotter or _PlotWorker(rs.documents, True)).results(claims_doc))
             for fname in sorted(rendered):
                 payload[f"plots/{fname}"] = rendered[fname]
                 plots.append(f"plots/{fname}")
@@ -274,20 +292,14 @@ def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench
     """
     t0 = time.perf_counter()
     rs = load_results(Path(results_dir))
-    plotter = None
-    if with_plots:
-        try:
-            plotter = _PlotWorker(rs.documents)
-        except ImportError:
-            plotter = None
+    workers = _PlotWorker(rs.documents, with_plots)
     try:
-        check_results(rs)
+        check_results(rs, workers.schema_problems())
         bag, meta, claims_doc = build_payload(rs, kernelbench=kernelbench, study_path=study_path,
                                               claims_path=claims_path, name=name, with_plots=with_plots,
-                                              plotter=plotter)
+                                              plotter=workers)
     finally:
-        if plotter is not None:
-            plotter.close()
+        workers.close()
     out = Path(out) if out else Path(f"{bag.name}.tar")
     if out.exists() and out.is_dir():
         raise UsageError(f"--out {out} is a folder", "give a file name ending in .tar or .tar.gz")
