@@ -161,16 +161,54 @@ def _schema_problems(name: str, doc: dict) -> list[str]:
     return validate.schema_problems(name, doc)
 
 
+def _warm_worker() -> int:
+    """Import and build what packing jobs need (matplotlib, validators), once per worker."""
+    import os
+
+    import schemas
+
+    for name in OUR_DOCUMENTS:
+        try:
+            schemas._validator(name)
+        except KeyError:
+            pass
+    try:
+        from bundle import plots
+
+        plots._pyplot()
+    except ImportError:
+        pass
+    return os.getpid()
+
+
+def start_workers(n: int | None = None):
+    """A pool of worker processes, warmed (imports done, validators built) in the background.
+    Start it before CUDA initialises (workers are forked on Linux) and hand it to
+    :func:`make_from_results` so that packing after a study finds them ready."""
+    import multiprocessing
+    import os
+    import sys
+    from concurrent.futures import ProcessPoolExecutor
+
+    n = n or max(1, min(8, os.cpu_count() or 1))
+    ctx = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_warm_worker)
+    for _ in range(n):
+        pool.submit(os.getpid)
+    return pool
+
+
 class _PlotWorker:
     """Worker processes for the slow, independent parts of packing: each document's schema
     validation and each plot (one figure a job) run there while this process checks
     consistency and evaluates the claims. Falls back to doing everything here if no worker
     process can be started."""
 
-    def __init__(self, documents: Mapping[str, dict], with_plots: bool = True):
+    def __init__(self, documents: Mapping[str, dict], with_plots: bool = True, pool=None):
         import os
         from concurrent.futures import ProcessPoolExecutor
 
+        self._owned = pool is None
         self._documents = documents
         self._plots = None
         jobs: list = []
@@ -183,7 +221,8 @@ class _PlotWorker:
             except ImportError:
                 self._plots = None
         try:
-            self._pool = ProcessPoolExecutor(max_workers=max(1, min(len(jobs) + len(documents), os.cpu_count() or 1, 8)))
+            self._pool = pool or ProcessPoolExecutor(
+                max_workers=max(1, min(len(jobs) + len(documents), os.cpu_count() or 1, 8)))
             docs = dict(documents)
             self._schema = [self._pool.submit(_schema_problems, n, d) for n, d in documents.items()]
             self._futures = [self._pool.submit(self._plots.render_job, job, docs) for job in jobs]
@@ -210,9 +249,9 @@ class _PlotWorker:
             self.close()
 
     def close(self) -> None:
-        if self._pool is not None:
+        if self._pool is not None and self._owned:
             self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        self._pool = None
 
 
 def build_payload(rs: ResultSet, *, kernelbench: str | None = None, study_path: str | None = None,
@@ -283,7 +322,7 @@ def build_payload(rs: ResultSet, *, kernelbench: str | None = None, study_path: 
 
 def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench: str | None = None,
                       study_path: str | None = None, claims_path: str | None = None, name: str | None = None,
-                      with_plots: bool = True) -> MadeBundle:
+                      with_plots: bool = True, pool=None) -> MadeBundle:
     """Validate and pack ``results_dir`` into ``out`` (default ``<bundle name>.tar``).
 
     Raises UnreadableInputError (no results), InvalidResultsError (invalid results: nothing
@@ -292,7 +331,7 @@ def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench
     """
     t0 = time.perf_counter()
     rs = load_results(Path(results_dir))
-    workers = _PlotWorker(rs.documents, with_plots)
+    workers = _PlotWorker(rs.documents, with_plots, pool)
     try:
         check_results(rs, workers.schema_problems())
         bag, meta, claims_doc = build_payload(rs, kernelbench=kernelbench, study_path=study_path,
@@ -324,6 +363,11 @@ def run_and_make(out: Path | None, *, study_path: str | None, profile: str, kern
     if rdir.exists() and any(rdir.iterdir()):
         raise UsageError(f"results folder {rdir} is not empty", "choose another --results-dir; nothing was overwritten")
     rdir.mkdir(parents=True, exist_ok=True)
-    run_doc = run_study(study, rdir, kernelbench=kernelbench, cache_dir=cache_dir, progress=progress)
-    made = make_from_results(rdir, out, kernelbench=kernelbench, study_path=study_path, claims_path=claims_path)
+    pool = start_workers()  # before CUDA initialises; warm by the time packing starts
+    try:
+        run_doc = run_study(study, rdir, kernelbench=kernelbench, cache_dir=cache_dir, progress=progress)
+        made = make_from_results(rdir, out, kernelbench=kernelbench, study_path=study_path, claims_path=claims_path,
+                                 pool=pool)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     return made, run_doc
