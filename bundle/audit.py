@@ -25,10 +25,11 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import click
 
+from bundle.validate import walk_objects
 from harness import jsonio
 from harness.checks import Tolerance, legacy_margin_verdict
 from kernels.errors import ReproError, UnreadableInputError
@@ -64,16 +65,6 @@ def _num(v) -> float | None:
         return None
 
 
-def _walk(node: Any, path: str = "$") -> Iterator[tuple[str, dict]]:
-    if isinstance(node, dict):
-        yield path, node
-        for k, v in node.items():
-            yield from _walk(v, f"{path}.{k}" if str(k).isidentifier() else f'{path}["{k}"]')
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            yield from _walk(v, f"{path}[{i}]")
-
-
 def _nan_context(path: str) -> bool:
     return any(s in path for s in ("boundaries_and_nonfinite", "tail_controls[0]", "tiny_value_controls"))
 
@@ -82,7 +73,7 @@ def audit_document(doc: Any, file: str, tol: Tolerance = DEFAULT_TOL) -> FileAud
     """Audit one parsed document (ours or the post's)."""
     ours = isinstance(doc, dict) and str(doc.get("schema", "")).startswith("kbrepro/")
     fa = FileAudit(file=file, format=doc.get("schema") if ours else "post format")
-    for path, d in _walk(doc):
+    for path, d in walk_objects(doc):
         if ours and "official" in d and "legacy" in d and "element_count" in d:
             off, leg = d.get("official") or {}, d.get("legacy") or {}
             nan_input = bool((d.get("nonfinite") or {}).get("reference_nan"))

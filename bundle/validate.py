@@ -10,16 +10,22 @@ from typing import Any, Iterator, Mapping
 import schemas
 
 
-def _walk_checks(node: Any, path: str = "$") -> Iterator[tuple[str, dict]]:
-    """(path, check dict) for every check-like dict (has element_count and official) in a doc."""
+def walk_objects(node: Any, path: str = "$") -> Iterator[tuple[str, dict]]:
+    """(JSON path, object) for every JSON object in ``node``, depth first."""
     if isinstance(node, dict):
-        if "element_count" in node and "official" in node and "bit_identical_count" in node:
-            yield path, node
+        yield path, node
         for k, v in node.items():
-            yield from _walk_checks(v, f"{path}.{k}" if str(k).isidentifier() else f'{path}["{k}"]')
+            yield from walk_objects(v, f"{path}.{k}" if str(k).isidentifier() else f'{path}["{k}"]')
     elif isinstance(node, list):
         for i, v in enumerate(node):
-            yield from _walk_checks(v, f"{path}[{i}]")
+            yield from walk_objects(v, f"{path}[{i}]")
+
+
+def _walk_checks(node: Any) -> Iterator[tuple[str, dict]]:
+    """(path, check dict) for every check-like object (element_count, official, bit count)."""
+    for path, d in walk_objects(node):
+        if "element_count" in d and "official" in d and "bit_identical_count" in d:
+            yield path, d
 
 
 def schema_problems(name: str, doc: Any) -> list[str]:

@@ -91,16 +91,24 @@ def test_witness_after_an_earlier_process_populated_the_nvrtc_cache():
     assert w["nvrtc_ftz_false"]["bits"] == w["reference"]
 
 
-def test_side_stream_launch_during_capture_is_an_error():
+def _ftz_false_tails():
     import torch
 
     from kernels import compile as kc
-    from kernels.launch import KERNEL_NAMES, LaunchError, TailKernels
+    from kernels.launch import KERNEL_NAMES, TailKernels
 
     props = torch.cuda.get_device_properties(0)
     v = kc.CompileVariant("nvrtc_ftz_false", "nvrtc", ("--std=c++11", "--fmad=false", "--ftz=false"), False)
     b = kc.compile_nvrtc(kc.read_source(), v, f"sm_{props.major}{props.minor}")
-    k = TailKernels(v.name, kc.load_cubin(b.cubin, list(KERNEL_NAMES.values())))
+    return TailKernels(v.name, kc.load_cubin(b.cubin, list(KERNEL_NAMES.values())))
+
+
+def test_side_stream_launch_during_capture_is_an_error():
+    import torch
+
+    from kernels.launch import LaunchError
+
+    k = _ftz_false_tails()
     x = torch.randn(64, 64, device="cuda")
     side = torch.cuda.Stream()
     k.launch(81, x, {})
@@ -113,13 +121,7 @@ def test_side_stream_launch_during_capture_is_an_error():
 def test_launch_is_captured_into_a_cuda_graph():
     import torch
 
-    from kernels import compile as kc
-    from kernels.launch import KERNEL_NAMES, TailKernels
-
-    props = torch.cuda.get_device_properties(0)
-    v = kc.CompileVariant("nvrtc_ftz_false", "nvrtc", ("--std=c++11", "--fmad=false", "--ftz=false"), False)
-    b = kc.compile_nvrtc(kc.read_source(), v, f"sm_{props.major}{props.minor}")
-    k = TailKernels(v.name, kc.load_cubin(b.cubin, list(KERNEL_NAMES.values())))
+    k = _ftz_false_tails()
     x = torch.randn(256, 512, device="cuda")
     bias = torch.randn(512, device="cuda")
     out = torch.empty_like(x)
