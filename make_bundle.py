@@ -42,7 +42,7 @@ def _summary(made, extra: str = "") -> None:
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--study", type=click.Path(dir_okay=False), default=None,
               help="study YAML [default: manifests/study_fusion.yaml]")
-@click.option("--profile", default="full", show_default=True, help="profile of the study (full, quick)")
+@click.option("--profile", default=None, help="profile of the study for a new run: full (default), quick, extended")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="archive to write (.tar or .tar.gz) [default: <bundle name>.tar]")
 @click.option("--kernelbench", type=click.Path(file_okay=False), default=None,
@@ -69,12 +69,17 @@ def main(study, profile, out, kernelbench, from_results, results_dir, claims, ca
         sys.exit(run_selftest_cli(None))
     try:
         if from_results:
-            if results_dir or cache_dir:
-                raise click.UsageError("--results-dir and --cache-dir apply to a new run, not to --from-results")
+            if results_dir or cache_dir or profile:
+                raise click.UsageError("--profile, --results-dir and --cache-dir apply to a new run; "
+                                       "results from --from-results already carry their profile")
             made = make.make_from_results(Path(from_results), Path(out) if out else None, kernelbench=kernelbench,
                                           study_path=study, claims_path=claims, name=name, with_plots=not no_plots)
             _summary(made)
             return
+        from harness.study import load_study
+
+        profile = profile or "full"
+        load_study(study, profile)  # a bad study or profile is reported before anything else
         import torch
 
         if not torch.cuda.is_available():

@@ -12,6 +12,7 @@ This file is the only place where errors become exit codes.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -31,9 +32,10 @@ def _short(v, n: int = 60) -> str:
 def _print_report(rep, verbose: bool) -> None:
     click.echo(f"bundle  {rep.bundle_name or '?'}  ({rep.archive})")
     if rep.digest:
-        manifest_ok = any(t.name == "manifest" and t.status == "PASS" for t in rep.tiers)
-        click.echo(f"digest  {rep.digest}" + ("" if manifest_ok else "  (of the archive's tag manifest; the manifest "
-                                                                      "check failed, so it identifies nothing)"))
+        man = next((t for t in rep.tiers if t.name == "manifest"), None)
+        broken = man is not None and any("digest differs" not in p["message"] for p in man.problems)
+        click.echo(f"digest  {rep.digest}" + ("  (of the archive's tag manifest; its manifests do not match the "
+                                              "payload, so it identifies nothing)" if broken else ""))
     for t in rep.tiers:
         extra = ""
         if t.name == "archive" and t.details:
@@ -46,7 +48,10 @@ def _print_report(rep, verbose: bool) -> None:
             counts = {}
             for v in t.details["verdicts"].values():
                 counts[v] = counts.get(v, 0) + 1
-            extra = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+            extra = ("recorded verdicts " + ("follow from" if t.status == "PASS" else "checked against")
+                     + " the data: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+        elif t.name == "provenance" and t.status == "PASS":
+            extra = "KernelBench pin, kernel source, cubins, FTZ evidence"
         click.echo(f"{t.number} {t.name:<11} {t.status:<5} {t.seconds:6.2f}s  {extra}")
         for p in t.problems[: 40 if not verbose else None]:
             where = p.get("file") or ""
@@ -54,7 +59,8 @@ def _print_report(rep, verbose: bool) -> None:
                 where += f" {p['path']}"
             line = f"    - {where}: {p['message']}"
             if "expected" in p or "found" in p:
-                line += f" (expected {_short(p.get('expected'))}, found {_short(p.get('found'))})"
+                n = 200 if "digest" in p["message"] or "sha256" in p["message"] else 60
+                line += f" (expected {_short(p.get('expected'), n)}, found {_short(p.get('found'), n)})"
             click.echo(line)
         if len(t.problems) > 40 and not verbose:
             click.echo(f"    ... {len(t.problems) - 40} more (use --verbose or --json)")
@@ -91,7 +97,7 @@ def _print_report(rep, verbose: bool) -> None:
 @click.option("--expect-digest", default=None, help="fail unless the bundle digest is this sha256")
 @click.option("--trust-bundle-code", is_flag=True, help="let replay execute a kernel source this verifier does not know")
 @click.option("--kernelbench", type=click.Path(file_okay=False), default=None, help="KernelBench checkout for replay")
-@click.option("--ratio-tolerance", type=float, default=0.05, show_default=True,
+@click.option("--ratio-tolerance", type=click.FloatRange(min=0.0, max=10.0), default=0.05, show_default=True,
               help="relative tolerance when comparing replayed timing ratios with the recorded ones")
 @click.option("--keep-extracted", type=click.Path(file_okay=False), default=None,
               help="extract into this empty folder and keep it [default: a temporary folder, removed]")
@@ -101,6 +107,16 @@ def main(archive, level, profile, json_out, expect_digest, trust_bundle_code, ke
     """Verify ARCHIVE tier by tier and print one line per tier and a final verdict."""
     from bundle.verify import verify_archive
     from harness import jsonio
+
+    if expect_digest is not None:
+        expect_digest = expect_digest.strip().lower()
+        if expect_digest.startswith("sha256:"):
+            expect_digest = expect_digest[len("sha256:"):]
+        if not re.fullmatch(r"[0-9a-f]{64}", expect_digest):
+            raise click.BadParameter("a bundle digest is 64 hexadecimal characters (sha256)",
+                                     param_hint="--expect-digest")
+    if keep_extracted and level == "fast":
+        raise click.UsageError("--keep-extracted has no effect at --level fast (nothing is extracted)")
 
     def progress(ev):
         click.echo(f"    [{ev['elapsed_s']:6.1f}s] replay {ev['stage']} {ev['event']} {ev['message']}", err=True)

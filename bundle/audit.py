@@ -76,7 +76,8 @@ def audit_document(doc: Any, file: str, tol: Tolerance = DEFAULT_TOL) -> FileAud
     for path, d in walk_objects(doc):
         if ours and "official" in d and "legacy" in d and "element_count" in d:
             off, leg = d.get("official") or {}, d.get("legacy") or {}
-            nan_input = bool((d.get("nonfinite") or {}).get("reference_nan"))
+            nan_input = bool((d.get("nonfinite") or {}).get("reference_nan")) or (
+                not off and "imported" in d and _nan_context(path))
             orat, lrat = _num(off.get("worst_ratio")), _num(leg.get("worst_ratio"))
             if off.get("derived_from"):
                 src = "derived"
@@ -119,11 +120,13 @@ def audit_path(p: Path, tol: Tolerance = DEFAULT_TOL) -> list[FileAudit]:
         if contents.problems:
             raise UnreadableInputError(f"{p.name} is not a safe archive: {contents.problems[0]['message']}",
                                        "run verify_bundle.py on it first")
-        out = []
-        for rel, data in sorted(contents.files.items()):
-            if rel.endswith(".json") and rel.startswith("data/results/"):
-                out.append(audit_document(jsonio.loads_strict(data, rel), f"{p.name}:{rel}", tol))
-        return out
+        results = {rel: data for rel, data in contents.files.items()
+                   if rel.endswith(".json") and rel.startswith("data/results/")}
+        originals = {rel: d for rel, d in results.items() if rel.startswith("data/results/originals/")}
+        # an imported bundle: audit the post's original files, not their conversion (no double counting)
+        chosen = originals or results
+        return [audit_document(jsonio.loads_strict(data, rel), f"{p.name}:{rel}", tol)
+                for rel, data in sorted(chosen.items())]
     return [audit_document(jsonio.read_json(p), p.name, tol)]
 
 
@@ -154,13 +157,23 @@ def summarise(files: list[FileAudit]) -> dict:
 @click.option("-v", "--verbose", is_flag=True, help="one line per case")
 def main(paths, atol, rtol, json_out, verbose) -> None:
     """Audit saved correctness results for classifications that the predicate direction could change."""
+    import math
+
+    if not (math.isfinite(atol) and atol >= 0 and math.isfinite(rtol) and 0 <= rtol < 1):
+        raise click.UsageError("--atol must be finite and >= 0, --rtol finite and in [0, 1)")
     tol = Tolerance(atol, rtol)
-    try:
-        files = [fa for p in paths for fa in audit_path(Path(p), tol)]
-    except ReproError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(exc.exit_code)
+    files, failed = [], []
+    for p in paths:
+        try:
+            files += audit_path(Path(p), tol)
+        except ReproError as exc:
+            failed.append(exc)
+            click.echo(f"error: {exc}", err=True)
     s = summarise(files)
+    if s["cases"] == 0:
+        click.echo("error: no saved correctness cases found in the given files\n  -> give result documents "
+                   "(correctness.json, scout.json), the post's original JSON files, or a bundle archive", err=True)
+        sys.exit(failed[0].exit_code if failed else 3)
     for f in files:
         if not f.cases:
             continue
@@ -188,6 +201,8 @@ def main(paths, atol, rtol, json_out, verbose) -> None:
                 for k in ("legacy_ratio", "official_ratio"):
                     c[k] = jsonio.enc_float(c[k])
         jsonio.write_json(Path(json_out), doc)
+    if failed:
+        sys.exit(failed[0].exit_code)
 
 
 if __name__ == "__main__":

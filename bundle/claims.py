@@ -92,7 +92,10 @@ def combine(verdicts: list[str]) -> str:
 
 
 def _select(expr: str, root: Mapping) -> list:
-    found = jmespath.search(expr, root)
+    try:
+        found = jmespath.search(expr, root)
+    except jmespath.exceptions.JMESPathError:
+        return []  # e.g. values() of a document the results do not hold: nothing to read
     if found is None:
         return []
     return found if isinstance(found, list) else [found]

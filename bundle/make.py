@@ -78,6 +78,12 @@ def load_results(results_dir: Path) -> ResultSet:
     from bundle import importer
 
     imp = importer.import_post_run(d)
+    missing = [n for n in REQUIRED if n not in imp.documents]
+    if missing:
+        raise InvalidResultsError(
+            f"{d} holds too few of the post's files to make a bundle: nothing yields {', '.join(missing)}",
+            "put fusion_results.json (and the post's other result files) in the folder; the audit command "
+            "'python -m bundle.audit' reads single files")
     files = {f"results/originals/{name}": data for name, data in imp.originals.items()}
     return ResultSet(source="imported", documents=imp.documents, files=files, log=imp.log, notes=tuple(imp.notes))
 
@@ -111,7 +117,13 @@ def _kernelbench_inputs(rs: ResultSet, kernelbench: str | None) -> tuple[dict[st
     try:
         checkout.verify(wanted)
     except KernelBenchPinError as exc:
-        info["reason"] = f"KernelBench task files not included: {exc.message}"
+        if rs.source == "measured":
+            # a measured bundle without the task files it ran would fail its own verification
+            raise KernelBenchPinError(
+                f"cannot pack the KernelBench task files the run used: {exc.message}",
+                f"{exc.hint}; the bundle must carry them (pinned commit {lock.commit})") from exc
+        info["reason"] = ("KernelBench task files not included (no verified checkout at "
+                          f"{checkout.root.name}/): the imported results are packed with the lock only")
         return out, info
     for rel in wanted:
         out[f"inputs/kernelbench/{rel}"] = checkout.read_verified(rel)
@@ -309,8 +321,10 @@ def build_payload(rs: ResultSet, *, kernelbench: str | None = None, study_path: 
     if problems:
         raise InvalidResultsError("internal error: bundle metadata invalid: " + "; ".join(map(str, problems[:10])),
                                   "report this as a bug")
+    from harness.fingerprint import product_version
+
     bag = pack.make_bag(meta["name"], payload, [
-        ("Bag-Software-Agent", f"kbrepro {meta['product']['version'] or 'unknown'}"),
+        ("Bag-Software-Agent", f"kbrepro {product_version() or 'unknown'}"),
         ("External-Identifier", meta["name"]),
         ("Bundle-Format", pack.FORMAT_NAME),
         ("Bundle-Format-Version", str(pack.FORMAT_VERSION)),
@@ -330,6 +344,13 @@ def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench
     its digest is also written to ``<out>.sha256-digest``.
     """
     t0 = time.perf_counter()
+    if name is not None and not pack.NAME_RE.match(name):
+        raise UsageError(f"bundle name {name!r} is not allowed",
+                         "use 1 to 80 letters, digits, '.', '_' or '-', starting with a letter or digit")
+    if study_path is not None:
+        from harness.study import load_study
+
+        load_study(study_path, "full")  # refuse a study file that is not a valid study before packing it
     rs = load_results(Path(results_dir))
     workers = _PlotWorker(rs.documents, with_plots, pool)
     try:
@@ -344,7 +365,8 @@ def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench
         raise UsageError(f"--out {out} is a folder", "give a file name ending in .tar or .tar.gz")
     size = pack.write_archive(bag, out)
     digest = bag.digest()
-    jsonio.atomic_write_bytes(out.with_name(out.name + ".sha256-digest"), f"{digest}  {out.name}\n".encode())
+    jsonio.atomic_write_bytes(out.with_name(out.name + ".sha256-digest"),
+                              f"bundle digest (sha256 of {bag.name}/tagmanifest-sha256.txt): {digest}\n".encode())
     return MadeBundle(path=out, name=bag.name, digest=digest, size_bytes=size, claims_summary=claims_doc["summary"],
                       pack_seconds=time.perf_counter() - t0, notes=tuple(meta["notes"]))
 

@@ -39,7 +39,8 @@ def _env(env: Mapping, key: str) -> str:
     if v is None:
         return "n/a"
     if isinstance(v, list):
-        return ", ".join(f"{d.get('name')} {d.get('version')}" for d in v if isinstance(d, dict)) or "none"
+        return ", ".join(f"{d.get('name') or 'cupy (distribution not recorded)'} {d.get('version')}"
+                         for d in v if isinstance(d, dict)) or "none"
     return str(v)
 
 
@@ -49,12 +50,26 @@ def claims_section(claims: Mapping) -> str:
         nums = []
         for chk in c["checks"]:
             if chk["kind"] == "paired_ratio":
-                for it in chk.get("items", [])[:6]:
-                    if it.get("median_ratio") is not None:
+                items = chk.get("items", [])
+                order = {"fails": 0, "inconclusive": 1, "not_comparable": 2, "holds": 3}
+                shown = sorted(items, key=lambda it: order.get(it["verdict"], 4))[:6]
+                speed = chk["test"] == "speedup_within"
+                for it in shown:
+                    if it.get("median_ratio") is None:
+                        continue
+                    if speed:
+                        nums.append(f"{it['block']} speed-up {chk['denominator']}/{it['numerator']} "
+                                    f"{1 / it['median_ratio']:.2f}x [{1 / it['ci_high']:.2f}, {1 / it['ci_low']:.2f}] "
+                                    f"{it['verdict']}")
+                    else:
                         nums.append(f"{it['block']} {it['numerator']}/{chk['denominator']} {it['median_ratio']:.3f} "
                                     f"[{_fmt(it['ci_low'], 3)}, {_fmt(it['ci_high'], 3)}] {it['verdict']}")
-                if len(chk.get("items", [])) > 6:
-                    nums.append(f"... {len(chk['items']) - 6} more")
+                if len(items) > len(shown):
+                    tally = {}
+                    for it in items:
+                        tally[it["verdict"]] = tally.get(it["verdict"], 0) + 1
+                    nums.append(f"{len(items)} comparisons in all: " + ", ".join(f"{v} {k}" for k, v in sorted(tally.items()))
+                                + " (claims.json lists each)")
             else:
                 extra = {k: chk[k] for k in ("count", "mismatches", "unequal", "min_fraction", "max", "violations", "why")
                          if k in chk}
@@ -64,8 +79,10 @@ def claims_section(claims: Mapping) -> str:
         rows.append([c["id"], f"**{c['verdict']}**", c["sentence"], "<br>".join(n for n in nums if n)])
     s = claims.get("summary", {})
     head = ", ".join(f"{k}: {v}" for k, v in s.items())
-    return ("## Claims\n\n" + f"Evaluated on {claims.get('evaluated_on')} data ({head}). Timing ratios are medians of "
-            "per-round paired ratios with a bootstrap interval [low, high].\n\n"
+    return ("## Claims\n\n" + f"Evaluated on {claims.get('evaluated_on')} data ({head}). A timing ratio a/b is the "
+            "median over rounds of (time of a / time of b) in the same round, below 1 when a is faster, with its "
+            "bootstrap interval [low, high]; a speed-up is its inverse. Failing and inconclusive comparisons are "
+            "listed first.\n\n"
             + _table(["id", "verdict", "claim", "numbers"], rows))
 
 
@@ -76,19 +93,25 @@ def compile_section(compile_doc: Mapping) -> str:
         w = ev.get("witness") or {}
         ptx = ev.get("ptx") or {}
         sass = ev.get("sass") or {}
+        wf = _fmt(w.get("flushes")) + (" (derived)" if w.get("derived_from") else "")
         rows.append([f"`{v['name']}`", v["route"], " ".join(f"`{o}`" for o in (v.get("effective_options") or [])) or "not recorded",
-                     (v.get("cubin") or {}).get("sha256", "n/a")[:12], _fmt(w.get("flushes")),
-                     _fmt(ptx.get("ftz_exact_f32")) if ptx else "n/a",
-                     _fmt(sass.get("ftz_instructions")) if "ftz_instructions" in sass else "n/a",
+                     (v.get("cubin") or {}).get("sha256", "n/a")[:12], wf,
+                     f"{ptx.get('ftz_exact_f32')}/{ptx.get('f32_exact_ops')}" if ptx else "n/a",
+                     f"{sass.get('fmul_ffma_ftz')}/{sass.get('fmul_ffma')}" if "fmul_ffma" in sass else "n/a",
                      _fmt(ev.get("expected")), f"**{_fmt(ev.get('agrees'))}**"])
     return ("## Compile variants and FTZ evidence\n\n"
-            + _table(["variant", "route", "options in effect", "cubin sha256", "witness flushes", "PTX exact f32 .ftz",
-                      "SASS .FTZ", "FTZ expected", "evidence agrees"], rows))
+            "Evidence of each binary's FTZ mode: the minimal witness (does the tail flush a subnormal intermediate to "
+            "zero?), the PTX (non-approximate f32 instructions carrying `.ftz`, of all such instructions) and the SASS "
+            "(FMUL/FFMA carrying `.FTZ`, of all FMUL/FFMA; other `.FTZ` instructions appear in both modes and do not "
+            "decide). 'derived' marks a witness taken from the tiny-value control where none was recorded.\n\n"
+            + _table(["variant", "route", "options in effect", "cubin sha256", "witness flushes", "PTX .ftz / f32 ops",
+                      "SASS FMUL/FFMA .FTZ / all", "FTZ expected", "evidence agrees"], rows))
 
 
 def witness_section(w: Mapping | None) -> str:
     if not w:
-        return "## Minimal witness\n\nNot recorded in these results.\n"
+        return ("## Minimal witness\n\nNo minimal witness was recorded in these results; each variant's witness in "
+                "the compile table is derived from the task-81 tiny-value control instead.\n")
     names = list(w["outputs"])
     rows = []
     for i, inp in enumerate(w["inputs"]):
@@ -276,7 +299,9 @@ def _misc_parts(blocks: list, selftest: Mapping | None) -> list[str]:
         n_thr = sum(1 for r in clocked if throttled(r))
         sm = sorted({r["clocks"].get("sm_clock_mhz") for r in clocked if r["clocks"].get("sm_clock_mhz")})
         out.append(f"### Clocks\n\n{len(clocked)} rounds sampled through NVML; {n_thr} throttled (power, thermal or "
-                   f"slowdown reasons); SM clocks seen: {', '.join(map(str, sm))} MHz.\n")
+                   f"slowdown reasons); SM clocks seen: {', '.join(map(str, sm))} MHz. Throttled rounds are flagged in "
+                   "timings.json (`clocks.throttle_reasons`); the paired ratios use every round, and pairing within a "
+                   "round cancels a throttle that slows all arms of that round alike.\n")
     adaptive = [b for b in blocks if b.get("adaptive")]
     if adaptive:
         rows = []

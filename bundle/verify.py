@@ -315,9 +315,12 @@ def _tier_provenance(b: Bundle, t: Tier) -> None:
             t.fail("data/results/compile.json", f"{name}: no FTZ evidence (no witness, PTX or SASS)",
                    path=f"$.variants[{i}].ftz_evidence")
         elif not agrees:
+            derived = (w.get("derived_from") and f"; the witness is derived from {w['derived_from']}") or ""
             t.fail("data/results/compile.json",
                    f"{name}: FTZ evidence contradicts the variant (name promises ftz={str(expected).lower()}; "
-                   + ", ".join(f"{k} says ftz={str(s).lower()}" for k, s in says.items()) + ")",
+                   + ", ".join(f"{k} says ftz={str(s).lower()}" for k, s in says.items()) + f"{derived}). The "
+                   "binary that ran did not have the FTZ mode its name claims, so results labelled with this "
+                   "variant do not show what they say (a known cause: NVRTC's compile cache, see the README)",
                    path=f"$.variants[{i}].ftz_evidence", expected=expected, found=says)
         if ev.get("agrees") is not None and agrees is not None and ev["agrees"] != agrees:
             t.fail("data/results/compile.json", f"{name}: recorded 'agrees' does not follow from the evidence",
@@ -394,6 +397,16 @@ def _tier_claims(b: Bundle, t: Tier) -> None:
                     t.notes.append(f"claim {cid} is defined differently from this verifier's spec; same verdict")
         for cid in sorted(set(ours) - set(theirs)):
             t.notes.append(f"claim {cid} of this verifier's spec is not in the bundle")
+    report = b.files.get("data/REPORT.md")
+    if report is None:
+        t.fail("data/REPORT.md", "the bundle has no REPORT.md")
+    else:
+        shown = dict(re.findall(r"^\| (\S+) \| \*\*(holds|fails|inconclusive|not_comparable)\*\* \|",
+                                report.decode("utf-8", "replace"), re.MULTILINE))
+        for c in recomputed["claims"]:
+            if shown.get(c["id"]) != c["verdict"]:
+                t.fail("data/REPORT.md", f"claim {c['id']}: the report shows {shown.get(c['id'])!r}, "
+                       f"the data give {c['verdict']!r}")
     t.details["verdicts"] = {c["id"]: c["verdict"] for c in recomputed["claims"]}
     t.details["recomputed"] = recomputed
 

@@ -67,7 +67,8 @@ def loads_strict(text: str | bytes, where: str = "document") -> Any:
         return json.loads(text, parse_constant=_no_constants, object_pairs_hook=_no_duplicates)
     except (ValueError, UnicodeDecodeError) as exc:
         raise UnreadableInputError(f"{where} is not strict JSON: {exc}",
-                                   "regenerate it; hand edits must keep it valid JSON without NaN/Infinity") from exc
+                                   "the file is truncated, hand-edited or not JSON: regenerate it, or restore it from "
+                                   "its source (strict JSON has no NaN/Infinity tokens and no repeated keys)") from exc
 
 
 def read_json(path: Path) -> Any:
@@ -86,6 +87,9 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; give the file the mode open() would
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import ROOT, SHARED_RUN
 
-pytestmark = pytest.mark.skipif(not SHARED_RUN.is_dir(), reason="../shared/data/h200-seed-run is not present")
+needs_shared = pytest.mark.skipif(not SHARED_RUN.is_dir(), reason="../shared/data/h200-seed-run is not present")
 
 
 def _make(*args, cwd=ROOT):
@@ -21,6 +21,7 @@ def _make(*args, cwd=ROOT):
                           timeout=300)
 
 
+@needs_shared
 def test_packing_the_post_files_twice_gives_identical_archives_that_bagit_validates(tmp_path):
     a, b = tmp_path / "A.tar", tmp_path / "B.tar"
     ra = _make("--from-results", str(SHARED_RUN), "--out", str(a))
@@ -29,7 +30,7 @@ def test_packing_the_post_files_twice_gives_identical_archives_that_bagit_valida
     assert rb.returncode == 0, rb.stderr
     assert a.read_bytes() == b.read_bytes()
     digest = ra.stdout.split("digest:")[1].split()[0]
-    assert (tmp_path / "A.tar.sha256-digest").read_text().split()[0] == digest
+    assert (tmp_path / "A.tar.sha256-digest").read_text().split()[-1] == digest
     import bagit
 
     ex = tmp_path / "x"
@@ -54,6 +55,7 @@ def _copy_post(tmp_path) -> Path:
     return d
 
 
+@needs_shared
 @pytest.mark.parametrize("edit,fragment,code", [
     (lambda t: t.replace('"bit_equal_count": 16777216,', '"bit_equal_count": 16777216.0,', 1), "bit_equal_count", 1),
     # a NaN token is not JSON at all (RFC 8259): unreadable input, exit 3, still with its path
@@ -73,8 +75,6 @@ def test_invalid_post_results_are_refused_with_their_path_and_nothing_is_written
 
 def test_our_own_results_with_problems_are_refused_with_paths(tmp_path):
     src = ROOT / "tests" / "fixtures" / "results-quick-h200"
-    if not src.is_dir():
-        pytest.skip("no own-format fixture results")
     d = tmp_path / "r"
     shutil.copytree(src, d)
     doc = json.loads((d / "correctness.json").read_text())
@@ -100,6 +100,7 @@ def test_no_gpu_default_run_stops_at_once_and_names_the_alternatives():
     assert "--from-results" in r.stderr and "verify_bundle.py" in r.stderr
 
 
+@needs_shared
 def test_usage_errors_exit_2(tmp_path):
     assert _make("--bogus").returncode == 2
     r = _make("--from-results", str(SHARED_RUN), "--out", str(tmp_path / "x.zip"))
@@ -111,12 +112,37 @@ def test_usage_errors_exit_2(tmp_path):
     assert r.returncode == 3
 
 
+def _kernelbench_from_example(tmp_path) -> Path:
+    """A KernelBench checkout (without git metadata) made of the pinned files that the
+    committed example bundle carries; the lock check verifies every byte of it."""
+    (bundle,) = (ROOT / "examples").glob("*-full-*.tar")
+    kb = tmp_path / "kb"
+    with tarfile.open(bundle) as tf:
+        for m in tf:
+            rel = m.name.split("/", 1)[1] if "/" in m.name else ""
+            if m.isfile() and rel.startswith("data/inputs/kernelbench/") and not rel.endswith(".lock.json"):
+                dest = kb / rel[len("data/inputs/kernelbench/"):]
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(tf.extractfile(m).read())
+    return kb
+
+
+def test_measured_results_without_a_kernelbench_checkout_are_refused(tmp_path):
+    src = ROOT / "tests" / "fixtures" / "results-quick-h200"
+    r = _make("--from-results", str(src), "--out", str(tmp_path / "q.tar"), "--kernelbench", str(tmp_path / "none"))
+    assert r.returncode == 3, r.stderr
+    assert "git submodule update --init KernelBench" in r.stderr
+    assert not (tmp_path / "q.tar").exists()
+
+
 def test_our_own_quick_results_pack_and_verify_end_to_end(tmp_path):
     """The real quick-profile results of an H200 run: pack twice (identical), verify statically."""
     src = ROOT / "tests" / "fixtures" / "results-quick-h200"
+    kb = str(_kernelbench_from_example(tmp_path))
     a, b = tmp_path / "q1.tar", tmp_path / "q2.tar"
-    assert _make("--from-results", str(src), "--out", str(a)).returncode == 0
-    assert _make("--from-results", str(src), "--out", str(b)).returncode == 0
+    ra = _make("--from-results", str(src), "--out", str(a), "--kernelbench", kb)
+    assert ra.returncode == 0, ra.stderr
+    assert _make("--from-results", str(src), "--out", str(b), "--kernelbench", kb).returncode == 0
     assert a.read_bytes() == b.read_bytes()
     r = subprocess.run([sys.executable, "verify_bundle.py", str(a), "--level", "static", "--json",
                         str(tmp_path / "rep.json")], cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -124,3 +150,47 @@ def test_our_own_quick_results_pack_and_verify_end_to_end(tmp_path):
     rep = json.loads((tmp_path / "rep.json").read_text())
     assert [(t["name"], t["status"]) for t in rep["tiers"]] == [
         ("archive", "PASS"), ("manifest", "PASS"), ("documents", "PASS"), ("provenance", "PASS"), ("claims", "PASS")]
+
+
+@needs_shared
+def test_options_that_do_not_apply_are_refused_and_bad_names_are_usage_errors(tmp_path):
+    r = _make("--from-results", str(SHARED_RUN), "--profile", "quick", "--out", str(tmp_path / "x.tar"))
+    assert r.returncode == 2 and "--profile" in r.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [1, 2\n")
+    r = _make("--from-results", str(SHARED_RUN), "--study", str(bad), "--out", str(tmp_path / "x.tar"))
+    assert r.returncode == 3 and "not valid YAML" in r.stderr
+    r = _make("--from-results", str(SHARED_RUN), "--name", "has space", "--out", str(tmp_path / "x.tar"))
+    assert r.returncode == 2 and "not allowed" in r.stderr
+    assert not list(tmp_path.glob("*.tar*"))
+    r = _make("--profile", "nope")
+    assert r.returncode == 2 and "no profile 'nope'" in r.stderr
+
+
+@needs_shared
+def test_too_few_post_files_is_a_clear_refusal(tmp_path):
+    d = tmp_path / "only_scout"
+    d.mkdir()
+    shutil.copy(SHARED_RUN / "scout.json", d / "scout.json")
+    r = _make("--from-results", str(d), "--out", str(tmp_path / "x.tar"))
+    assert r.returncode == 1 and "too few of the post's files" in r.stderr and "Traceback" not in r.stderr
+    d2 = tmp_path / "only_cost"
+    d2.mkdir()
+    shutil.copy(SHARED_RUN / "fusion_ftz_cost.json", d2 / "fusion_ftz_cost.json")
+    r = _make("--from-results", str(d2), "--out", str(tmp_path / "y.tar"))
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+
+
+def test_archives_honour_the_umask(tmp_path):
+    import os
+    import stat
+
+    from bundle import pack
+
+    bag = pack.make_bag("b", {"x.txt": b"x"}, [("Bundle-Format", "kbrepro-bundle")])
+    old = os.umask(0o022)
+    try:
+        pack.write_archive(bag, tmp_path / "b.tar")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "b.tar").stat().st_mode) == 0o644

@@ -142,3 +142,40 @@ def test_replay_without_gpu_exits_4(good, tmp_path):
     err = p.stderr.splitlines()
     assert "error: replay needs a CUDA GPU and none is visible" in err
     assert any(ln.startswith("  -> ") and "--level static" in ln for ln in err)
+
+
+def test_report_table_is_checked_against_the_data(tmp_path):
+    """A REPORT.md that shows a verdict the data do not give is caught (claims tier)."""
+    import hashlib
+    import io
+    import tarfile
+
+    from bundle import pack
+
+    (good,) = (ROOT / "examples").glob("*-full-*.tar")
+    files, top = {}, None
+    with tarfile.open(good) as tf:
+        for m in tf:
+            if m.isfile():
+                top, rel = m.name.split("/", 1)
+                files[rel] = tf.extractfile(m).read()
+    report = files["data/REPORT.md"].decode()
+    assert "| C10 | **fails** |" in report
+    payload = {k[len("data/"):]: v for k, v in files.items() if k.startswith("data/")}
+    payload["REPORT.md"] = report.replace("| C10 | **fails** |", "| C10 | **holds** |").encode()
+    info = [tuple(line.split(": ", 1)) for line in files["bag-info.txt"].decode().splitlines()
+            if not line.startswith("Payload-Oxum")]
+    forged = tmp_path / "forged.tar"
+    forged.write_bytes(pack.tar_bytes(pack.make_bag(top, payload, info)))
+    res = invoke(str(forged), "--level", "static")
+    assert res.exit_code == 1
+    assert "claim C10: the report shows 'holds', the data give 'fails'" in res.stdout
+    assert hashlib.sha256(forged.read_bytes()).hexdigest() != hashlib.sha256(good.read_bytes()).hexdigest()
+
+
+def test_expect_digest_is_normalised_or_refused():
+    (good,) = (ROOT / "examples").glob("*-full-*.tar")
+    digest = (ROOT / "README.md").read_text().split("--expect-digest ")[1].split("`")[0].strip()
+    assert invoke(str(good), "--level", "fast", "--expect-digest", f" sha256:{digest.upper()} ").exit_code == 0
+    bad = invoke(str(good), "--level", "fast", "--expect-digest", "abc")
+    assert bad.exit_code == 2 and "64 hexadecimal" in bad.stderr
