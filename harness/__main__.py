@@ -7,25 +7,12 @@ Exit codes as in DESIGN.md section 6 (mapped here, at the CLI edge).
 """
 from __future__ import annotations
 
-import logging
 import sys
 from pathlib import Path
 
 import click
 
 from kernels.errors import ReproError
-
-
-def _setup_logging(out: Path | None) -> None:
-    logger = logging.getLogger("kbrepro")
-    logger.setLevel(logging.INFO)
-    if out is not None:
-        (out / "logs").mkdir(parents=True, exist_ok=True)
-        fh = logging.FileHandler(out / "logs" / "run.log", encoding="utf-8")
-        fh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
-        logger.addHandler(fh)
-    logging.captureWarnings(True)
-    logging.getLogger("py.warnings").addHandler(logger.handlers[0] if logger.handlers else logging.NullHandler())
 
 
 def echo_progress(event: dict) -> None:
@@ -55,7 +42,6 @@ def run(study, profile, out, kernelbench, cache_dir) -> None:
         cfg = load_study(study, profile)
         out_p = Path(out)
         out_p.mkdir(parents=True, exist_ok=True)
-        _setup_logging(out_p)
         doc = run_study(cfg, out_p, kernelbench=kernelbench, cache_dir=Path(cache_dir) if cache_dir else None,
                         progress=echo_progress)
     except ReproError as exc:

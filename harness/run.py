@@ -170,6 +170,7 @@ class StudyRun:
             if self.study.extra("self_test"):
                 self._stage("self_test", self._self_test)
         except BaseException as exc:
+            log.error("stage %s failed: %s: %s", self.current_stage, type(exc).__name__, exc)
             self.docs["run"]["status"] = "failed"
             self.docs["run"]["failure"] = {"stage": self.current_stage,
                                            "error": f"{type(exc).__name__}: {exc}"[:2000]}
@@ -756,7 +757,22 @@ def run_study(study: StudyConfig, out_dir: Path, *, kernelbench: str | None = No
     """
     r = StudyRun(study, out_dir, kernelbench=kernelbench, cache_dir=cache_dir, progress=Progress(progress),
                  kernel_source=kernel_source)
-    return r.run()
+    logger = logging.getLogger("kbrepro")
+    logger.setLevel(logging.INFO)
+    (Path(out_dir) / "logs").mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(Path(out_dir) / "logs" / "run.log", encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    logger.addHandler(handler)
+    warnings_logger = logging.getLogger("py.warnings")
+    warnings_logger.addHandler(handler)
+    logging.captureWarnings(True)
+    try:
+        return r.run()
+    finally:
+        logging.captureWarnings(False)
+        warnings_logger.removeHandler(handler)
+        logger.removeHandler(handler)
+        handler.close()
 
 
 __all__ = ["run_study", "StudyRun", "DOCUMENTS", "ReproError"]

@@ -107,7 +107,7 @@ class ClockWatch:
                 n, "nvmlDeviceGetCurrentClocksEventReasons") else int(n.nvmlDeviceGetCurrentClocksThrottleReasons(self._handle))
             return {"sm_clock_mhz": int(n.nvmlDeviceGetClockInfo(self._handle, n.NVML_CLOCK_SM)),
                     "memory_clock_mhz": int(n.nvmlDeviceGetClockInfo(self._handle, n.NVML_CLOCK_MEM)),
-                    "throttle_reasons": reasons}
+                    "throttle_reasons": reasons, "throttled": bool(reasons & THROTTLE_MASK)}
         except Exception as exc:
             return {"error": f"{type(exc).__name__}: {exc}"}
 

@@ -170,3 +170,23 @@ def test_checkout_location_precedence(monkeypatch, tmp_path):
     assert resolve_checkout(str(tmp_path / "cli")) == (tmp_path / "cli").resolve()
     monkeypatch.delenv("KBREPRO_KERNELBENCH")
     assert resolve_checkout(None).name == "KernelBench"
+
+
+def test_a_run_that_cannot_start_leaves_a_failed_record_and_its_log(tmp_path):
+    import json
+
+    import torch
+
+    from harness.run import run_study
+    from harness.study import load_study
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the run would start")
+    with pytest.raises(Exception) as e:
+        run_study(load_study(None, "quick"), tmp_path / "r")
+    assert getattr(e.value, "exit_code", None) == 4
+    run = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert run["status"] == "failed" and run["failure"]["stage"] == "setup"
+    log = (tmp_path / "r" / "logs" / "run.log").read_text()
+    assert "stage setup failed" in log and "no CUDA GPU" in log
+    assert not (tmp_path / "r" / "correctness.json").exists()
