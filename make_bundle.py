@@ -21,7 +21,7 @@ if os.environ.get("CUDA_CACHE_DISABLE") != "1":
     os.environ["KBREPRO_CACHE_DISABLE_SET_BY"] = "make_bundle.py"
     os.environ["CUDA_CACHE_DISABLE"] = "1"
 
-from kernels.errors import EnvironmentUnavailableError, ReproError  # noqa: E402
+from kbrepro.kernels.errors import EnvironmentUnavailableError, ReproError  # noqa: E402
 
 
 def _progress(event: dict) -> None:
@@ -61,10 +61,10 @@ def _summary(made, extra: str = "") -> None:
 def main(study, profile, out, kernelbench, from_results, results_dir, claims, cache_dir, name, no_plots,
          self_test) -> None:
     """Run the study, validate every result, and pack a deterministic, verifiable bundle."""
-    from bundle import make
+    from kbrepro.bundle import make
 
     if self_test:
-        from harness.__main__ import run_selftest_cli
+        from kbrepro.harness.__main__ import run_selftest_cli
 
         sys.exit(run_selftest_cli(None))
     try:
@@ -76,7 +76,7 @@ def main(study, profile, out, kernelbench, from_results, results_dir, claims, ca
                                           study_path=study, claims_path=claims, name=name, with_plots=not no_plots)
             _summary(made)
             return
-        from harness.study import load_study
+        from kbrepro.harness.study import load_study
 
         profile = profile or "full"
         load_study(study, profile)  # a bad study or profile is reported before anything else

@@ -21,7 +21,7 @@ import click
 if os.environ.get("CUDA_CACHE_DISABLE") != "1":
     os.environ["CUDA_CACHE_DISABLE"] = "1"
 
-from kernels.errors import ReproError  # noqa: E402
+from kbrepro.kernels.errors import ReproError  # noqa: E402
 
 
 def _short(v, n: int = 60) -> str:
@@ -105,8 +105,8 @@ def _print_report(rep, verbose: bool) -> None:
 def main(archive, level, profile, json_out, expect_digest, trust_bundle_code, kernelbench, ratio_tolerance,
          keep_extracted, verbose) -> None:
     """Verify ARCHIVE tier by tier and print one line per tier and a final verdict."""
-    from bundle.verify import verify_archive
-    from harness import jsonio
+    from kbrepro.bundle.verify import verify_archive
+    from kbrepro.harness import jsonio
 
     if expect_digest is not None:
         expect_digest = expect_digest.strip().lower()

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 def main(results, repeat, prewarm):
     import os
 
-    from bundle import make
+    from kbrepro.bundle import make
 
     times = []
     pool = None

@@ -17,7 +17,7 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernels.errors import UnreadableInputError
+from kbrepro.kernels.errors import UnreadableInputError
 
 MAX_MEMBERS = 10000
 MAX_MEMBER_BYTES = 256 * 1024 * 1024

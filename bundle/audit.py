@@ -3,7 +3,7 @@ the reference-scaled (legacy) check is replaced by the official, candidate-scale
 ``torch.allclose(reference, candidate, atol, rtol)``?
 
     kbrepro-audit FILE_OR_DIR [...] [--json report.json]
-    python -m bundle.audit ../shared/data/h200-seed-run
+    python -m kbrepro.bundle.audit ../shared/data/h200-seed-run
 
 Reads our result documents (``correctness.json``, ``scout.json``), the post's original
 files (fusion results, controls, FTZ cost, scout) and bundle archives (``.tar``/``.tar.gz``,
@@ -29,10 +29,10 @@ from typing import Any
 
 import click
 
-from bundle.validate import walk_objects
-from harness import jsonio
-from harness.checks import Tolerance, legacy_margin_verdict
-from kernels.errors import ReproError, UnreadableInputError
+from kbrepro.bundle.validate import walk_objects
+from kbrepro.harness import jsonio
+from kbrepro.harness.checks import Tolerance, legacy_margin_verdict
+from kbrepro.kernels.errors import ReproError, UnreadableInputError
 
 DEFAULT_TOL = Tolerance(1e-4, 1e-4)
 
@@ -114,7 +114,7 @@ def audit_path(p: Path, tol: Tolerance = DEFAULT_TOL) -> list[FileAudit]:
             out += audit_path(f, tol)
         return out
     if p.name.endswith((".tar", ".tar.gz", ".tgz")):
-        from bundle.archive import read_archive
+        from kbrepro.bundle.archive import read_archive
 
         contents = read_archive(p)
         if contents.problems:

@@ -31,11 +31,11 @@ from typing import Any, Mapping
 
 import jmespath
 
-import manifests
-from harness import checks as hchecks
-from harness import stats
-from harness.jsonio import dec_float
-from kernels.errors import InvalidResultsError, UnreadableInputError, UsageError
+from kbrepro import manifests
+from kbrepro.harness import checks as hchecks
+from kbrepro.harness import stats
+from kbrepro.harness.jsonio import dec_float
+from kbrepro.kernels.errors import InvalidResultsError, UnreadableInputError, UsageError
 
 VERDICTS = ("holds", "fails", "inconclusive", "not_comparable")
 DEFAULT_CLAIMS = "claims_fusion.yaml"
@@ -46,7 +46,7 @@ def load_spec(path: str | Path | None = None) -> tuple[dict, bytes]:
     Raises UnreadableInputError / UsageError (schema violations, bad JMESPath)."""
     import yaml
 
-    import schemas
+    from kbrepro import schemas
 
     p = Path(path) if path else manifests.path(DEFAULT_CLAIMS)
     try:
@@ -60,7 +60,7 @@ def parse_spec(raw: bytes, where: str = "claims") -> dict:
     """Parse and validate claims-spec bytes (YAML). Raises UnreadableInputError/UsageError."""
     import yaml
 
-    import schemas
+    from kbrepro import schemas
 
     try:
         spec = yaml.safe_load(raw)

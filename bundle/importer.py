@@ -43,10 +43,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-import schemas
-from harness import jsonio
-from harness.checks import LEGACY, OFFICIAL, PREDICATES, Tolerance, legacy_margin_verdict
-from kernels.errors import InvalidResultsError, UnreadableInputError
+from kbrepro import schemas
+from kbrepro.harness import jsonio
+from kbrepro.harness.checks import LEGACY, OFFICIAL, PREDICATES, Tolerance, legacy_margin_verdict
+from kbrepro.kernels.errors import InvalidResultsError, UnreadableInputError
 
 POST_RESULTS = "post-fusion-results"
 POST_CONTROLS = "post-fusion-controls"

@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
-import manifests
-from bundle import claims as claims_mod
-from bundle import pack, report, scrub, validate
-from harness import jsonio
-from harness.kernelbench import KernelBenchCheckout, load_lock, resolve_checkout
-from kernels import compile as kc
-from kernels.errors import InvalidResultsError, KernelBenchPinError, UnreadableInputError, UsageError
+from kbrepro import manifests
+from kbrepro.bundle import claims as claims_mod
+from kbrepro.bundle import pack, report, scrub, validate
+from kbrepro.harness import jsonio
+from kbrepro.harness.kernelbench import KernelBenchCheckout, load_lock, resolve_checkout
+from kbrepro.kernels import compile as kc
+from kbrepro.kernels.errors import InvalidResultsError, KernelBenchPinError, UnreadableInputError, UsageError
 
 OUR_DOCUMENTS = ("run", "environment", "compile", "witness", "correctness", "timings", "scout", "selftest")
 REQUIRED = ("run", "environment", "compile", "correctness", "timings")
@@ -75,7 +75,7 @@ def load_results(results_dir: Path) -> ResultSet:
                     files[f"binaries/{f.name}"] = f.read_bytes()
         log = (d / "logs" / "run.log").read_bytes() if (d / "logs" / "run.log").is_file() else None
         return ResultSet(source="measured", documents=docs, files=files, log=log)
-    from bundle import importer
+    from kbrepro.bundle import importer
 
     imp = importer.import_post_run(d)
     missing = [n for n in REQUIRED if n not in imp.documents]
@@ -83,7 +83,7 @@ def load_results(results_dir: Path) -> ResultSet:
         raise InvalidResultsError(
             f"{d} holds too few of the post's files to make a bundle: nothing yields {', '.join(missing)}",
             "put fusion_results.json (and the post's other result files) in the folder; the audit command "
-            "'python -m bundle.audit' reads single files")
+            "'python -m kbrepro.bundle.audit' reads single files")
     files = {f"results/originals/{name}": data for name, data in imp.originals.items()}
     return ResultSet(source="imported", documents=imp.documents, files=files, log=imp.log, notes=tuple(imp.notes))
 
@@ -177,7 +177,7 @@ def _warm_worker() -> int:
     """Import and build what packing jobs need (matplotlib, validators), once per worker."""
     import os
 
-    import schemas
+    from kbrepro import schemas
 
     for name in OUR_DOCUMENTS:
         try:
@@ -185,7 +185,7 @@ def _warm_worker() -> int:
         except KeyError:
             pass
     try:
-        from bundle import plots
+        from kbrepro.bundle import plots
 
         plots._pyplot()
     except ImportError:
@@ -226,7 +226,7 @@ class _PlotWorker:
         jobs: list = []
         if with_plots:
             try:
-                from bundle import plots as plots_mod
+                from kbrepro.bundle import plots as plots_mod
 
                 self._plots = plots_mod
                 jobs = plots_mod.document_jobs(documents)
@@ -315,13 +315,13 @@ def build_payload(rs: ResultSet, *, kernelbench: str | None = None, study_path: 
             notes.append("no plots: matplotlib is not installed (pip install 'kbrepro[plots]')")
     payload["REPORT.md"] = report.render(meta, rs.documents, claims_doc, plots).encode()
     payload["bundle.json"] = jsonio.dumps(meta).encode()
-    import schemas
+    from kbrepro import schemas
 
     problems = schemas.validate(meta, "bundle") + schemas.validate(claims_doc, "claims")
     if problems:
         raise InvalidResultsError("internal error: bundle metadata invalid: " + "; ".join(map(str, problems[:10])),
                                   "report this as a bug")
-    from harness.fingerprint import product_version
+    from kbrepro.harness.fingerprint import product_version
 
     bag = pack.make_bag(meta["name"], payload, [
         ("Bag-Software-Agent", f"kbrepro {product_version() or 'unknown'}"),
@@ -348,7 +348,7 @@ def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench
         raise UsageError(f"bundle name {name!r} is not allowed",
                          "use 1 to 80 letters, digits, '.', '_' or '-', starting with a letter or digit")
     if study_path is not None:
-        from harness.study import load_study
+        from kbrepro.harness.study import load_study
 
         load_study(study_path, "full")  # refuse a study file that is not a valid study before packing it
     rs = load_results(Path(results_dir))
@@ -377,8 +377,8 @@ def run_and_make(out: Path | None, *, study_path: str | None, profile: str, kern
     """Run the study on this GPU into ``results_dir`` (default ``results/<study>-<profile>-<UTC>``)
     and pack it. Returns ``(MadeBundle, run document)``. A failure after the run keeps the
     results folder, so ``--from-results`` can pack it later."""
-    from harness.run import run_study, utc_now
-    from harness.study import load_study
+    from kbrepro.harness.run import run_study, utc_now
+    from kbrepro.harness.study import load_study
 
     study = load_study(study_path, profile)
     rdir = Path(results_dir) if results_dir else Path("results") / f"{study.name}-{profile}-{re.sub(r'[^0-9T]', '', utc_now())}"

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from harness.jsonio import atomic_write_bytes
-from kernels.errors import UsageError
+from kbrepro.harness.jsonio import atomic_write_bytes
+from kbrepro.kernels.errors import UsageError
 
 FORMAT_NAME = "kbrepro-bundle"
 FORMAT_VERSION = 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 from typing import Mapping
 
-from harness import stats
+from kbrepro.harness import stats
 
 
 def _png(fig) -> bytes:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from harness import stats
-from harness.jsonio import dec_float
+from kbrepro.harness import stats
+from kbrepro.harness.jsonio import dec_float
 
 
 def _fmt(v, digits: int = 4) -> str:
@@ -286,7 +286,7 @@ def _roofline_part(blocks: list) -> str:
 
 
 def _misc_parts(blocks: list, selftest: Mapping | None) -> list[str]:
-    from harness.timing import throttled
+    from kbrepro.harness.timing import throttled
 
     out = []
     floor = [b for b in blocks if b.get("kind") == "floor" and b.get("rounds")]

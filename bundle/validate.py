@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Iterator, Mapping
 
-import schemas
+from kbrepro import schemas
 
 
 def walk_objects(node: Any, path: str = "$") -> Iterator[tuple[str, dict]]:

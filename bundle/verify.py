@@ -28,14 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
-import manifests
-from bundle import archive as arc
-from bundle import claims as claims_mod
-from bundle import pack, validate
-from harness import fingerprint, jsonio
-from harness.kernelbench import load_lock
-from kernels import compile as kc
-from kernels.errors import (EnvironmentUnavailableError, ReproError, UnreadableInputError, UsageError)
+from kbrepro import manifests
+from kbrepro.bundle import archive as arc
+from kbrepro.bundle import claims as claims_mod
+from kbrepro.bundle import pack, validate
+from kbrepro.harness import fingerprint, jsonio
+from kbrepro.harness.kernelbench import load_lock
+from kbrepro.kernels import compile as kc
+from kbrepro.kernels.errors import (EnvironmentUnavailableError, ReproError, UnreadableInputError, UsageError)
 
 LEVELS = {"fast": 2, "static": 5, "replay": 6, "auto": 6}
 TIER_NAMES = ("archive", "manifest", "documents", "provenance", "claims", "replay")
@@ -211,7 +211,7 @@ def _tier_documents(b: Bundle, t: Tier) -> None:
         docs[name] = doc
     files = {k[len("data/"):]: v for k, v in b.files.items() if k.startswith("data/")}
     results_docs = {n: d for n, d in docs.items() if n != "claims"}
-    from bundle.make import DOC_PATHS
+    from kbrepro.bundle.make import DOC_PATHS
 
     for p in validate.consistency_problems(results_docs, files, file_hashes=False):  # tier 4 checks the files
         doc_file, rest = p.split(": ", 1)
@@ -345,7 +345,7 @@ def _tier_provenance(b: Bundle, t: Tier) -> None:
                                                  for k in ("flushes", "bit_identical_to_reference")):
             t.fail("data/results/compile.json", f"{v.get('name')}: the compile record's witness differs from witness.json",
                    path=f"$.variants[{i}].ftz_evidence.witness", expected=doc_w, found=rec_w)
-    from bundle.scrub import _HOME, _UUID
+    from kbrepro.bundle.scrub import _HOME, _UUID
 
     for p in ("data/environment.json", "data/logs/run.log"):
         text = b.files.get(p, b"").decode("utf-8", "replace")
@@ -435,7 +435,7 @@ def _index_cases(doc: Mapping) -> dict:
 def compare_replay(recorded: Mapping[str, Mapping], replayed: Mapping[str, Mapping], same_toolchain: bool,
                    ratio_tolerance: float) -> tuple[list[dict], dict]:
     """Compare recorded and replayed documents. Returns ``(problems, details)``."""
-    from harness import stats
+    from kbrepro.harness import stats
 
     problems: list[dict] = []
     details: dict = {"cases_compared": 0, "bit_counts_compared": same_toolchain}
@@ -505,8 +505,8 @@ def _tier_replay(b: Bundle, t: Tier, *, profile: str | None, trust: bool, kernel
         import cupy  # noqa: F401
     except Exception as exc:
         raise EnvironmentUnavailableError(f"replay needs CuPy: {exc}", "pip install 'kbrepro[cuda12]' or '[cuda13]'") from exc
-    from harness.run import run_study
-    from harness.study import load_study
+    from kbrepro.harness.run import run_study
+    from kbrepro.harness.study import load_study
 
     run = b.documents.get("run") or {}
     kernel_source = None
@@ -525,7 +525,7 @@ def _tier_replay(b: Bundle, t: Tier, *, profile: str | None, trust: bool, kernel
     out = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="kbrepro-replay-"))
     try:
         run_study(study, out, kernelbench=kernelbench, progress=progress, kernel_source=kernel_source)
-        from bundle.make import OUR_DOCUMENTS
+        from kbrepro.bundle.make import OUR_DOCUMENTS
 
         replayed = {n: jsonio.read_json(out / f"{n}.json") for n in OUR_DOCUMENTS if (out / f"{n}.json").is_file()}
     finally:

@@ -1,7 +1,7 @@
-"""``python -m harness``: run a study into a results folder, or rebuild the KernelBench lock.
+"""``python -m kbrepro.harness``: run a study into a results folder, or rebuild the KernelBench lock.
 
-    python -m harness run --profile quick --out results/quick
-    python -m harness lock --kernelbench KernelBench
+    python -m kbrepro.harness run --profile quick --out results/quick
+    python -m kbrepro.harness lock --kernelbench KernelBench
 
 Exit codes as in DESIGN.md section 6 (mapped here, at the CLI edge).
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from kernels.errors import ReproError
+from kbrepro.kernels.errors import ReproError
 
 
 def echo_progress(event: dict) -> None:
@@ -34,8 +34,8 @@ def cli() -> None:
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None, help="our cubin cache (default: none)")
 def run(study, profile, out, kernelbench, cache_dir) -> None:
     """Run a study on this GPU and write its result documents into OUT."""
-    from harness.run import ensure_compile_cache_disabled, run_study
-    from harness.study import load_study
+    from kbrepro.harness.run import ensure_compile_cache_disabled, run_study
+    from kbrepro.harness.study import load_study
 
     ensure_compile_cache_disabled()
     try:
@@ -54,9 +54,9 @@ def run_selftest_cli(json_out: str | None = None) -> int:
     """Run the self-tests on this GPU, print one line per known-bad tail; returns the exit code."""
     import torch
 
-    from harness import extras, jsonio
-    from harness.run import ensure_compile_cache_disabled
-    from harness.selftest import run_selftests
+    from kbrepro.harness import extras, jsonio
+    from kbrepro.harness.run import ensure_compile_cache_disabled
+    from kbrepro.harness.selftest import run_selftests
 
     ensure_compile_cache_disabled()
     if not torch.cuda.is_available():
@@ -87,9 +87,9 @@ def selftest(json_out) -> None:
 @click.option("--level", type=int, default=2, show_default=True)
 def lock(kernelbench, task_ids, level) -> None:
     """Rewrite manifests/kernelbench.lock.json from a checkout (its git HEAD is the commit)."""
-    import manifests
-    from harness import jsonio
-    from harness.kernelbench import git_head, make_lock, resolve_checkout
+    from kbrepro import manifests
+    from kbrepro.harness import jsonio
+    from kbrepro.harness.kernelbench import git_head, make_lock, resolve_checkout
 
     root = resolve_checkout(kernelbench)
     head = git_head(root)

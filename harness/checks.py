@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.jsonio import enc_float
+from kbrepro.harness.jsonio import enc_float
 
 OFFICIAL = "allclose"
 LEGACY = "legacy_reference_scaled"

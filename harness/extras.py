@@ -17,7 +17,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from harness.timing import ClockWatch, TimingProtocol, run_block
+from kbrepro.harness.timing import ClockWatch, TimingProtocol, run_block
 
 EMPTY_KERNEL_SOURCE = b'extern "C" __global__ void kb_empty() {}\n'
 
@@ -46,13 +46,13 @@ def empty_kernel():
     """A launchable do-nothing kernel on the current stream (compiled with NVRTC)."""
     import torch
 
-    from kernels import compile as kc
+    from kbrepro.kernels import compile as kc
 
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     v = kc.CompileVariant("kb_empty", "nvrtc", ("--std=c++11",), False)
     b = kc.compile_nvrtc(EMPTY_KERNEL_SOURCE, v, f"sm_{props.major}{props.minor}", program_name="empty.cu")
     fn = kc.load_cubin(b.cubin, ["kb_empty"])["kb_empty"]
-    from kernels.launch import _StreamRef
+    from kbrepro.kernels.launch import _StreamRef
 
     def launch():
         fn((1,), (1,), (), stream=_StreamRef(torch.cuda.current_stream().cuda_stream))
@@ -99,7 +99,7 @@ def copy_bandwidth(clocks: ClockWatch | None, nbytes: int = 1 << 30) -> dict:
 def copy_gbps(block: dict) -> float:
     """Copy bandwidth in GB/s (bytes read + written) of a :func:`copy_bandwidth` block: the
     faster arm's median."""
-    from harness import stats
+    from kbrepro.harness import stats
 
     best = min(stats.summary(stats.arm_samples(block, a))["median_ms"] for a in block["arms"])
     return block["bytes_moved"] / (best * 1e-3) / 1e9

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from kernels.errors import UnreadableInputError
+from kbrepro.kernels.errors import UnreadableInputError
 
 
 def enc_float(x: float | None):

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from harness import jsonio
-from kernels.errors import KernelBenchPinError, UsageError
+from kbrepro.harness import jsonio
+from kbrepro.kernels.errors import KernelBenchPinError, UsageError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 ENV_VAR = "KBREPRO_KERNELBENCH"
@@ -51,14 +51,14 @@ class KernelBenchLock:
         if len(hits) != 1:
             raise UsageError(f"the KernelBench lock has no file for level {level} task {task}",
                              "add the task file to manifests/kernelbench.lock.json with "
-                             "'python -m harness lock' or remove the task from the study")
+                             "'python -m kbrepro.harness lock' or remove the task from the study")
         return hits[0]
 
 
 def load_lock(path: Path) -> KernelBenchLock:
     """Read and schema-check a lock file. Raises UnreadableInputError / InvalidResultsError."""
-    import schemas
-    from kernels.errors import InvalidResultsError
+    from kbrepro import schemas
+    from kbrepro.kernels.errors import InvalidResultsError
 
     doc = jsonio.read_json(path)
     problems = schemas.validate(doc, "kernelbench-lock")
@@ -130,7 +130,7 @@ class KernelBenchCheckout:
         for rel in paths if paths is not None else sorted(self.lock.files):
             expected = self.lock.files.get(rel)
             if expected is None:
-                raise UsageError(f"{rel} is not in the KernelBench lock", "add it with 'python -m harness lock'")
+                raise UsageError(f"{rel} is not in the KernelBench lock", "add it with 'python -m kbrepro.harness lock'")
             f = self.root / rel
             if not f.is_file():
                 bad.append(f"{rel} is missing")
@@ -145,7 +145,7 @@ class KernelBenchCheckout:
         """Bytes of a locked file, checked against the lock in the same read."""
         expected = self.lock.files.get(rel)
         if expected is None:
-            raise UsageError(f"{rel} is not in the KernelBench lock", "add it with 'python -m harness lock'")
+            raise UsageError(f"{rel} is not in the KernelBench lock", "add it with 'python -m kbrepro.harness lock'")
         try:
             data = (self.root / rel).read_bytes()
         except OSError as exc:

@@ -31,14 +31,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-import manifests
-from harness import checks, fingerprint, jsonio, tasks
-from harness.kernelbench import KernelBenchCheckout, load_lock, resolve_checkout
-from harness.study import StudyConfig, values
-from harness.timing import AdaptiveRule, ClockWatch, TimingProtocol, run_block
-from kernels import compile as kc
-from kernels.errors import EnvironmentUnavailableError, ReproError
-from kernels.launch import KERNEL_NAMES, TailKernels
+from kbrepro import manifests
+from kbrepro.harness import checks, fingerprint, jsonio, tasks
+from kbrepro.harness.kernelbench import KernelBenchCheckout, load_lock, resolve_checkout
+from kbrepro.harness.study import StudyConfig, values
+from kbrepro.harness.timing import AdaptiveRule, ClockWatch, TimingProtocol, run_block
+from kbrepro.kernels import compile as kc
+from kbrepro.kernels.errors import EnvironmentUnavailableError, ReproError
+from kbrepro.kernels.launch import KERNEL_NAMES, TailKernels
 
 log = logging.getLogger("kbrepro.run")
 
@@ -318,7 +318,7 @@ class StudyRun:
             flushes[name] = {"flushes": any(flushed),
                              "bit_identical_to_reference": [r["bits"] for r in recs] == [r["bits"] for r in rows["reference"]]}
         if self.study.extra("inductor"):
-            from harness import extras
+            from kbrepro.harness import extras
 
             fn, _ = extras.compile_timed(lambda v: spec.reference_tail(model, v, bias), x)
             out = fn(x)
@@ -555,7 +555,7 @@ class StudyRun:
                               adaptive=rule, l2=l2)
 
     def _cold_blocks(self, task: int, full_arms: dict, tail_arms: dict, x, tail_bytes: int) -> None:
-        from harness.extras import L2Flush
+        from kbrepro.harness.extras import L2Flush
 
         flush = L2Flush.for_device(2.0)
         self.docs["timings"]["extras"]["l2_flush_bytes"] = flush.nbytes
@@ -571,7 +571,7 @@ class StudyRun:
         del flush
 
     def _inductor(self, task: int, model, x, z, ref) -> dict:
-        from harness import extras
+        from kbrepro.harness import extras
 
         spec = tasks.spec(task)
         full_fn, full_s = extras.compile_timed(model, x)
@@ -587,13 +587,13 @@ class StudyRun:
                 "tail": {"fn": lambda: tail_fn(z), "check": rec["tail"]}}
 
     def _floor(self) -> None:
-        from harness import extras
+        from kbrepro.harness import extras
 
         self.docs["timings"]["blocks"].extend(extras.measurement_floor(self.clocks))
         self._write("timings")
 
     def _copy_bandwidth(self) -> None:
-        from harness import extras
+        from kbrepro.harness import extras
 
         blk = extras.copy_bandwidth(self.clocks)
         self.docs["timings"]["blocks"].append(blk)
@@ -604,7 +604,7 @@ class StudyRun:
     def _self_test(self) -> None:
         import torch
 
-        from harness.selftest import run_selftests
+        from kbrepro.harness.selftest import run_selftests
 
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         res = run_selftests(getattr(self, "copy_gbps", None), f"sm_{props.major}{props.minor}",
@@ -667,7 +667,7 @@ class StudyRun:
                      for i, c in enumerate(names) for b in names[i + 1:]}
             chk = self._checks(ref, outs)
             if self.study.extra("inductor"):
-                from harness import extras
+                from kbrepro.harness import extras
 
                 fn, secs = extras.compile_timed(lambda v: spec.reference_tail(model, v, bias), a)
                 chk["inductor_tail"] = checks.compare(ref, fn(a), self.tol)

@@ -90,11 +90,11 @@ def run_selftests(copy_gbps: float | None, arch: str, progress: Callable[[str], 
     import numpy as np
     import torch
 
-    from harness import checks as hchecks
-    from harness.tasks import spec
-    from harness.timing import TimingProtocol, run_block
-    from kernels import compile as kc
-    from kernels.launch import KERNEL_NAMES, LaunchError, TailKernels
+    from kbrepro.harness import checks as hchecks
+    from kbrepro.harness.tasks import spec
+    from kbrepro.harness.timing import TimingProtocol, run_block
+    from kbrepro.kernels import compile as kc
+    from kbrepro.kernels.launch import KERNEL_NAMES, LaunchError, TailKernels
 
     tol = hchecks.Tolerance(1e-4, 1e-4)
     names = list(KERNEL_NAMES.values())

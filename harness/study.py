@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import manifests
-from harness.checks import Tolerance
-from harness.jsonio import dec_float
-from harness.timing import TimingProtocol
-from kernels.compile import CompileVariant
-from kernels.errors import UnreadableInputError, UsageError
+from kbrepro import manifests
+from kbrepro.harness.checks import Tolerance
+from kbrepro.harness.jsonio import dec_float
+from kbrepro.harness.timing import TimingProtocol
+from kbrepro.kernels.compile import CompileVariant
+from kbrepro.kernels.errors import UnreadableInputError, UsageError
 
 DEFAULT_STUDY = "study_fusion.yaml"
 
@@ -79,7 +79,7 @@ class StudyConfig:
 
 
 def _problems(doc, what: str) -> None:
-    import schemas
+    from kbrepro import schemas
 
     found = schemas.validate(doc, "study")
     if found:

@@ -62,7 +62,7 @@ def stopping_state(rounds: list[dict], rule: AdaptiveRule, elapsed_s: float) -> 
     """Decide whether an adaptive block may stop. Returns ``(stop, reason, widths)`` where
     ``widths`` maps ``"num/den"`` to the current relative half-width (inf if undefined).
     Pure function of the recorded rounds, so it is testable without a GPU."""
-    from harness import stats
+    from kbrepro.harness import stats
 
     n = len(rounds)
     widths = {}

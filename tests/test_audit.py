@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from bundle import audit
+from kbrepro.bundle import audit
 from conftest import ROOT, SHARED_RUN
 
 
@@ -21,7 +21,7 @@ def test_audit_of_the_posts_h200_files(tmp_path):
     assert s["nan_input_cases"] > 0          # NaN-holding controls are listed apart
     assert s["closest_legacy_distance"] > 0.9  # no saved ratio anywhere near 1
     out = tmp_path / "audit.json"
-    r = subprocess.run([sys.executable, "-m", "bundle.audit", str(SHARED_RUN), "--json", str(out)], cwd=ROOT,
+    r = subprocess.run([sys.executable, "-m", "kbrepro.bundle.audit", str(SHARED_RUN), "--json", str(out)], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "classification changes 0" in r.stdout

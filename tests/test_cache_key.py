@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from kernels.compile import (CACHE_FORMAT_VERSION, CompileVariant, CubinCache, cache_key, check_includes,
+from kbrepro.kernels.compile import (CACHE_FORMAT_VERSION, CompileVariant, CubinCache, cache_key, check_includes,
                              nvrtc_options)
-from kernels.errors import UsageError
+from kbrepro.kernels.errors import UsageError
 
 SRC = b'extern "C" __global__ void k(float* y) { y[0] = 1.0f; }\n'
 OPTS = ("--std=c++11", "--fmad=false", "--ftz=false", "--gpu-architecture=sm_90", "--no-cache")
@@ -36,7 +36,7 @@ def test_every_input_changes_the_key(change):
 
 
 def test_cache_format_version_is_part_of_the_key(monkeypatch):
-    import kernels.compile as kc
+    import kbrepro.kernels.compile as kc
 
     k1 = cache_key(SRC, OPTS, (13, 0), "sm_90")
     monkeypatch.setattr(kc, "CACHE_FORMAT_VERSION", CACHE_FORMAT_VERSION + 1)

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from harness.checks import Tolerance, compare, legacy_margin_verdict, predicate_direction_witness
+from kbrepro.harness.checks import Tolerance, compare, legacy_margin_verdict, predicate_direction_witness
 
 TOL = Tolerance(1e-4, 1e-4)
 

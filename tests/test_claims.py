@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from bundle import claims
+from kbrepro.bundle import claims
 from conftest import SHARED_RUN
-from harness import stats
+from kbrepro.harness import stats
 
 
 def _block(a, b, name="blk"):
@@ -89,7 +89,7 @@ def test_value_checks_and_empty_selection():
 def test_spec_validation_rejects_bad_jmespath_and_unknown_kinds():
     import yaml
 
-    from kernels.errors import UsageError
+    from kbrepro.kernels.errors import UsageError
 
     bad = _spec({"kind": "all_equal", "select": "a[?", "equals": 1})
     with pytest.raises(UsageError, match="JMESPath"):
@@ -108,7 +108,7 @@ def test_shipped_spec_is_valid_and_covers_the_posts_findings():
 def test_pinned_verdicts_on_the_posts_original_h200_files():
     from pathlib import Path
 
-    from bundle import make
+    from kbrepro.bundle import make
 
     rs = make.load_results(Path(SHARED_RUN))
     spec, _ = claims.load_spec()
@@ -132,8 +132,8 @@ def test_pinned_verdicts_of_the_committed_h200_bundle():
     """The committed bundle's documents, re-evaluated here, give these verdicts."""
     from pathlib import Path
 
-    from bundle.archive import read_archive
-    from harness import jsonio
+    from kbrepro.bundle.archive import read_archive
+    from kbrepro.harness import jsonio
 
     root = Path(__file__).resolve().parent.parent
     (path,) = (root / "examples").glob("*-full-*.tar")

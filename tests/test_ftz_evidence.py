@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels import compile as kc
+from kbrepro.kernels import compile as kc
 
 H200 = Path(__file__).resolve().parent / "fixtures" / "results-quick-h200" / "binaries"
 

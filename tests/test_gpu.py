@@ -21,9 +21,9 @@ ROOT = Path(__file__).resolve().parent.parent
 WITNESS_SCRIPT = textwrap.dedent("""
     import json, os, sys
     import torch
-    from harness.tasks import spec
-    from kernels import compile as kc
-    from kernels.launch import TailKernels, KERNEL_NAMES
+    from kbrepro.harness.tasks import spec
+    from kbrepro.kernels import compile as kc
+    from kbrepro.kernels.launch import TailKernels, KERNEL_NAMES
     order = sys.argv[1].split(",")
     raw = sys.argv[2] == "raw"   # raw: NVRTC with only the variant's options (no --no-cache), as a careless tool would
     props = torch.cuda.get_device_properties(0)
@@ -94,8 +94,8 @@ def test_witness_after_an_earlier_process_populated_the_nvrtc_cache():
 def _ftz_false_tails():
     import torch
 
-    from kernels import compile as kc
-    from kernels.launch import KERNEL_NAMES, TailKernels
+    from kbrepro.kernels import compile as kc
+    from kbrepro.kernels.launch import KERNEL_NAMES, TailKernels
 
     props = torch.cuda.get_device_properties(0)
     v = kc.CompileVariant("nvrtc_ftz_false", "nvrtc", ("--std=c++11", "--fmad=false", "--ftz=false"), False)
@@ -106,7 +106,7 @@ def _ftz_false_tails():
 def test_side_stream_launch_during_capture_is_an_error():
     import torch
 
-    from kernels.launch import LaunchError
+    from kbrepro.kernels.launch import LaunchError
 
     k = _ftz_false_tails()
     x = torch.randn(64, 64, device="cuda")
@@ -145,8 +145,8 @@ def test_quick_study_runs_packs_and_verifies(tmp_path):
     proc = subprocess.run([sys.executable, "make_bundle.py", "--profile", "quick", "--results-dir", str(results),
                            "--out", str(out)], cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    import schemas
-    from harness import jsonio
+    from kbrepro import schemas
+    from kbrepro.harness import jsonio
 
     for name in ("run", "environment", "compile", "witness", "correctness", "timings", "scout"):
         assert schemas.validate(jsonio.read_json(results / f"{name}.json"), name) == []
@@ -163,8 +163,8 @@ def test_selftests_catch_every_known_bad_tail():
     control passes every check."""
     import torch
 
-    from harness import extras
-    from harness.selftest import run_selftests
+    from kbrepro.harness import extras
+    from kbrepro.harness.selftest import run_selftests
 
     props = torch.cuda.get_device_properties(0)
     gbps = extras.copy_gbps(extras.copy_bandwidth(None, nbytes=1 << 28))

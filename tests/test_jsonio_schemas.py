@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-import schemas
-from harness import jsonio
-from kernels.errors import UnreadableInputError
+from kbrepro import schemas
+from kbrepro.harness import jsonio
+from kbrepro.kernels.errors import UnreadableInputError
 
 
 def test_nonfinite_tokens_and_duplicate_keys_are_refused():

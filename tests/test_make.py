@@ -185,7 +185,7 @@ def test_archives_honour_the_umask(tmp_path):
     import os
     import stat
 
-    from bundle import pack
+    from kbrepro.bundle import pack
 
     bag = pack.make_bag("b", {"x.txt": b"x"}, [("Bundle-Format", "kbrepro-bundle")])
     old = os.umask(0o022)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bundle import pack
-from kernels.errors import UsageError
+from kbrepro.bundle import pack
+from kbrepro.kernels.errors import UsageError
 
 PAYLOAD = {"results/a.json": b'{"a": 1}\n', "binaries/x.cubin": bytes(range(256)), "REPORT.md": b"# r\n"}
 

@@ -5,9 +5,9 @@ import getpass
 import json
 import socket
 
-import schemas
-from bundle import scrub
-from harness import fingerprint
+from kbrepro import schemas
+from kbrepro.bundle import scrub
+from kbrepro.harness import fingerprint
 
 
 def test_cpu_fingerprint_has_reasons_for_every_missing_field_and_validates():

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-import manifests
-from harness.kernelbench import KernelBenchCheckout, load_lock, resolve_checkout
-from harness.study import deep_merge, load_study
-from harness.tasks import spec
-from kernels.errors import KernelBenchPinError, UnreadableInputError, UsageError
+from kbrepro import manifests
+from kbrepro.harness.kernelbench import KernelBenchCheckout, load_lock, resolve_checkout
+from kbrepro.harness.study import deep_merge, load_study
+from kbrepro.harness.tasks import spec
+from kbrepro.kernels.errors import KernelBenchPinError, UnreadableInputError, UsageError
 
 FIX = Path(__file__).resolve().parent / "fixtures"
 
@@ -177,8 +177,8 @@ def test_a_run_that_cannot_start_leaves_a_failed_record_and_its_log(tmp_path):
 
     import torch
 
-    from harness.run import run_study
-    from harness.study import load_study
+    from kbrepro.harness.run import run_study
+    from kbrepro.harness.study import load_study
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is present: the run would start")

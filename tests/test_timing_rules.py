@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.selftest import SelfTest, summarise
-from harness.timing import AdaptiveRule, TimingProtocol, stopping_state, throttled
+from kbrepro.harness.selftest import SelfTest, summarise
+from kbrepro.harness.timing import AdaptiveRule, TimingProtocol, stopping_state, throttled
 
 
 def _rounds(ratio, noise, n, seed=0):

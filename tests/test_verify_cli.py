@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import verify_bundle
+from kbrepro import verify_bundle
 from corpus import make_corpus as mc
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -150,7 +150,7 @@ def test_report_table_is_checked_against_the_data(tmp_path):
     import io
     import tarfile
 
-    from bundle import pack
+    from kbrepro.bundle import pack
 
     (good,) = (ROOT / "examples").glob("*-full-*.tar")
     files, top = {}, None

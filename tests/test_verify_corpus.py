@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import schemas
+from kbrepro import schemas
 from corpus import make_corpus as mc
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,7 +80,7 @@ def content_digest(archive: Path) -> str:
     with tarfile.open(archive) as tf:
         top = tf.getmembers()[0].name.split("/")[0]
         files = {m.name.split("/", 1)[1]: tf.extractfile(m).read() for m in tf if m.isreg() and "/" in m.name}
-    from bundle import pack
+    from kbrepro.bundle import pack
 
     info = [tuple(line.split(": ", 1)) for line in files["bag-info.txt"].decode().splitlines()
             if not line.startswith("Payload-Oxum")]
@@ -246,7 +246,7 @@ def test_case_via_click_runner(corpus, name, tmp_path, monkeypatch):
     """One case per failure class in-process: same exit code and tier as the subprocess."""
     import tempfile
 
-    import verify_bundle
+    from kbrepro import verify_bundle
 
     monkeypatch.setenv("TMPDIR", str(tmp_path / "t"))
     (tmp_path / "t").mkdir()

@@ -29,8 +29,8 @@ from typing import Callable
 if __package__ in (None, ""):  # run as a script: make the project importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bundle import pack  # noqa: E402
-from harness import jsonio  # noqa: E402
+from kbrepro.bundle import pack  # noqa: E402
+from kbrepro.harness import jsonio  # noqa: E402
 
 CORPUS_JSON = "corpus.json"
 # every case build_corpus writes, in order (tests parametrize over these names)
