@@ -4,10 +4,24 @@
     python make_bundle.py --profile quick --out q.tar   # the quick profile
     python make_bundle.py --from-results DIR --out X.tar   # pack existing results (no GPU)
 
-Exit codes: 0 ok, 1 invalid results, 2 usage, 3 unreadable input, 4 no GPU or missing
-dependency. This file is the only place where errors become exit codes.
+Exit codes: 0 ok, 1 invalid results, 2 usage (also: an output path that cannot be written),
+3 unreadable input (also: an input path that cannot be read), 4 no GPU or missing
+dependency, 130 interrupted (Ctrl-C). Errors become exit codes here, at the CLI edge
+(``kernels.errors.EdgeMixin``).
 """
 from __future__ import annotations
+
+import signal as _signal
+
+if __name__ == "__main__":  # Ctrl-C while the imports below run: one line, exit 130, no traceback
+    def _interrupted_early(signum, frame):
+        import os
+        import sys
+
+        sys.stderr.write("interrupted; nothing was written\n")
+        os._exit(130)
+
+    _signal.signal(_signal.SIGINT, _interrupted_early)
 
 import os
 import sys
@@ -21,8 +35,11 @@ if os.environ.get("CUDA_CACHE_DISABLE") != "1":
     os.environ["KBREPRO_CACHE_DISABLE_SET_BY"] = "make_bundle.py"
     os.environ["CUDA_CACHE_DISABLE"] = "1"
 
-from kbrepro.kernels.errors import EnvironmentUnavailableError, ReproError  # noqa: E402
+from kbrepro.kernels.errors import EdgeMixin, EnvironmentUnavailableError, UsageError  # noqa: E402
 
+
+if __name__ == "__main__":  # from here on the CLI edge (kernels.errors.EdgeMixin) handles Ctrl-C
+    _signal.signal(_signal.SIGINT, _signal.default_int_handler)
 
 def _progress(event: dict) -> None:
     mark = {"start": ">", "end": "=", "step": " "}.get(event["event"], " ")
@@ -39,64 +56,98 @@ def _summary(made, extra: str = "") -> None:
         click.echo(f"note:    {n}")
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--study", type=click.Path(dir_okay=False), default=None,
+class _Command(EdgeMixin, click.Command):
+    """Errors, Ctrl-C and unexpected exceptions become one line and an exit code (kernels.errors)."""
+
+
+RUN_ONLY = ("profile", "results_dir", "cache_dir")
+
+
+@click.command(cls=_Command, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--study", type=click.Path(), default=None,
               help="study YAML [default: manifests/study_fusion.yaml]")
 @click.option("--profile", default=None, help="profile of the study for a new run: full (default), quick, extended")
-@click.option("--out", type=click.Path(dir_okay=False), default=None,
+@click.option("--out", type=click.Path(), default=None,
               help="archive to write (.tar or .tar.gz) [default: <bundle name>.tar]")
-@click.option("--kernelbench", type=click.Path(file_okay=False), default=None,
+@click.option("--kernelbench", type=click.Path(), default=None,
               help="KernelBench checkout [default: $KBREPRO_KERNELBENCH or ./KernelBench]")
-@click.option("--from-results", "from_results", type=click.Path(file_okay=False), default=None,
+@click.option("--from-results", "from_results", type=click.Path(), default=None,
               help="pack results that already exist (ours, or the post's original files); needs no GPU")
-@click.option("--results-dir", type=click.Path(file_okay=False), default=None,
+@click.option("--results-dir", type=click.Path(), default=None,
               help="where a new run writes its documents [default: results/<study>-<profile>-<UTC>]")
-@click.option("--claims", type=click.Path(dir_okay=False), default=None,
+@click.option("--claims", type=click.Path(), default=None,
               help="claims YAML [default: manifests/claims_fusion.yaml]")
-@click.option("--cache-dir", type=click.Path(file_okay=False), default=None, help="our cubin cache [default: none]")
+@click.option("--cache-dir", type=click.Path(), default=None, help="our cubin cache [default: none]")
 @click.option("--name", default=None, help="bundle name [default: <study>-<profile>-<run start UTC>]")
 @click.option("--no-plots", is_flag=True, help="leave plots out")
 @click.option("--self-test", "self_test", is_flag=True,
-              help="only run the harness self-tests (known-bad tails it must catch) on this GPU")
-def main(study, profile, out, kernelbench, from_results, results_dir, claims, cache_dir, name, no_plots,
+              help="only run the harness self-tests (known-bad tails it must catch) on this GPU; takes no other option")
+@click.pass_context
+def main(ctx, study, profile, out, kernelbench, from_results, results_dir, claims, cache_dir, name, no_plots,
          self_test) -> None:
     """Run the study, validate every result, and pack a deterministic, verifiable bundle."""
-    from kbrepro.bundle import make
+    from click.core import ParameterSource
 
+    given = [p for p in ctx.command.params
+             if p.name != "self_test" and ctx.get_parameter_source(p.name) not in (ParameterSource.DEFAULT, None)]
     if self_test:
+        if given:
+            raise UsageError(f"--self-test takes no other option (got {', '.join(p.opts[0] for p in given)})",
+                             "run 'python make_bundle.py --self-test' alone")
         from kbrepro.harness.__main__ import run_selftest_cli
 
         sys.exit(run_selftest_cli(None))
-    try:
-        if from_results:
-            if results_dir or cache_dir or profile:
-                raise click.UsageError("--profile, --results-dir and --cache-dir apply to a new run; "
-                                       "results from --from-results already carry their profile")
-            made = make.make_from_results(Path(from_results), Path(out) if out else None, kernelbench=kernelbench,
-                                          study_path=study, claims_path=claims, name=name, with_plots=not no_plots)
-            _summary(made)
-            return
-        from kbrepro.harness.study import load_study
+    from kbrepro.bundle import make
+    from kbrepro.kernels.errors import check_input_dir, check_input_file, prepare_output_dir, remove_created
 
-        profile = profile or "full"
-        load_study(study, profile)  # a bad study or profile is reported before anything else
-        import torch
+    # usage first, then the inputs (exit 3), then the outputs (exit 2), all before any work
+    if from_results:
+        extra = [p.opts[0] for p in given if p.name in RUN_ONLY]
+        if extra:
+            raise UsageError(f"{', '.join(extra)} {'applies' if len(extra) == 1 else 'apply'} to a new run, "
+                             "not to --from-results",
+                             "results from --from-results already carry their profile; drop "
+                             + ", ".join(extra))
+        check_input_dir(from_results, "--from-results", "pass the folder a run wrote, e.g. results/<name>")
+    if study:
+        check_input_file(study, "--study")
+    if claims:
+        check_input_file(claims, "--claims")
+    if kernelbench:
+        check_input_dir(kernelbench, "--kernelbench", make.KB_HINT)
+    if out:
+        make.check_out_path(Path(out))
+    if from_results:
+        made = make.make_from_results(Path(from_results), Path(out) if out else None, kernelbench=kernelbench,
+                                      study_path=study, claims_path=claims, name=name, with_plots=not no_plots)
+        _summary(made)
+        return
+    from kbrepro.harness.study import load_study
 
-        if not torch.cuda.is_available():
-            raise EnvironmentUnavailableError(
-                "no CUDA GPU here: the study cannot run on this machine",
-                "to pack results that exist, run 'python make_bundle.py --from-results DIR'; to check a bundle, "
-                "run 'python verify_bundle.py ARCHIVE'")
-        t0 = time.perf_counter()
-        made, run_doc = make.run_and_make(Path(out) if out else None, study_path=study, profile=profile,
-                                          kernelbench=kernelbench, results_dir=Path(results_dir) if results_dir else None,
-                                          cache_dir=Path(cache_dir) if cache_dir else None, claims_path=claims,
-                                          progress=_progress)
-        _summary(made, f"; study run {run_doc['wall_seconds']:.1f} s; whole command {time.perf_counter() - t0:.1f} s")
-    except ReproError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(exc.exit_code)
+    profile = profile or "full"
+    load_study(study, profile)  # a bad study or profile is reported before anything else
+    # the outputs before the GPU (inputs 3, outputs 2, then 4), checked without leaving a folder
+    if cache_dir:
+        remove_created(prepare_output_dir(cache_dir, "--cache-dir", must_be_empty=False)[1])
+    if results_dir:
+        remove_created(prepare_output_dir(results_dir, "--results-dir")[1])
+    import torch
+
+    if not torch.cuda.is_available():
+        raise EnvironmentUnavailableError(
+            "no CUDA GPU here: the study cannot run on this machine",
+            "to pack results that exist, run 'python make_bundle.py --from-results DIR'; to check a bundle, "
+            "run 'python verify_bundle.py ARCHIVE'")
+    t0 = time.perf_counter()
+    made, run_doc = make.run_and_make(Path(out) if out else None, study_path=study, profile=profile,
+                                      kernelbench=kernelbench, results_dir=Path(results_dir) if results_dir else None,
+                                      cache_dir=Path(cache_dir) if cache_dir else None, claims_path=claims,
+                                      progress=_progress, name=name, with_plots=not no_plots)
+    _summary(made, f"; study run {run_doc['wall_seconds']:.1f} s; whole command {time.perf_counter() - t0:.1f} s")
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    finally:  # the work is over and its exit code decided: a late Ctrl-C cannot change it
+        _signal.signal(_signal.SIGINT, _signal.SIG_IGN)

@@ -12,7 +12,6 @@ import hashlib
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -36,9 +35,10 @@ def main(archive, levels, profile):
         tiers = ", ".join(f"{t.name} {t.status} {t.seconds:.2f}s" for t in rep.tiers)
         click.echo(f"level {level:<7} {dt:7.2f} s  exit {rep.exit_code}  [{tiers}]")
     with tempfile.TemporaryDirectory() as tmp:
-        with tarfile.open(archive) as tf:
-            for m in tf:
-                tf.extract(m, tmp, filter="data")
+        from kbrepro.bundle import archive as arc
+
+        contents = arc.read_archive(Path(archive))  # the verifier's own reader and extractor, no tarfile
+        arc.extract_checked(Path(archive), Path(tmp) / "x", contents)
         files = [p for p in Path(tmp).rglob("*") if p.is_file()]
         data = [p.read_bytes() for p in files]
         total = sum(len(d) for d in data)

@@ -22,6 +22,18 @@ cases separately instead of folding them into the margin statement.
 """
 from __future__ import annotations
 
+import signal as _signal
+
+if __name__ == "__main__":  # Ctrl-C while the imports below run: one line, exit 130, no traceback
+    def _interrupted_early(signum, frame):
+        import os
+        import sys
+
+        sys.stderr.write("interrupted; nothing was written\n")
+        os._exit(130)
+
+    _signal.signal(_signal.SIGINT, _interrupted_early)
+
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,8 +44,11 @@ import click
 from kbrepro.bundle.validate import walk_objects
 from kbrepro.harness import jsonio
 from kbrepro.harness.checks import Tolerance, legacy_margin_verdict
-from kbrepro.kernels.errors import ReproError, UnreadableInputError
+from kbrepro.kernels.errors import EdgeMixin, ReproError, UnreadableInputError
 
+
+if __name__ == "__main__":  # from here on the CLI edge (kernels.errors.EdgeMixin) handles Ctrl-C
+    _signal.signal(_signal.SIGINT, _signal.default_int_handler)
 DEFAULT_TOL = Tolerance(1e-4, 1e-4)
 
 
@@ -149,11 +164,53 @@ def summarise(files: list[FileAudit]) -> dict:
     }
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+class _Command(EdgeMixin, click.Command):
+    """Errors, Ctrl-C and unexpected exceptions become one line and an exit code (kernels.errors)."""
+
+
+def _check_inputs(paths) -> list[Path]:
+    """Every path given must be a readable file or folder; in a folder, every ``*.json``
+    entry must be a readable regular file or folder (a FIFO would block the read).
+    Raises InputPathError (3)."""
+    import os
+    import stat
+
+    from kbrepro.kernels.errors import InputPathError, check_input_dir, check_input_file
+
+    out = []
+    for raw in paths:
+        p = Path(raw)
+        try:
+            is_dir = stat.S_ISDIR(os.stat(p).st_mode)
+        except OSError:
+            is_dir = False
+        if not is_dir:
+            out.append(check_input_file(p, "input"))
+            continue
+        check_input_dir(p, "input folder")
+        try:
+            entries = sorted(p.glob("*.json"))
+        except OSError as exc:
+            raise InputPathError(f"cannot list input folder {p}: {(exc.strerror or '').lower()}",
+                                 "check the folder's permissions") from exc
+        for e in entries:
+            try:
+                sub_dir = stat.S_ISDIR(os.stat(e).st_mode)
+            except OSError:
+                sub_dir = False
+            if sub_dir:
+                _check_inputs([e])
+            else:
+                check_input_file(e, "input file", "make it a readable file, or move it out of the folder")
+        out.append(p)
+    return out
+
+
+@click.command(cls=_Command, context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--atol", type=float, default=1e-4, show_default=True)
 @click.option("--rtol", type=float, default=1e-4, show_default=True)
-@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="write the audit as JSON")
+@click.option("--json", "json_out", type=click.Path(), default=None, help="write the audit as JSON")
 @click.option("-v", "--verbose", is_flag=True, help="one line per case")
 def main(paths, atol, rtol, json_out, verbose) -> None:
     """Audit saved correctness results for classifications that the predicate direction could change."""
@@ -161,11 +218,17 @@ def main(paths, atol, rtol, json_out, verbose) -> None:
 
     if not (math.isfinite(atol) and atol >= 0 and math.isfinite(rtol) and 0 <= rtol < 1):
         raise click.UsageError("--atol must be finite and >= 0, --rtol finite and in [0, 1)")
+    from kbrepro.kernels.errors import OutputPathError, check_output_file
+
     tol = Tolerance(atol, rtol)
+    # inputs (exit 3), then the output (exit 2), before any work
+    checked = _check_inputs(paths)
+    if json_out:
+        check_output_file(json_out, "--json")
     files, failed = [], []
-    for p in paths:
+    for p in checked:
         try:
-            files += audit_path(Path(p), tol)
+            files += audit_path(p, tol)
         except ReproError as exc:
             failed.append(exc)
             click.echo(f"error: {exc}", err=True)
@@ -200,10 +263,17 @@ def main(paths, atol, rtol, json_out, verbose) -> None:
             for c in f["cases"]:
                 for k in ("legacy_ratio", "official_ratio"):
                     c[k] = jsonio.enc_float(c[k])
-        jsonio.write_json(Path(json_out), doc)
+        try:
+            jsonio.write_json(Path(json_out), doc)
+        except OSError as exc:
+            raise OutputPathError(f"cannot write --json {json_out}: {(exc.strerror or type(exc).__name__).lower()}; "
+                                  "nothing was written", "choose another --json path") from exc
     if failed:
         sys.exit(failed[0].exit_code)
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    finally:  # the work is over and its exit code decided: a late Ctrl-C cannot change it
+        _signal.signal(_signal.SIGINT, _signal.SIG_IGN)

@@ -26,12 +26,14 @@ Otherwise inconclusive.
 from __future__ import annotations
 
 import hashlib
+import math
 from pathlib import Path
 from typing import Any, Mapping
 
 import jmespath
 
 from kbrepro import manifests
+from kbrepro.harness import bounded
 from kbrepro.harness import checks as hchecks
 from kbrepro.harness import stats
 from kbrepro.harness.jsonio import dec_float
@@ -43,11 +45,7 @@ DEFAULT_CLAIMS = "claims_fusion.yaml"
 
 def load_spec(path: str | Path | None = None) -> tuple[dict, bytes]:
     """Read and validate a claims spec; returns ``(spec, raw bytes)``.
-    Raises UnreadableInputError / UsageError (schema violations, bad JMESPath)."""
-    import yaml
-
-    from kbrepro import schemas
-
+    Raises UnreadableInputError / UsageError (see :func:`parse_spec`)."""
     p = Path(path) if path else manifests.path(DEFAULT_CLAIMS)
     try:
         raw = p.read_bytes()
@@ -56,29 +54,65 @@ def load_spec(path: str | Path | None = None) -> tuple[dict, bytes]:
     return parse_spec(raw, p.name), raw
 
 
-def parse_spec(raw: bytes, where: str = "claims") -> dict:
-    """Parse and validate claims-spec bytes (YAML). Raises UnreadableInputError/UsageError."""
-    import yaml
+#: Bounds of the bootstrap a claims spec may ask for (see ``harness.stats``): resamples per
+#: interval (also the schema's maximum), draws (resamples x rounds) per interval, and draws
+#: over one :func:`evaluate`. The committed spec asks for 10 000 resamples; the committed
+#: extended bundle needs 4 000 000 draws for its largest interval (400 rounds) and 81 300 000
+#: in all (about 3 s on this project's 2-core development machine); the bounds leave 10x,
+#: 2.5x and 3x.
+MAX_RESAMPLES = stats.MAX_RESAMPLES
+MAX_INTERVAL_DRAWS = stats.MAX_DRAWS
+MAX_EVALUATION_DRAWS = 250_000_000
+#: JMESPath steps (see :func:`harness.bounded.search`) shared by all selectors of one
+#: :func:`evaluate`; the committed spec takes about 78 000 on the committed documents.
+MAX_EVALUATION_STEPS = 1_000_000
+_CUT = 300
 
+
+def _cut(text: str, n: int = _CUT) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[:n] + "..."
+
+
+def _check_bootstrap(boot, where: str) -> None:
+    """Raise UsageError unless ``boot`` asks for a bootstrap within the bounds above."""
+    hint = "use the committed spec's bootstrap: {level: 0.95, resamples: 10000, seed: 20261201}"
+    if not isinstance(boot, Mapping):
+        raise UsageError(f"{where}: bootstrap must be an object", hint)
+    r = boot.get("resamples")
+    if isinstance(r, bool) or not isinstance(r, int) or not 1 <= r <= MAX_RESAMPLES:
+        raise UsageError(f"{where}: bootstrap resamples {_cut(r, 40)} is not an integer in [1, {MAX_RESAMPLES}]", hint)
+    lv = boot.get("level")
+    if isinstance(lv, bool) or not isinstance(lv, (int, float)) or not 0 < lv < 1:
+        raise UsageError(f"{where}: bootstrap level {_cut(lv, 40)} is not in (0, 1)", hint)
+    sd = boot.get("seed")
+    if isinstance(sd, bool) or not isinstance(sd, int) or not 0 <= sd < 2 ** 63:
+        raise UsageError(f"{where}: bootstrap seed {_cut(sd, 40)} is not an integer in [0, 2**63)", hint)
+
+
+def parse_spec(raw: bytes, where: str = "claims") -> dict:
+    """Parse and validate claims-spec bytes (YAML), treating them as hostile.
+
+    The YAML is read by :func:`harness.bounded.load_yaml` (size, depth, node count; no
+    anchors, aliases, merge keys or tags); every selector is compiled by
+    :func:`harness.bounded.compile_query` (length, AST size and depth); the bootstrap must
+    lie within :data:`MAX_RESAMPLES`. Raises UnreadableInputError (not YAML, or out of
+    bounds) or UsageError (schema violations, bad or oversized JMESPath, bootstrap out of
+    bounds); every message is one line per problem and names ``where``.
+    """
     from kbrepro import schemas
 
-    try:
-        spec = yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        raise UnreadableInputError(f"{where} is not valid YAML: {exc}", "fix the YAML") from exc
+    spec = bounded.load_yaml(raw, where)
     problems = schemas.validate(spec, "claims-spec")
     if problems:
-        raise UsageError(f"{where} is not a valid claims spec:\n" + "\n".join(f"  {p}" for p in problems[:20]),
+        raise UsageError(f"{where} is not a valid claims spec:\n" + "\n".join(f"  {_cut(p)}" for p in problems[:20]),
                          "fix it; the schema is schemas/claims-spec.schema.json")
+    _check_bootstrap(spec["bootstrap"], where)
     for c in spec["claims"]:
         for chk in c["checks"]:
             for key in ("select", "blocks"):
                 if key in chk:
-                    try:
-                        jmespath.compile(chk[key])
-                    except jmespath.exceptions.JMESPathError as exc:
-                        raise UsageError(f"{where}: claim {c['id']}: bad JMESPath {chk[key]!r}: {exc}",
-                                         "see https://jmespath.org for the syntax") from exc
+                    bounded.compile_query(chk[key], f"{where}: claim {c['id']}")
     return spec
 
 
@@ -91,9 +125,15 @@ def combine(verdicts: list[str]) -> str:
     return "holds"
 
 
-def _select(expr: str, root: Mapping) -> list:
+def _select(expr: str, root: Mapping, where: str = "claims", shared: bounded.StepBudget | None = None) -> list:
+    """Values ``expr`` selects from ``root`` (a list; a single value is wrapped), evaluated
+    by :func:`harness.bounded.search`. A JMESPath error at evaluation time (e.g. ``values()``
+    of a document the results do not hold) selects nothing; a budget overrun
+    (:class:`harness.bounded.QueryBudgetError`) and a bad or oversized expression
+    (UsageError) propagate."""
+    query = bounded.compile_query(expr, where)
     try:
-        found = jmespath.search(expr, root)
+        found = bounded.search(query, root, shared=shared)
     except jmespath.exceptions.JMESPathError:
         return []  # e.g. values() of a document the results do not hold: nothing to read
     if found is None:
@@ -101,18 +141,28 @@ def _select(expr: str, root: Mapping) -> list:
     return found if isinstance(found, list) else [found]
 
 
+def _real(v) -> bool:
+    """A finite float or a 64-bit int (not a bool): what a count or a pair member must be
+    (a query can compute larger ints, e.g. ``sum()`` of ``ceil(`1e308`)``)."""
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, int):
+        return -2 ** 63 < v < 2 ** 63
+    return isinstance(v, float) and math.isfinite(v)
+
+
 def _num(v) -> float | None:
     if v is None or isinstance(v, bool):
         return None
     try:
         return dec_float(v)
-    except (KeyError, ValueError, TypeError):
+    except (KeyError, ValueError, TypeError, OverflowError):
         return None
 
 
-def _check_values(chk: Mapping, root: Mapping) -> dict:
+def _check_values(chk: Mapping, root: Mapping, where: str = "claims", shared: bounded.StepBudget | None = None) -> dict:
     kind = chk["kind"]
-    vals = _select(chk["select"], root)
+    vals = _select(chk["select"], root, where, shared)
     out = {"kind": kind, "select": chk["select"], "count": len(vals)}
     if not vals:
         return {**out, "verdict": "not_comparable", "why": "the selection is empty"}
@@ -121,7 +171,7 @@ def _check_values(chk: Mapping, root: Mapping) -> dict:
         out.update(equals=chk["equals"], mismatches=len(bad), first_mismatches=[vals[i] for i in bad[:5]])
         return {**out, "verdict": "fails" if bad else "holds"}
     if kind == "pairs_equal":
-        pairs = [v for v in vals if isinstance(v, list) and len(v) == 2 and None not in v]
+        pairs = [v for v in vals if isinstance(v, list) and len(v) == 2 and _real(v[0]) and _real(v[1])]
         if not pairs:
             return {**out, "verdict": "not_comparable", "why": "no complete pairs (counts not recorded)"}
         bad = [p for p in pairs if p[0] != p[1]]
@@ -129,7 +179,7 @@ def _check_values(chk: Mapping, root: Mapping) -> dict:
                    min_fraction=min(p[0] / p[1] if p[1] else 1.0 for p in pairs))
         return {**out, "verdict": "fails" if bad else "holds"}
     if kind == "fraction_at_least":
-        pairs = [v for v in vals if isinstance(v, list) and len(v) == 2 and None not in v and v[1]]
+        pairs = [v for v in vals if isinstance(v, list) and len(v) == 2 and _real(v[0]) and _real(v[1]) and v[1]]
         if not pairs:
             return {**out, "verdict": "not_comparable", "why": "no complete pairs (counts not recorded)"}
         fr = [p[0] / p[1] for p in pairs]
@@ -148,12 +198,15 @@ def _check_values(chk: Mapping, root: Mapping) -> dict:
     if kind == "criterion_pass":
         failing, n = [], 0
         for ctl in vals:
-            crit = ctl.get("criterion", "official") if isinstance(ctl, dict) else None
-            for variant, res in (ctl.get("checks") or {}).items() if isinstance(ctl, dict) else []:
-                r = (res or {}).get(crit)
+            if not isinstance(ctl, dict):
+                continue
+            crit = ctl.get("criterion", "official")
+            ctl_checks = ctl.get("checks")
+            for variant, res in ctl_checks.items() if isinstance(ctl_checks, dict) else []:
+                r = res.get(crit) if isinstance(res, dict) and isinstance(crit, str) else None
                 n += 1
                 if not (isinstance(r, dict) and r.get("pass") is True):
-                    failing.append(f"{ctl.get('name')}/{variant} ({crit})")
+                    failing.append(_cut(f"{ctl.get('name')}/{variant} ({crit})", 120))
         out.update(checked=n, failing=failing[:10])
         if n == 0:
             return {**out, "verdict": "not_comparable", "why": "no control checks"}
@@ -179,27 +232,46 @@ def ratio_verdict(test: str, ci: Mapping, margin: float = 0.0, rng: tuple[float,
         return "fails" if (hi < 1 - m or lo > 1 + m) else "inconclusive"
     if test == "speedup_within":
         a, b = rng
-        s_lo, s_hi = 1.0 / hi, 1.0 / lo
+        # ratios are positive (harness.stats refuses non-positive times); an interval
+        # reaching 0 still gives a speed-up, infinite, and never a ZeroDivisionError
+        s_lo = 1.0 / hi if hi > 0 else math.inf
+        s_hi = 1.0 / lo if lo > 0 else math.inf
         if a <= s_lo and s_hi <= b:
             return "holds"
         return "fails" if (s_hi < a or s_lo > b) else "inconclusive"
     raise UsageError(f"unknown timing test {test!r}", "use faster, not_faster, not_slower, equivalent, speedup_within")
 
 
-def _check_ratio(chk: Mapping, root: Mapping, boot: Mapping, memo: dict | None = None) -> dict:
-    blocks = [b for b in _select(chk["blocks"], root) if isinstance(b, dict)]
+def _check_ratio(chk: Mapping, root: Mapping, boot: Mapping, memo: dict | None = None, where: str = "claims",
+                 spent: list | None = None, shared: bounded.StepBudget | None = None) -> dict:
+    blocks = [b for b in _select(chk["blocks"], root, where, shared) if isinstance(b, dict)]
     out = {"kind": "paired_ratio", "blocks": chk["blocks"], "test": chk["test"], "denominator": chk["denominator"],
            "margin": chk.get("margin", 0.0), "range": chk.get("range"), "items": []}
     for b in blocks:
+        arms = b.get("arms")
+        if not isinstance(arms, list):
+            continue
         for num in chk["numerators"]:
-            if num not in b.get("arms", []) or chk["denominator"] not in b.get("arms", []):
+            if num not in arms or chk["denominator"] not in arms:
                 continue
-            key = (b.get("id"), id(b), num, chk["denominator"])
+            key = (b.get("id") if isinstance(b.get("id"), str) else None, id(b), num, chk["denominator"])
             if memo is not None and key in memo:
                 ci = memo[key]
             else:
                 ratios = stats.paired_ratios(b, num, chk["denominator"])
-                ci = stats.bootstrap_median_ci(ratios, level=boot["level"], resamples=boot["resamples"], seed=boot["seed"])
+                draws = boot["resamples"] * len(ratios)
+                if draws > MAX_INTERVAL_DRAWS:
+                    raise UsageError(f"{where}: a bootstrap of {boot['resamples']} resamples of {len(ratios)} rounds "
+                                     f"(block {_cut(b.get('id'), 60)}) needs {draws} draws, more than the "
+                                     f"{MAX_INTERVAL_DRAWS} allowed", "ask for fewer bootstrap resamples")
+                if spent is not None:
+                    spent[0] += draws
+                    if spent[0] > MAX_EVALUATION_DRAWS:
+                        raise UsageError(f"{where}: the paired-ratio checks need more than {MAX_EVALUATION_DRAWS} "
+                                         "bootstrap draws in all", "ask for fewer bootstrap resamples or fewer "
+                                         "paired-ratio checks")
+                ci = stats.bootstrap_median_ci(ratios, level=boot["level"], resamples=boot["resamples"],
+                                               seed=boot["seed"], max_draws=MAX_INTERVAL_DRAWS)
                 if memo is not None:
                     memo[key] = ci
             v = ratio_verdict(chk["test"], ci, chk.get("margin", 0.0), tuple(chk["range"]) if chk.get("range") else None)
@@ -228,15 +300,28 @@ class _Root(dict):
 
 def evaluate(spec: Mapping, documents: Mapping[str, Any], *, source: str = "recorded") -> dict:
     """Evaluate every claim of ``spec`` on ``documents`` (document name -> document).
-    Returns the ``claims`` document (schemas/claims.schema.json)."""
+    Returns the ``claims`` document (schemas/claims.schema.json).
+
+    Selectors run within the budgets of :func:`harness.bounded.search` and share
+    :data:`MAX_EVALUATION_STEPS` steps; the bootstrap within
+    :data:`MAX_RESAMPLES`, :data:`MAX_INTERVAL_DRAWS` and :data:`MAX_EVALUATION_DRAWS`.
+    Raises :class:`harness.bounded.QueryBudgetError` (InvalidResultsError) when a selector
+    exceeds its budget, UsageError for a bad selector or a bootstrap out of bounds, and
+    InvalidResultsError (``harness.stats``) for a selected timing block with a zero,
+    negative or non-finite time or not shaped as a timing block."""
     root = _Root(documents)
     boot = spec["bootstrap"]
+    _check_bootstrap(boot, "claims spec")
     memo: dict = {}
+    spent = [0]
+    shared = bounded.StepBudget(MAX_EVALUATION_STEPS)
     out = []
     for c in spec["claims"]:
         results = []
+        where = f"claim {c['id']}"
         for chk in c["checks"]:
-            r = _check_ratio(chk, root, boot, memo) if chk["kind"] == "paired_ratio" else _check_values(chk, root)
+            r = (_check_ratio(chk, root, boot, memo, where, spent, shared) if chk["kind"] == "paired_ratio"
+                 else _check_values(chk, root, where, shared))
             results.append(r)
         out.append({"id": c["id"], "sentence": c["sentence"], "verdict": combine([r["verdict"] for r in results]),
                     "checks": results})

@@ -139,14 +139,36 @@ def recognise(path) -> str | None:
     be that format, so that importing it reports what is wrong with it."""
     p = Path(path)
     try:
+        if not p.is_file():  # never open a FIFO or a device (it could block)
+            return None
         data = p.read_bytes()
     except OSError:
         return None
+    return recognise_bytes(data, p.name)
+
+
+def recognise_bytes(data: bytes, name: str) -> str | None:
+    """:func:`recognise` of bytes already read from a file called ``name``."""
     try:
         doc = json.loads(data.decode("utf-8"))
     except (ValueError, UnicodeDecodeError, RecursionError):
-        return KNOWN_FILES.get(p.name)
-    return recognise_document(doc) or KNOWN_FILES.get(p.name)
+        return KNOWN_FILES.get(name)
+    return recognise_document(doc) or KNOWN_FILES.get(name)
+
+
+def read_input_file(p: Path, what: str = "result file") -> bytes:
+    """The bytes of ``p``, a readable regular file. Raises UnreadableInputError naming it if
+    it is a folder, a FIFO or device, or cannot be read: an input is read or refused, never
+    skipped."""
+    from kbrepro.kernels.errors import check_input_file
+
+    hint = "make it a readable file, or move it out of the folder"
+    check_input_file(p, what, hint)
+    try:
+        return p.read_bytes()
+    except OSError as exc:
+        raise UnreadableInputError(f"cannot read {what} {p.name}: {(exc.strerror or type(exc).__name__).lower()}",
+                                   hint) from exc
 
 
 # ---------------------------------------------------------------------------- strict loading
@@ -270,25 +292,27 @@ def _refuse(name: str, what: str, violations: list[schemas.Violation], hint: str
 
 def load_post_file(path, fmt: str | None = None) -> tuple[bytes, Any, str]:
     """Read, strictly parse and validate one post file. Returns ``(bytes, document,
-    format)``. Raises UnreadableInputError (unreadable, not strict JSON, not a post
-    format) or InvalidResultsError (schema or consistency violations, all listed)."""
+    format)``. Raises UnreadableInputError (unreadable, not a regular file, not strict
+    JSON, not a post format) or InvalidResultsError (schema or consistency violations, all
+    listed)."""
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise UnreadableInputError(f"cannot read {p.name}: {exc.strerror}",
-                                   "check the file exists and is readable") from exc
-    fmt = fmt or recognise(p)
+    data = read_input_file(p, "file")
+    return load_post_bytes(data, p.name, fmt)
+
+
+def load_post_bytes(data: bytes, name: str, fmt: str | None = None) -> tuple[bytes, Any, str]:
+    """:func:`load_post_file` of bytes already read from a file called ``name``."""
+    fmt = fmt or recognise_bytes(data, name)
     if fmt not in POST_FORMATS:
-        raise UnreadableInputError(f"{p.name} is not one of the post's result formats ({', '.join(POST_FORMATS)})",
+        raise UnreadableInputError(f"{name} is not one of the post's result formats ({', '.join(POST_FORMATS)})",
                                    "import the directory that holds the post's original output files")
-    doc = _parse_strict(data, p.name)
+    doc = _parse_strict(data, name)
     violations = schemas.validate(doc, fmt)
     if violations:
-        raise _refuse(p.name, f"does not match the post format {fmt}", violations, _HINT_RESTORE)
+        raise _refuse(name, f"does not match the post format {fmt}", violations, _HINT_RESTORE)
     violations = consistency_violations(doc, fmt)
     if violations:
-        raise _refuse(p.name, f"contradicts itself ({fmt})", violations, _HINT_RESTORE)
+        raise _refuse(name, f"contradicts itself ({fmt})", violations, _HINT_RESTORE)
     return data, doc, fmt
 
 
@@ -500,18 +524,26 @@ class _Importer:
 
     # ------------------------------------------------------------------ reading
     def read(self) -> None:
-        if not self.dir.is_dir():
-            raise UnreadableInputError(f"{self.dir.name or self.dir} is not a directory",
-                                       "give the directory that holds the post's original output files")
+        from kbrepro.kernels.errors import check_input_dir
+
+        hint = "give the directory that holds the post's original output files"
+        check_input_dir(self.dir, "results folder", hint)
+        try:
+            entries = sorted(self.dir.iterdir())
+        except OSError as exc:
+            raise UnreadableInputError(f"cannot list {self.dir}: {(exc.strerror or '').lower()}", hint) from exc
         ignored = []
-        for p in sorted(self.dir.iterdir()):
-            if not p.is_file() or p.suffix.lower() != ".json":
+        for p in entries:
+            if p.suffix.lower() != ".json":
                 continue
-            fmt = recognise(p)
+            # every *.json entry may be one of the post's files (they are recognised by
+            # structure): one that cannot be read is an error, not a silent omission
+            data = read_input_file(p)
+            fmt = recognise_bytes(data, p.name)
             if fmt is None or fmt.startswith("kbrepro/"):
                 ignored.append(p.name + (f" ({fmt} document)" if fmt else ""))
                 continue
-            data, doc, fmt = load_post_file(p, fmt)
+            data, doc, fmt = load_post_bytes(data, p.name, fmt)
             self.files[p.name] = (data, doc, fmt)
             if fmt == POST_RESULTS:
                 variant = results_variant(doc)
@@ -527,11 +559,8 @@ class _Importer:
                                                "keep one file of each post format in the directory")
                 setattr(self, slot, (p.name, doc))
         log = self.dir / LOG_FILE
-        if log.is_file():
-            try:
-                self.log_bytes = log.read_bytes()
-            except OSError as exc:
-                raise UnreadableInputError(f"cannot read {LOG_FILE}: {exc.strerror}", "check its permissions") from exc
+        if any(p.name == LOG_FILE for p in entries):
+            self.log_bytes = read_input_file(log, "run log")
             self.log = parse_log(self.log_bytes)
         if not self.files:
             expected = ", ".join(KNOWN_FILES)
@@ -1105,5 +1134,6 @@ def import_post_run(directory) -> ImportedRun:
 
 
 __all__ = ["ImportedRun", "LogSummary", "POST_FORMATS", "consistency_violations", "convert_check",
-           "convert_scout_summary", "import_post_run", "load_post_file", "parse_log", "recognise",
+           "convert_scout_summary", "import_post_run", "load_post_bytes", "load_post_file", "parse_log", "read_input_file",
+           "recognise", "recognise_bytes",
            "recognise_document", "results_variant"]

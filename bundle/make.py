@@ -24,6 +24,8 @@ from kbrepro.kernels.errors import InvalidResultsError, KernelBenchPinError, Unr
 
 OUR_DOCUMENTS = ("run", "environment", "compile", "witness", "correctness", "timings", "scout", "selftest")
 REQUIRED = ("run", "environment", "compile", "correctness", "timings")
+#: the only note a measured bundle's packer writes (the verifier refuses any other)
+NO_PLOTS_NOTE = "no plots: matplotlib is not installed (pip install 'kbrepro[plots]')"
 #: Where each document goes inside ``data/``.
 DOC_PATHS = {"environment": "environment.json", **{n: f"results/{n}.json" for n in OUR_DOCUMENTS if n != "environment"}}
 
@@ -50,30 +52,65 @@ class MadeBundle:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
+def _why(exc: OSError) -> str:
+    return (exc.strerror or type(exc).__name__).lower()
+
+
+def _regular_file(p: Path, what: str) -> bytes:
+    """Bytes of ``p``, which must be a readable regular file. Raises UnreadableInputError (3)."""
+    from kbrepro.kernels.errors import check_input_file
+
+    check_input_file(p, what, "make it a readable file, or remove it from the results folder")
+    try:
+        return p.read_bytes()
+    except OSError as exc:
+        raise UnreadableInputError(f"cannot read {what} {p}: {_why(exc)}",
+                                   "make it a readable file, or remove it from the results folder") from exc
+
+
+def _exists(p: Path) -> bool:
+    import os
+
+    try:
+        os.lstat(p)
+        return True
+    except OSError:
+        return False
+
+
 def load_results(results_dir: Path) -> ResultSet:
     """Read a results folder: ours (``run.json`` naming ``kbrepro/run``) or the post's
-    original files. Raises UnreadableInputError if neither is there."""
-    d = Path(results_dir)
-    if not d.is_dir():
-        raise UnreadableInputError(f"results folder {d} does not exist", "pass the folder a run wrote, e.g. results/<name>")
+    original files. Raises UnreadableInputError if neither is there, or if any file that
+    would go into the bundle cannot be read (a folder or FIFO named like a result file, a
+    file without read permission): nothing is dropped silently."""
+    from kbrepro.kernels.errors import check_input_dir
+
+    d = check_input_dir(Path(results_dir), "results folder", "pass the folder a run wrote, e.g. results/<name>")
     run_path = d / "run.json"
-    if run_path.is_file():
+    if _exists(run_path):
         docs = {}
         for name in OUR_DOCUMENTS:
             p = d / f"{name}.json"
-            if p.is_file():
-                docs[name] = jsonio.read_json(p)
+            if _exists(p):
+                docs[name] = jsonio.loads_strict(_regular_file(p, "result file"), where=p.name)
         missing = [n for n in REQUIRED if n not in docs]
         if missing:
             raise InvalidResultsError(f"{d} lacks {', '.join(m + '.json' for m in missing)}",
                                       "the run did not finish; rerun it, or pack a complete results folder")
         files = {}
         bdir = d / "binaries"
-        if bdir.is_dir():
-            for f in sorted(bdir.iterdir()):
-                if f.is_file() and not f.name.startswith("."):
-                    files[f"binaries/{f.name}"] = f.read_bytes()
-        log = (d / "logs" / "run.log").read_bytes() if (d / "logs" / "run.log").is_file() else None
+        if _exists(bdir):
+            check_input_dir(bdir, "results folder", "make binaries/ a readable folder")
+            try:
+                entries = sorted(bdir.iterdir())
+            except OSError as exc:
+                raise UnreadableInputError(f"cannot list {bdir}: {_why(exc)}",
+                                           "make binaries/ a readable folder") from exc
+            for f in entries:
+                if not f.name.startswith("."):
+                    files[f"binaries/{f.name}"] = _regular_file(f, "binary")
+        log_path = d / "logs" / "run.log"
+        log = _regular_file(log_path, "run log") if _exists(log_path) else None
         return ResultSet(source="measured", documents=docs, files=files, log=log)
     from kbrepro.bundle import importer
 
@@ -174,8 +211,15 @@ def _schema_problems(name: str, doc: dict) -> list[str]:
 
 
 def _warm_worker() -> int:
-    """Import and build what packing jobs need (matplotlib, validators), once per worker."""
+    """Import and build what packing jobs need (matplotlib, validators), once per worker.
+    A worker ignores SIGINT: Ctrl-C reaches the whole process group, and only the parent
+    acts on it (it shuts the pool down)."""
     import os
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
     from kbrepro import schemas
 
@@ -196,17 +240,35 @@ def _warm_worker() -> int:
 def start_workers(n: int | None = None):
     """A pool of worker processes, warmed (imports done, validators built) in the background.
     Start it before CUDA initialises (workers are forked on Linux) and hand it to
-    :func:`make_from_results` so that packing after a study finds them ready."""
+    :func:`make_from_results` so that packing after a study finds them ready. The caller
+    shuts it down (``shutdown(wait=True, cancel_futures=True)``), also on Ctrl-C.
+
+    The workers ignore SIGINT (see :func:`_warm_worker`); SIGINT is blocked in this process
+    while they are forked, so that none can act on a Ctrl-C before its initializer ran, and
+    a Ctrl-C that came meanwhile is delivered here afterwards."""
     import multiprocessing
     import os
+    import signal
     import sys
+    import threading
     from concurrent.futures import ProcessPoolExecutor
 
     n = n or max(1, min(8, os.cpu_count() or 1))
     ctx = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
-    pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_warm_worker)
-    for _ in range(n):
-        pool.submit(os.getpid)
+    block = hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
+    if block:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_warm_worker)
+        try:
+            for _ in range(n):
+                pool.submit(os.getpid)
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+    finally:
+        if block:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     return pool
 
 
@@ -312,8 +374,12 @@ def build_payload(rs: ResultSet, *, kernelbench: str | None = None, study_path: 
                 payload[f"plots/{fname}"] = rendered[fname]
                 plots.append(f"plots/{fname}")
         except ImportError:
-            notes.append("no plots: matplotlib is not installed (pip install 'kbrepro[plots]')")
-    payload["REPORT.md"] = report.render(meta, rs.documents, claims_doc, plots).encode()
+            notes.append(NO_PLOTS_NOTE)
+    # rendered from the records as packed (canonical JSON read back), exactly as the verifier renders it
+    import json as _json
+
+    canon = {n: _json.loads(payload[DOC_PATHS[n]]) for n in rs.documents}
+    payload["REPORT.md"] = report.render(meta, canon, _json.loads(payload["claims.json"]), plots).encode()
     payload["bundle.json"] = jsonio.dumps(meta).encode()
     from kbrepro import schemas
 
@@ -334,62 +400,162 @@ def build_payload(rs: ResultSet, *, kernelbench: str | None = None, study_path: 
     return bag, meta, claims_doc
 
 
+ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz")
+KB_HINT = ("run 'git submodule update --init KernelBench' in the project root, or point --kernelbench at a "
+           "checkout of the pinned commit")
+
+DIGEST_SUFFIX = ".sha256-digest"
+
+
+def check_out_path(out: Path, what: str = "--out") -> Path:
+    """Refuse, before any work, an archive path that :func:`make_from_results` could not
+    write (with its ``.sha256-digest`` beside it). Raises UsageError / OutputPathError (2)."""
+    from kbrepro.kernels.errors import check_output_file
+
+    out = Path(out)
+    if not out.name.endswith(ARCHIVE_SUFFIXES):
+        raise UsageError(f"archive name {out.name!r} must end in .tar or .tar.gz", "pass --out NAME.tar")
+    return check_output_file(out, what, companions=(DIGEST_SUFFIX,))
+
+
 def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench: str | None = None,
                       study_path: str | None = None, claims_path: str | None = None, name: str | None = None,
                       with_plots: bool = True, pool=None) -> MadeBundle:
     """Validate and pack ``results_dir`` into ``out`` (default ``<bundle name>.tar``).
 
-    Raises UnreadableInputError (no results), InvalidResultsError (invalid results: nothing
-    is written), UsageError (bad names or out path). The archive is written atomically and
-    its digest is also written to ``<out>.sha256-digest``.
+    Raises UnreadableInputError (no results, an input that cannot be read, an explicit
+    ``kernelbench`` checkout that is missing or differs from the lock), InvalidResultsError
+    (invalid results), UsageError / OutputPathError (bad names, an ``out`` that cannot be
+    written: checked before any packing). Nothing is written unless everything succeeds:
+    the archive is written atomically, then its digest to ``<out>.sha256-digest``; if the
+    digest cannot be written, the archive is removed again. A pool from
+    :func:`start_workers` is used if given, else one is started here and shut down.
     """
+    from kbrepro.kernels.errors import OutputPathError, check_input_dir, check_input_file
+
     t0 = time.perf_counter()
     if name is not None and not pack.NAME_RE.match(name):
         raise UsageError(f"bundle name {name!r} is not allowed",
                          "use 1 to 80 letters, digits, '.', '_' or '-', starting with a letter or digit")
+    if out is not None:
+        out = check_out_path(Path(out))
     if study_path is not None:
         from kbrepro.harness.study import load_study
 
+        check_input_file(study_path, "--study")
         load_study(study_path, "full")  # refuse a study file that is not a valid study before packing it
+    if claims_path is not None:
+        check_input_file(claims_path, "--claims")
+        claims_mod.load_spec(claims_path)
+    if kernelbench is not None:
+        check_input_dir(kernelbench, "--kernelbench", KB_HINT)
     rs = load_results(Path(results_dir))
-    workers = _PlotWorker(rs.documents, with_plots, pool)
+    if kernelbench is not None:
+        # a checkout the user named is used or refused, never skipped with a note
+        lock = load_lock(manifests.path("kernelbench.lock.json"))
+        wanted = (rs.documents["run"].get("kernelbench") or {}).get("files") or sorted(lock.files)
+        try:
+            KernelBenchCheckout(resolve_checkout(kernelbench), lock).verify(wanted)
+        except OSError as exc:
+            raise KernelBenchPinError(f"cannot read the KernelBench checkout {kernelbench}: {_why(exc)}",
+                                      KB_HINT) from exc
+    if out is None:
+        out = check_out_path(Path(f"{name or bundle_name(rs)}.tar"), "the default --out (<bundle name>.tar here)")
+    own_pool = pool is None
+    if own_pool:
+        pool = start_workers()
     try:
-        check_results(rs, workers.schema_problems())
-        bag, meta, claims_doc = build_payload(rs, kernelbench=kernelbench, study_path=study_path,
-                                              claims_path=claims_path, name=name, with_plots=with_plots,
-                                              plotter=workers)
+        workers = _PlotWorker(rs.documents, with_plots, pool)
+        try:
+            check_results(rs, workers.schema_problems())
+            try:
+                bag, meta, claims_doc = build_payload(rs, kernelbench=kernelbench, study_path=study_path,
+                                                      claims_path=claims_path, name=name, with_plots=with_plots,
+                                                      plotter=workers)
+            except OSError as exc:  # everything build_payload touches on disk is read, never written
+                raise UnreadableInputError(f"cannot read {exc.filename or 'an input file'}: {_why(exc)}",
+                                           "make the file readable; nothing was written") from exc
+        finally:
+            workers.close()
     finally:
-        workers.close()
-    out = Path(out) if out else Path(f"{bag.name}.tar")
-    if out.exists() and out.is_dir():
-        raise UsageError(f"--out {out} is a folder", "give a file name ending in .tar or .tar.gz")
-    size = pack.write_archive(bag, out)
+        if own_pool:
+            pool.shutdown(wait=True, cancel_futures=True)
     digest = bag.digest()
-    jsonio.atomic_write_bytes(out.with_name(out.name + ".sha256-digest"),
-                              f"bundle digest (sha256 of {bag.name}/tagmanifest-sha256.txt): {digest}\n".encode())
+    digest_path = out.with_name(out.name + DIGEST_SUFFIX)
+    written = False
+    try:
+        size = pack.write_archive(bag, out)
+        written = True
+        jsonio.atomic_write_bytes(digest_path,
+                                  f"bundle digest (sha256 of {bag.name}/tagmanifest-sha256.txt): {digest}\n".encode())
+    except BaseException as exc:
+        if written:
+            try:
+                out.unlink()
+            except OSError:
+                pass
+        if isinstance(exc, OSError):
+            raise OutputPathError(f"cannot write {out if not written else digest_path}: {_why(exc)}; "
+                                  "nothing was written",
+                                  "choose another --out") from exc
+        raise
     return MadeBundle(path=out, name=bag.name, digest=digest, size_bytes=size, claims_summary=claims_doc["summary"],
                       pack_seconds=time.perf_counter() - t0, notes=tuple(meta["notes"]))
 
 
 def run_and_make(out: Path | None, *, study_path: str | None, profile: str, kernelbench: str | None,
                  results_dir: Path | None, cache_dir: Path | None, claims_path: str | None,
-                 progress: Callable[[dict], None] | None = None) -> tuple[MadeBundle, dict]:
+                 progress: Callable[[dict], None] | None = None, name: str | None = None,
+                 with_plots: bool = True) -> tuple[MadeBundle, dict]:
     """Run the study on this GPU into ``results_dir`` (default ``results/<study>-<profile>-<UTC>``)
-    and pack it. Returns ``(MadeBundle, run document)``. A failure after the run keeps the
-    results folder, so ``--from-results`` can pack it later."""
+    and pack it. Returns ``(MadeBundle, run document)``. ``out`` is checked before the run.
+    A failure after the run keeps the results folder, so ``--from-results`` can pack it
+    later; Ctrl-C raises :class:`~kernels.errors.Interrupted` saying what was kept."""
     from kbrepro.harness.run import run_study, utc_now
     from kbrepro.harness.study import load_study
+    from kbrepro.kernels.errors import Interrupted, prepare_output_dir, remove_created
 
+    if name is not None and not pack.NAME_RE.match(name):
+        raise UsageError(f"bundle name {name!r} is not allowed",
+                         "use 1 to 80 letters, digits, '.', '_' or '-', starting with a letter or digit")
+    from kbrepro.kernels.errors import check_input_file
+
+    if out is not None:
+        out = check_out_path(Path(out))
+    if study_path is not None:
+        check_input_file(study_path, "--study")
     study = load_study(study_path, profile)
+    if claims_path is not None:
+        check_input_file(claims_path, "--claims")
+        claims_mod.load_spec(claims_path)
+    if out is None:  # the default name has this length; its folder is the current one
+        check_out_path(Path(f"{name or f'{study.name}-{profile}-00000000T000000'}.tar"),
+                       "the default --out (<bundle name>.tar here)")
     rdir = Path(results_dir) if results_dir else Path("results") / f"{study.name}-{profile}-{re.sub(r'[^0-9T]', '', utc_now())}"
-    if rdir.exists() and any(rdir.iterdir()):
-        raise UsageError(f"results folder {rdir} is not empty", "choose another --results-dir; nothing was overwritten")
-    rdir.mkdir(parents=True, exist_ok=True)
+    if cache_dir is not None:
+        prepare_output_dir(cache_dir, "--cache-dir", must_be_empty=False)
+    rdir, created = prepare_output_dir(rdir, "--results-dir")
     pool = start_workers()  # before CUDA initialises; warm by the time packing starts
+    stage = "run"
     try:
         run_doc = run_study(study, rdir, kernelbench=kernelbench, cache_dir=cache_dir, progress=progress)
+        stage = "pack"
         made = make_from_results(rdir, out, kernelbench=kernelbench, study_path=study_path, claims_path=claims_path,
-                                 pool=pool)
+                                 name=name, with_plots=with_plots, pool=pool)
+    except KeyboardInterrupt as exc:
+        if isinstance(exc, Interrupted):
+            raise
+        if stage == "pack":
+            raise Interrupted(f"no bundle was written; the results in {rdir} are complete: pack them with "
+                              f"'python make_bundle.py --from-results {rdir}'") from None
+        remove_created(created)
+        try:
+            partial = _exists(rdir) and any(rdir.iterdir())
+        except OSError:
+            partial = True
+        if partial:
+            raise Interrupted(f"the study did not finish; its partial results are in {rdir} (not packable)") from None
+        raise Interrupted() from None
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     return made, run_doc

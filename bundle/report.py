@@ -78,7 +78,8 @@ def claims_section(claims: Mapping) -> str:
             nums.insert(0, f"{c['why']} (measured: {c.get('measured_verdict')})")
         rows.append([c["id"], f"**{c['verdict']}**", c["sentence"], "<br>".join(n for n in nums if n)])
     s = claims.get("summary", {})
-    head = ", ".join(f"{k}: {v}" for k, v in s.items())
+    order = ("holds", "fails", "inconclusive", "not_comparable")  # the evaluator's order, whatever the key order
+    head = ", ".join(f"{k}: {s[k]}" for k in sorted(s, key=lambda k: (order.index(k) if k in order else 9, k)))
     return ("## Claims\n\n" + f"Evaluated on {claims.get('evaluated_on')} data ({head}). A timing ratio a/b is the "
             "median over rounds of (time of a / time of b) in the same round, below 1 when a is faster, with its "
             "bootstrap interval [low, high]; a speed-up is its inverse. Failing and inconclusive comparisons are "

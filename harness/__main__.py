@@ -3,55 +3,102 @@
     python -m kbrepro.harness run --profile quick --out results/quick
     python -m kbrepro.harness lock --kernelbench KernelBench
 
-Exit codes as in DESIGN.md section 6 (mapped here, at the CLI edge).
+Exit codes as in DESIGN.md section 6, the same as make_bundle.py's: 0 ok, 1 invalid results,
+2 usage (also: an output path that cannot be written), 3 unreadable input (also: an input
+path that cannot be read), 4 no GPU or missing dependency, 130 interrupted (Ctrl-C); mapped
+at the CLI edge (``kernels.errors.EdgeMixin``).
 """
 from __future__ import annotations
+
+import signal as _signal
+
+if __name__ == "__main__":  # Ctrl-C while the imports below run: one line, exit 130, no traceback
+    def _interrupted_early(signum, frame):
+        import os
+        import sys
+
+        sys.stderr.write("interrupted; nothing was written\n")
+        os._exit(130)
+
+    _signal.signal(_signal.SIGINT, _interrupted_early)
 
 import sys
 from pathlib import Path
 
 import click
 
-from kbrepro.kernels.errors import ReproError
+from kbrepro.kernels.errors import EdgeMixin, EnvironmentUnavailableError, Interrupted, UnreadableInputError
 
+
+if __name__ == "__main__":  # from here on the CLI edge (kernels.errors.EdgeMixin) handles Ctrl-C
+    _signal.signal(_signal.SIGINT, _signal.default_int_handler)
 
 def echo_progress(event: dict) -> None:
     mark = {"start": ">", "end": "=", "step": " "}.get(event["event"], " ")
     click.echo(f"[{event['elapsed_s']:7.1f}s] {mark} {event['stage']:<20} {event['message']}", err=True)
 
 
-@click.group()
+class _Group(EdgeMixin, click.Group):
+    """Errors, Ctrl-C and unexpected exceptions become one line and an exit code (kernels.errors)."""
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 def cli() -> None:
     """The study harness."""
 
 
+def _need_gpu(what: str) -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        raise EnvironmentUnavailableError(f"{what} needs a CUDA GPU and none is visible",
+                                          "run it on a GPU machine")
+
+
 @cli.command()
-@click.option("--study", type=click.Path(dir_okay=False), default=None, help="study YAML (default: manifests/study_fusion.yaml)")
+@click.option("--study", type=click.Path(), default=None, help="study YAML (default: manifests/study_fusion.yaml)")
 @click.option("--profile", default="full", show_default=True, help="profile of the study YAML (full, quick, ...)")
-@click.option("--out", "out", type=click.Path(file_okay=False), required=True, help="results folder to write")
-@click.option("--kernelbench", type=click.Path(file_okay=False), default=None,
+@click.option("--out", "out", type=click.Path(), required=True, help="results folder to write (new or empty)")
+@click.option("--kernelbench", type=click.Path(), default=None,
               help="KernelBench checkout (default: $KBREPRO_KERNELBENCH or ./KernelBench)")
-@click.option("--cache-dir", type=click.Path(file_okay=False), default=None, help="our cubin cache (default: none)")
+@click.option("--cache-dir", type=click.Path(), default=None, help="our cubin cache (default: none)")
 def run(study, profile, out, kernelbench, cache_dir) -> None:
     """Run a study on this GPU and write its result documents into OUT."""
     from kbrepro.harness.run import ensure_compile_cache_disabled, run_study
     from kbrepro.harness.study import load_study
+    from kbrepro.kernels.errors import check_input_dir, check_input_file, prepare_output_dir, remove_created
 
     ensure_compile_cache_disabled()
+    if study:
+        check_input_file(study, "--study")
+    if kernelbench:
+        check_input_dir(kernelbench, "--kernelbench")
+    cfg = load_study(study, profile)
+    # the outputs before the GPU (inputs 3, outputs 2, then 4), checked without leaving a folder
+    for path, what, empty in ((cache_dir, "--cache-dir", False), (out, "--out", True)):
+        if path:
+            remove_created(prepare_output_dir(path, what, must_be_empty=empty)[1])
+    _need_gpu("the study")
+    if cache_dir:
+        prepare_output_dir(cache_dir, "--cache-dir", must_be_empty=False)
+    out_p, created = prepare_output_dir(out, "--out")
     try:
-        cfg = load_study(study, profile)
-        out_p = Path(out)
-        out_p.mkdir(parents=True, exist_ok=True)
         doc = run_study(cfg, out_p, kernelbench=kernelbench, cache_dir=Path(cache_dir) if cache_dir else None,
                         progress=echo_progress)
-    except ReproError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        remove_created(created)
+        try:
+            partial = any(out_p.iterdir())
+        except OSError:
+            partial = False
+        raise Interrupted(f"the study did not finish; its partial results are in {out}" if partial else None) from None
     click.echo(f"complete in {doc['wall_seconds']:.1f} s; documents in {out}")
 
 
 def run_selftest_cli(json_out: str | None = None) -> int:
-    """Run the self-tests on this GPU, print one line per known-bad tail; returns the exit code."""
+    """Run the self-tests on this GPU, print one line per known-bad tail; returns the exit code.
+    Raises ReproError (no GPU: EnvironmentUnavailableError, exit 4; an unwritable ``json_out``:
+    OutputPathError, exit 2, checked first) for the CLI edge to report."""
     import torch
 
     from kbrepro.harness import extras, jsonio
@@ -59,9 +106,12 @@ def run_selftest_cli(json_out: str | None = None) -> int:
     from kbrepro.harness.selftest import run_selftests
 
     ensure_compile_cache_disabled()
+    if json_out:
+        from kbrepro.kernels.errors import check_output_file
+
+        check_output_file(json_out, "--json")
     if not torch.cuda.is_available():
-        click.echo("error: the self-tests need a CUDA GPU\n  -> run them on a GPU machine", err=True)
-        return 4
+        raise EnvironmentUnavailableError("the self-tests need a CUDA GPU", "run them on a GPU machine")
     gbps = extras.copy_gbps(extras.copy_bandwidth(None))
     props = torch.cuda.get_device_properties(0)
     res = run_selftests(gbps, f"sm_{props.major}{props.minor}")
@@ -70,44 +120,66 @@ def run_selftest_cli(json_out: str | None = None) -> int:
         click.echo(f"{'ok ' if r['as_expected'] else 'BAD'} {r['name']:<30} failed checks: "
                    f"{', '.join(r['failed_checks']) or 'none'}  (expected: {', '.join(r['expected']) or 'none'})")
     if json_out:
-        jsonio.write_json(Path(json_out), {"schema": "kbrepro/selftest", "schema_version": 1, **res})
+        _write_json(Path(json_out), {"schema": "kbrepro/selftest", "schema_version": 1, **res}, "--json")
     return 0 if res["all_as_expected"] else 1
 
 
+def _write_json(path: Path, doc, what: str) -> None:
+    from kbrepro.harness import jsonio
+    from kbrepro.kernels.errors import OutputPathError
+
+    try:
+        jsonio.write_json(path, doc)
+    except OSError as exc:
+        raise OutputPathError(f"cannot write {what} {path}: {(exc.strerror or type(exc).__name__).lower()}; "
+                              "nothing was written", f"choose another {what}") from exc
+
+
 @cli.command()
-@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None)
+@click.option("--json", "json_out", type=click.Path(), default=None, help="write the results as JSON")
 def selftest(json_out) -> None:
     """Run the known-bad tails and show which named check caught each (needs a GPU)."""
     sys.exit(run_selftest_cli(json_out))
 
 
 @cli.command()
-@click.option("--kernelbench", type=click.Path(file_okay=False), default=None)
+@click.option("--kernelbench", type=click.Path(), default=None)
 @click.option("--task", "task_ids", type=int, multiple=True, default=(14, 51, 53, 81, 95), show_default=True)
 @click.option("--level", type=int, default=2, show_default=True)
 def lock(kernelbench, task_ids, level) -> None:
     """Rewrite manifests/kernelbench.lock.json from a checkout (its git HEAD is the commit)."""
     from kbrepro import manifests
-    from kbrepro.harness import jsonio
     from kbrepro.harness.kernelbench import git_head, make_lock, resolve_checkout
+    from kbrepro.kernels.errors import check_input_dir, check_output_file
 
-    root = resolve_checkout(kernelbench)
+    root = check_input_dir(resolve_checkout(kernelbench), "KernelBench checkout",
+                           "pass --kernelbench, or run 'git submodule update --init KernelBench'")
+    lock_path = check_output_file(manifests.path("kernelbench.lock.json"), "lock file")
     head = git_head(root)
     if head is None:
-        click.echo(f"error: {root} is not a git checkout; cannot tell its commit", err=True)
-        sys.exit(3)
+        raise UnreadableInputError(f"{root} is not a git checkout; cannot tell its commit",
+                                   "pass --kernelbench with a git checkout of KernelBench")
     paths = []
     for t in task_ids:
-        hits = sorted(root.glob(f"KernelBench/level{level}/{t}_*.py"))
+        try:
+            hits = sorted(root.glob(f"KernelBench/level{level}/{t}_*.py"))
+        except OSError as exc:
+            raise UnreadableInputError(f"cannot list {root}: {(exc.strerror or '').lower()}", "check the checkout") from exc
         if len(hits) != 1:
-            click.echo(f"error: task {t} not found in {root}", err=True)
-            sys.exit(3)
+            raise UnreadableInputError(f"task {t} not found in {root}", "check --task and --level")
         paths.append(str(hits[0].relative_to(root)))
     paths.append("LICENSE")
-    doc = make_lock(root, "https://github.com/ScalingIntelligence/KernelBench.git", head, paths).to_doc()
-    jsonio.write_json(manifests.path("kernelbench.lock.json"), doc)
+    try:
+        doc = make_lock(root, "https://github.com/ScalingIntelligence/KernelBench.git", head, paths).to_doc()
+    except OSError as exc:
+        raise UnreadableInputError(f"cannot read {exc.filename or 'a file of the checkout'}: "
+                                   f"{(exc.strerror or '').lower()}", "check the checkout") from exc
+    _write_json(lock_path, doc, "lock file")
     click.echo(f"lock written for commit {head}: {len(paths)} files")
 
 
 if __name__ == "__main__":
-    cli()
+    try:
+        cli()
+    finally:  # the work is over and its exit code decided: a late Ctrl-C cannot change it
+        _signal.signal(_signal.SIGINT, _signal.SIG_IGN)

@@ -124,7 +124,10 @@ def inductor_settings() -> dict:
                 out[key] = getattr(ic, key)
     except Exception as exc:  # pragma: no cover
         out["config"] = f"unreadable: {exc}"
-    out["env"] = {k: v for k, v in os.environ.items() if k.startswith(("TORCHINDUCTOR_", "TRITON_"))}
+    # paths (cache folders, the ptxas Triton uses) say where this machine keeps things, not how
+    # the kernels compute: recorded as "<path>" so that no machine path reaches a bundle
+    out["env"] = {k: ("<path>" if v.startswith(("/", "~")) else v) for k, v in os.environ.items()
+                  if k.startswith(("TORCHINDUCTOR_", "TRITON_"))}
     return out
 
 

@@ -91,21 +91,21 @@ def _problems(doc, what: str) -> None:
 def load_study(path: str | Path | None = None, profile: str = "full") -> StudyConfig:
     """Load, validate and resolve a study YAML (default ``manifests/study_fusion.yaml``).
 
-    Raises UnreadableInputError if the file cannot be read or parsed, UsageError if it or
-    the resolved profile violates the schema, names an unknown profile, or is inconsistent
-    (e.g. the FTZ-cost comparison names a variant that does not exist).
+    Raises UnreadableInputError if the file cannot be read or parsed (also when it exceeds the
+    bounds of :func:`harness.bounded.load_yaml` or uses anchors, aliases, merge keys or
+    tags), UsageError if it or the resolved profile violates the schema, names an unknown
+    profile, or is inconsistent (e.g. the FTZ-cost comparison names a variant that does not
+    exist).
     """
-    import yaml
+    from kbrepro.harness import bounded
 
     p = Path(path) if path else manifests.path(DEFAULT_STUDY)
     try:
         raw = p.read_bytes()
     except OSError as exc:
         raise UnreadableInputError(f"cannot read study {p}: {exc.strerror}", "check --study") from exc
-    try:
-        base = yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        raise UnreadableInputError(f"study {p.name} is not valid YAML: {exc}", "fix the YAML syntax") from exc
+    # bounded: a study YAML may come from a bundle (replay); no anchors, aliases, merge keys or tags
+    base = bounded.load_yaml(raw, f"study {p.name}")
     _problems(base, f"study {p.name}")
     profiles = base.get("profiles", {"full": {}})
     if profile not in profiles:

@@ -59,3 +59,305 @@ class CompileError(ReproError):
 
 class KernelBenchPinError(UnreadableInputError):
     """The KernelBench checkout is missing, at another commit, or a file differs from the lock."""
+
+
+class InputPathError(UnreadableInputError):
+    """A path the user gave as input cannot be read: missing, the wrong kind (a folder where
+    a file is expected or the reverse), permission denied, not a regular file (a FIFO or a
+    device), a name too long. Exit 3, like any unreadable input."""
+
+
+class OutputPathError(UsageError):
+    """A path the user gave (or its default) for output cannot be written: its folder is
+    missing or not a folder, it is a folder, permission denied, read-only, a name too long.
+    Exit 2: a usage error, the next step is to choose another path."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT), re-raised by code that knows what it kept: ``kept`` completes the
+    line ``interrupted; ...`` that the CLI edge prints (default: ``nothing was written``)."""
+
+    def __init__(self, kept: str | None = None):
+        super().__init__(kept)
+        self.kept = kept
+
+
+# ------------------------------------------------------------------------------------------
+# Paths the user gave, checked up front. One mapping for every entry point: an input path
+# that cannot be read -> InputPathError (exit 3); an output path that cannot be written ->
+# OutputPathError (exit 2). Nothing here raises OSError.
+
+def _why(exc: OSError) -> str:
+    return (exc.strerror or type(exc).__name__).lower()
+
+
+def _stat(path):
+    import os
+
+    try:
+        return os.stat(path), None
+    except OSError as exc:
+        return None, exc
+
+
+def check_input_file(path, what: str, hint: str | None = None):
+    """``path`` as a readable regular file; returns it as a Path. Raises InputPathError."""
+    import os
+    import stat
+    from pathlib import Path
+
+    p = Path(path)
+    hint = hint or f"check the path given as {what}"
+    st, err = _stat(p)
+    if st is None:
+        if err.errno == 2:  # ENOENT
+            raise InputPathError(f"{what} {p} does not exist", hint)
+        raise InputPathError(f"cannot read {what} {p}: {_why(err)}", hint)
+    if stat.S_ISDIR(st.st_mode):
+        raise InputPathError(f"{what} {p} is a folder, not a file", hint)
+    if not stat.S_ISREG(st.st_mode):
+        raise InputPathError(f"{what} {p} is not a regular file (a FIFO, socket or device)", hint)
+    if not os.access(p, os.R_OK):
+        raise InputPathError(f"cannot read {what} {p}: permission denied", hint)
+    return p
+
+
+def check_input_dir(path, what: str, hint: str | None = None):
+    """``path`` as a folder whose entries can be listed; returns it as a Path. Raises InputPathError."""
+    import os
+    import stat
+    from pathlib import Path
+
+    p = Path(path)
+    hint = hint or f"check the path given as {what}"
+    st, err = _stat(p)
+    if st is None:
+        if err.errno == 2:
+            raise InputPathError(f"{what} {p} does not exist", hint)
+        raise InputPathError(f"cannot read {what} {p}: {_why(err)}", hint)
+    if not stat.S_ISDIR(st.st_mode):
+        raise InputPathError(f"{what} {p} is a file, not a folder", hint)
+    if not os.access(p, os.R_OK | os.X_OK):
+        raise InputPathError(f"cannot read {what} {p}: permission denied", hint)
+    return p
+
+
+def _probe_write(folder, name: str) -> OSError | None:
+    """Create and remove a temporary file named as ``harness.jsonio.atomic_write_bytes``
+    names its own (``.<name>.XXXX.tmp``) in ``folder``: whether the atomic write can happen."""
+    import os
+    import tempfile
+
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        return exc
+    os.close(fd)
+    try:
+        os.unlink(tmp)
+    except OSError:
+        pass
+    return None
+
+
+def check_output_file(path, what: str, *, companions: tuple[str, ...] = ()):
+    """``path`` as a file that can be written atomically (a temporary file beside it, then a
+    rename); ``companions``: suffixes of files written beside it (``.sha256-digest``),
+    checked too. The folder must exist. Returns the Path. Raises OutputPathError."""
+    import stat
+    from pathlib import Path
+
+    p = Path(path)
+    hint = f"choose another {what}"
+    if not p.name or p.name in (".", ".."):
+        raise OutputPathError(f"{what} {path} names no file", hint)
+    parent = p.parent
+    for name in (p.name, *(p.name + s for s in companions)):
+        target = parent / name
+        label = what if name == p.name else f"{target.name} (written beside {what})"
+        st, err = _stat(target)
+        if st is not None:
+            if stat.S_ISDIR(st.st_mode):
+                raise OutputPathError(f"{label} {target if name == p.name else ''}".rstrip() + " is a folder",
+                                      f"{hint}: give a file name")
+            if not stat.S_ISREG(st.st_mode):
+                raise OutputPathError(f"{label} {target if name == p.name else ''}".rstrip()
+                                      + " exists and is not a regular file", hint)
+        elif err.errno not in (2,):  # ENOENT is fine: the file will be created
+            if err.errno == 20:  # ENOTDIR: a component of the folder is a file
+                raise OutputPathError(f"cannot write {what} {target}: a part of its folder is a file", hint)
+            raise OutputPathError(f"cannot write {what} {target}: {_why(err)}", hint)
+    st, err = _stat(parent)
+    if st is None:
+        if err.errno == 2:
+            raise OutputPathError(f"cannot write {what} {p}: folder {parent} does not exist",
+                                  f"create the folder first, or {hint}")
+        raise OutputPathError(f"cannot write {what} {p}: {_why(err)}", hint)
+    if not stat.S_ISDIR(st.st_mode):
+        raise OutputPathError(f"cannot write {what} {p}: {parent} is not a folder", hint)
+    for name in (p.name, *(p.name + s for s in companions)):
+        err = _probe_write(parent, name)
+        if err is not None:
+            raise OutputPathError(f"cannot write {what} {parent / name}: {_why(err)}", hint)
+    return p
+
+
+def prepare_output_dir(path, what: str, *, must_be_empty: bool = True):
+    """Create ``path`` (and its parents) as a writable folder, or accept it if it exists and
+    (with ``must_be_empty``) is empty. Returns ``(Path, created)`` where ``created`` lists
+    the folders made here, deepest first (remove them with :func:`remove_created`).
+    Raises OutputPathError."""
+    import os
+    import stat
+    from pathlib import Path
+
+    p = Path(path)
+    hint = f"choose another {what}"
+    st, err = _stat(p)
+    created: list = []
+    if st is not None:
+        if not stat.S_ISDIR(st.st_mode):
+            raise OutputPathError(f"{what} {p} exists and is not a folder", hint)
+        try:
+            nonempty = any(True for _ in os.scandir(p))
+        except OSError as exc:
+            raise OutputPathError(f"cannot use {what} {p}: {_why(exc)}", hint) from exc
+        if must_be_empty and nonempty:
+            raise OutputPathError(f"{what} {p} is not empty", f"{hint}, or empty it; nothing was overwritten")
+    elif err.errno == 2:
+        missing, q = [], p
+        while True:
+            s, e = _stat(q)
+            if s is not None or e.errno != 2 or q.parent == q:
+                break
+            missing.append(q)
+            q = q.parent
+        try:
+            for d in reversed(missing):
+                os.mkdir(d)
+                created.insert(0, d)
+        except OSError as exc:
+            remove_created(created)
+            why = "a part of its folder is a file" if exc.errno == 20 else _why(exc)
+            raise OutputPathError(f"cannot create {what} {p}: {why}", hint) from exc
+    else:
+        why = "a part of its folder is a file" if err.errno == 20 else _why(err)
+        raise OutputPathError(f"cannot use {what} {p}: {why}", hint)
+    e = _probe_write(p, "probe")
+    if e is not None:
+        remove_created(created)
+        raise OutputPathError(f"cannot write into {what} {p}: {_why(e)}", hint)
+    return p, created
+
+
+def remove_created(created) -> None:
+    """Remove the folders :func:`prepare_output_dir` made, if they are still empty."""
+    import os
+
+    for d in created:
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
+
+
+# ------------------------------------------------------------------------------------------
+# The CLI edge: the one place where errors become exit codes and lines on stderr.
+
+INTERRUPTED_EXIT = 130
+DEBUG_ENV = "KBREPRO_DEBUG"
+
+
+class _Escape(BaseException):
+    """Carries a KeyboardInterrupt past click (which would turn it into 'Aborted!', exit 1)."""
+
+    def __init__(self, exc: KeyboardInterrupt):
+        super().__init__()
+        self.exc = exc
+
+
+def _err(line: str) -> None:
+    import sys
+
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+class EdgeMixin:
+    """Mixed into a ``click.Command`` or ``click.Group`` (``class C(EdgeMixin, click.Command)``):
+    every error leaves as one ``error: <what>`` line (at most one ``  -> <next step>``) and
+    the documented exit code; a ReproError with its own code; a click usage error 2;
+    Ctrl-C 130 with ``interrupted; ...``; anything else one ``internal error`` line and 1
+    (the traceback with KBREPRO_DEBUG=1)."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            raise _Escape(exc) from None
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        import os
+        import sys
+
+        import click
+
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            code = rv if isinstance(rv, int) else 0
+        except _Escape as esc:
+            code = _interrupted(esc.exc)
+        except KeyboardInterrupt as exc:
+            code = _interrupted(exc)
+        except click.exceptions.Abort as exc:
+            if isinstance(exc.__cause__, KeyboardInterrupt):
+                code = _interrupted(exc.__cause__)
+            else:
+                _err("error: aborted")
+                code = 1
+        except click.ClickException as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError":  # a bare group: its help, as click shows it
+                exc.show()
+                sys.exit(exc.exit_code)
+            msg = " ".join(exc.format_message().split())
+            ctx = getattr(exc, "ctx", None)
+            _err(f"error: {msg}")
+            if isinstance(exc, click.UsageError):
+                path = ctx.command_path if ctx is not None else (prog_name or "the command")
+                _err(f"  -> see '{path} --help'")
+            code = exc.exit_code
+        except ReproError as exc:
+            _err(f"error: {exc}")
+            code = exc.exit_code
+        except ImportError as exc:
+            if os.environ.get(DEBUG_ENV) == "1":
+                raise
+            missing = (exc.name or "").split(".")[0]
+            if missing and missing != "kbrepro":  # a dependency that is not installed: 4, like any
+                _err(f"error: a required package is not installed: {missing} ({exc})")
+                _err("  -> install the project with its dependencies: pip install -e . (README, 'On a fresh machine')")
+                code = EnvironmentUnavailableError.exit_code
+            else:  # a part of this product that does not import: a defect
+                _internal(exc)
+                code = 1
+        except Exception as exc:
+            if os.environ.get(DEBUG_ENV) == "1":
+                raise
+            _internal(exc)
+            code = 1
+        sys.exit(code)
+
+
+def _internal(exc: BaseException) -> None:
+    msg = " ".join(str(exc).split())
+    _err(f"internal error: {type(exc).__name__}: {msg} (please report; rerun with {DEBUG_ENV}=1 for the traceback)")
+
+
+def _interrupted(exc: KeyboardInterrupt) -> int:
+    _err(f"interrupted; {getattr(exc, 'kept', None) or 'nothing was written'}")
+    return INTERRUPTED_EXIT

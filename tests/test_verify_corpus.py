@@ -120,7 +120,7 @@ def test_corpus_json_lists_every_case_and_builds_deterministically(corpus, tmp_p
     for c in doc["cases"]:
         assert set(c) >= {"file", "failure_class", "exit_code", "tier", "fragment"}
         assert (corpus["outdir"] / c["file"]).is_file()
-        assert c["exit_code"] in (1, 3) and c["tier"] in TIER_ORDER[:5]
+        assert c["exit_code"] in (1, 3, 5) and c["tier"] in TIER_ORDER[:5]
     assert doc["good"]["digest"] == tag_manifest_digest(corpus["good"])
     assert mc.load_corpus(corpus["outdir"]) == list(corpus["cases"].values())
     again = mc.build_corpus(corpus["good"], tmp_path / "again")
@@ -139,7 +139,8 @@ def test_corpus_script_cli(corpus, tmp_path):
                        text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert f"{len(mc.CASE_NAMES)} cases" in p.stdout
-    assert sorted(x.name for x in out.iterdir()) == sorted([f"{n}.tar" for n in mc.CASE_NAMES] + [mc.CORPUS_JSON])
+    assert sorted(x.name for x in out.iterdir()) == sorted([c.file for c in mc.load_corpus(out)] + [mc.CORPUS_JSON])
+    assert [c.name for c in mc.load_corpus(out)] == list(mc.CASE_NAMES)
     bad = subprocess.run([sys.executable, script, str(tmp_path / "nope.tar"), str(tmp_path / "x")], cwd=tmp_path,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1 and "error:" in bad.stderr
@@ -163,6 +164,14 @@ def _check_report(case: mc.Case, r: Run, archive: Path) -> None:
     doc = r.report
     assert doc is not None, f"{case.name}: no JSON report written\n{r.stdout}{r.stderr}"
     assert schemas.validate(doc, "verification-report") == []
+    if case.exit_code == 5:  # not a plain PASS: the bundle brings definitions the verifier does not know
+        assert doc["exit_code"] == 5 and doc["verdict"] == "PARTIAL"
+        assert [t["name"] for t in doc["tiers"]] == list(TIER_ORDER[:5])
+        assert all(t["status"] == "PASS" for t in doc["tiers"]), [t["problems"] for t in doc["tiers"]]
+        assert any(fragment in p for p in doc["partial_reasons"]), doc["partial_reasons"]
+        assert fragment in r.stdout and "not a plain PASS" in r.stdout
+        assert r.stdout.rstrip().splitlines()[-1] == "VERDICT PARTIAL (exit 5)"
+        return
     assert doc["exit_code"] == case.exit_code and doc["verdict"] == "FAIL"
     names = [t["name"] for t in doc["tiers"]]
     assert names == list(TIER_ORDER[: len(names)])
@@ -264,8 +273,9 @@ def test_case_via_click_runner(corpus, name, tmp_path, monkeypatch):
     res = CliRunner().invoke(verify_bundle.main, [str(corpus["outdir"] / case.file), "--level", "static",
                                                   "--json", str(report)])
     assert res.exit_code == case.exit_code, res.output
-    # bundles past the archive tier are extracted into a folder under TMPDIR, removed afterwards
-    assert len(made) == (0 if case.failure_class == "archive" else 1)
+    # bundles past the manifest tier are extracted into a folder under TMPDIR, removed afterwards
+    # (a payload that fails its manifest is never extracted: nothing after it is judged)
+    assert len(made) == (0 if case.failure_class in ("archive", "integrity") else 1)
     assert all(d.parent == tmp_path / "t" and not d.exists() for d in made)
     assert list((tmp_path / "t").iterdir()) == []
     if name in NO_REPORT:

@@ -44,6 +44,32 @@ CASE_NAMES = (
     "claims_verdict_forged", "claims_spec_loosened",
 )
 ESCAPE_PAYLOAD = b'{"escaped": true}\n'
+#: further case modules beside this file, one per failure class (issue 9's corpus). Each
+#: defines ``NAMES`` (its case names, in build order) and ``build(g, kit)`` returning
+#: ``[(Case, archive bytes), ...]`` in that order; ``kit`` is this module, so a case module
+#: uses its helpers (Case, raw_tar, repack, recomputed, edit_json, ...) without importing it.
+EXTRA_MODULES = ("cases_archive", "cases_parsers", "cases_trust", "cases_crosscheck", "cases_replay_static")
+
+
+def _load_extra_modules() -> list:
+    import importlib.util
+
+    here = Path(__file__).resolve().parent
+    mods = []
+    for m in EXTRA_MODULES:
+        f = here / f"{m}.py"
+        if not f.is_file():
+            continue
+        spec = importlib.util.spec_from_file_location(f"kbrepro_corpus_{m}", f)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        mods.append(mod)
+    return mods
+
+
+_EXTRA = _load_extra_modules()
+BASE_CASE_NAMES = CASE_NAMES
+CASE_NAMES = BASE_CASE_NAMES + tuple(n for m in _EXTRA for n in m.NAMES)
 
 
 @dataclass(frozen=True)
@@ -402,6 +428,15 @@ def _provenance_cases(g: Good) -> list[tuple[Case, bytes]]:
     def src(f):
         f[KERNEL_SRC] = flip_text_byte(f[KERNEL_SRC], b"// ", KERNEL_SRC)
 
+    def reforged(fn):
+        # claims.json and REPORT.md re-derived with the product's own code (tests/corpus/cases_trust.py),
+        # as a careful forger would, so that only the provenance tier can object
+        def m(f):
+            fn(f)
+            next(mod for mod in _EXTRA if mod.__name__.endswith("cases_trust")).reforge(f)
+        return m
+
+    ftz, cubin_and_record, witness_only = reforged(ftz), reforged(cubin_and_record), reforged(witness_only)
     return [
         _recomputed_case(g, case("cubin_swapped", "cubin does not match its recorded sha256", f"data/{victim['file']}",
                                  f"{victim['file']} replaced by the bytes of {donor['file']}; compile.json unchanged; "
@@ -490,6 +525,12 @@ def build_corpus(good: Path, outdir: Path) -> list[Case]:
     shaped as this builder expects (the message says which anchor is missing)."""
     g = load_good(Path(good))
     built = _archive_cases(g) + _integrity_cases(g) + _document_cases(g) + _provenance_cases(g) + _claims_cases(g)
+    kit = sys.modules[__name__]
+    for mod in _EXTRA:
+        got = mod.build(g, kit)
+        if tuple(c.name for c, _ in got) != tuple(mod.NAMES):
+            raise ValueError(f"{mod.__name__}: built {[c.name for c, _ in got]}, NAMES says {list(mod.NAMES)}")
+        built += got
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     names = tuple(c.name for c, _ in built)

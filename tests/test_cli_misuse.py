@@ -1,0 +1,615 @@
+"""Mistakes a new user makes, tried on every entry point where they apply: make_bundle.py,
+verify_bundle.py, ``python -m kbrepro.bundle.audit`` and ``python -m kbrepro.harness``.
+
+Each gives its documented exit code (README, "What the commands do": an input path that
+cannot be read 3, an output path that cannot be written 2, an option that does not apply
+2, Ctrl-C 130, a defect of the tool 1), ONE ``error: <what>`` line on stderr with at most one
+``  -> <next step>`` line, no traceback anywhere, and leaves nothing written (no archive,
+no ``.tmp`` file, no new folder).
+
+The tests run as root on the development and CI machines: root reads and writes files
+whatever their mode bits, so the permission cases use a path whose folder is a regular
+file, a folder where a file is expected, a FIFO or a name too long, and the mode-bit cases
+skip (saying so) when the tests run as root.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import ROOT, SHARED_RUN
+
+RESULTS = ROOT / "examples" / "results-full-h200"
+BUNDLE = ROOT / "examples" / "pointwise-fusion-ftz-full-20261201T012005.tar"
+DIGEST_FILE = BUNDLE.with_name(BUNDLE.name + ".sha256-digest")
+DIGEST = "87f1c03b0eab2e047810a840c0bfd08d4d8eda4e3810bdbbf3ee274eab3b492b"
+LONG = "x" * 300  # longer than NAME_MAX (255) on every common file system
+AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+ROOT_SKIP = "running as root: root reads and writes regardless of mode bits, so chmod cannot make a path unreadable"
+needs_shared = pytest.mark.skipif(not SHARED_RUN.is_dir(), reason="../shared/data/h200-seed-run is not present")
+
+
+# ---------------------------------------------------------------------------- helpers
+def _entry(name):
+    if name == "make":
+        from kbrepro import make_bundle
+        return make_bundle.main
+    if name == "verify":
+        from kbrepro import verify_bundle
+        return verify_bundle.main
+    if name == "audit":
+        from kbrepro.bundle import audit
+        return audit.main
+    from kbrepro.harness.__main__ import cli
+    return cli
+
+
+class Res:
+    def __init__(self, code, out, err, exception=None):
+        self.code, self.out, self.err, self.exception = code, out, err, exception
+
+
+def cli(name, *args, env=None) -> Res:
+    """Run an entry point in this process (click's runner), as its console script would."""
+    try:
+        runner = CliRunner(mix_stderr=False)  # click 8.1 (Python 3.9); 8.2 separates stderr always
+    except TypeError:
+        runner = CliRunner()
+    r = runner.invoke(_entry(name), [str(a) for a in args], env=env)
+    exc = r.exception if not isinstance(r.exception, SystemExit) else None
+    return Res(r.exit_code, r.stdout, r.stderr, exc)
+
+
+COMMANDS = {"make": ["make_bundle.py"], "verify": ["verify_bundle.py"], "audit": ["-m", "kbrepro.bundle.audit"],
+            "harness": ["-m", "kbrepro.harness"]}
+
+
+def sub(name, *args, timeout=120, cwd=ROOT) -> Res:
+    """Run an entry point as a user types it, in a new process."""
+    p = subprocess.run([sys.executable, *COMMANDS[name], *map(str, args)], cwd=cwd, capture_output=True, text=True,
+                       timeout=timeout)
+    return Res(p.returncode, p.stdout, p.stderr)
+
+
+def one_error(res: Res, code: int, *fragments: str) -> str:
+    """Exit ``code``, nothing on stdout, and one ``error:`` line (plus at most one hint line)."""
+    assert "Traceback" not in res.out + res.err, res.out + res.err
+    assert res.exception is None, repr(res.exception)
+    assert res.code == code, (res.code, res.out, res.err)
+    lines = res.err.rstrip("\n").splitlines()
+    assert 1 <= len(lines) <= 2, res.err
+    assert lines[0].startswith("error: "), res.err
+    if len(lines) == 2:
+        assert lines[1].startswith("  -> "), res.err
+    for f in fragments:
+        assert f in lines[0], (f, lines[0])
+    assert res.out == "", res.out
+    return lines[0]
+
+
+def tree(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def no_litter(folder: Path, before: list[str]) -> None:
+    after = tree(folder)
+    assert after == before, sorted(set(after) ^ set(before))
+    assert not [p for p in after if p.endswith(".tmp")]
+
+
+@pytest.fixture(scope="module")
+def kb(tmp_path_factory) -> Path:
+    """A KernelBench checkout (the pinned files, without git) taken from the example bundle."""
+    kb = tmp_path_factory.mktemp("kb")
+    with tarfile.open(BUNDLE) as tf:
+        for m in tf:
+            rel = m.name.split("/", 1)[1] if "/" in m.name else ""
+            if m.isfile() and rel.startswith("data/inputs/kernelbench/") and not rel.endswith(".lock.json"):
+                dest = kb / rel[len("data/inputs/kernelbench/"):]
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(tf.extractfile(m).read())
+    return kb
+
+
+@pytest.fixture
+def results(tmp_path) -> Path:
+    """A private copy of the example results, to damage."""
+    import shutil
+
+    d = tmp_path / "results"
+    shutil.copytree(RESULTS, d)
+    return d
+
+
+# ---------------------------------------------------------------------------- inputs: exit 3
+@pytest.mark.parametrize("kind", ["missing", "file", "too_long", "parent_is_file"])
+def test_make_from_results_path_that_cannot_be_read_exits_3(tmp_path, kind):
+    path = {"missing": tmp_path / "none", "file": ROOT / "README.md", "too_long": tmp_path / LONG,
+            "parent_is_file": ROOT / "README.md" / "results"}[kind]
+    before = tree(tmp_path)
+    one_error(cli("make", "--from-results", path, "--out", tmp_path / "x.tar"), 3, "--from-results")
+    no_litter(tmp_path, before)
+
+
+@pytest.mark.parametrize("name", ["scout.json", "correctness.json", "logs/run.log", "binaries/cupy_default.ptx"])
+def test_make_a_folder_named_like_a_result_file_is_an_error_not_a_note(tmp_path, results, kb, name):
+    p = results / name
+    p.unlink()
+    p.mkdir()
+    before = tree(tmp_path)
+    one_error(cli("make", "--from-results", results, "--out", tmp_path / "x.tar", "--kernelbench", kb), 3,
+              name, "is a folder")
+    no_litter(tmp_path, before)
+
+
+def test_make_a_folder_inside_binaries_is_an_error(tmp_path, results, kb):
+    (results / "binaries" / "extra.cubin").mkdir()
+    one_error(cli("make", "--from-results", results, "--out", tmp_path / "x.tar", "--kernelbench", kb), 3,
+              "extra.cubin")
+    assert not (tmp_path / "x.tar").exists()
+
+
+def test_make_a_fifo_named_like_a_result_file_is_refused_without_blocking(tmp_path, results, kb):
+    (results / "witness.json").unlink()
+    os.mkfifo(results / "witness.json")
+    before = tree(tmp_path)
+    res = sub("make", "--from-results", results, "--out", tmp_path / "x.tar", "--kernelbench", kb, timeout=60)
+    one_error(res, 3, "witness.json", "not a regular file")
+    no_litter(tmp_path, before)
+
+
+@pytest.mark.skipif(AS_ROOT, reason=ROOT_SKIP)
+def test_make_a_result_file_without_read_permission_is_an_error(tmp_path, results, kb):
+    (results / "scout.json").chmod(0)
+    one_error(cli("make", "--from-results", results, "--out", tmp_path / "x.tar", "--kernelbench", kb), 3,
+              "scout.json", "permission denied")
+
+
+@needs_shared
+@pytest.mark.parametrize("name", ["scout.json", "notes.json", "run_all.log"])
+def test_make_post_files_that_cannot_be_read_are_errors_not_notes(tmp_path, name):
+    import shutil
+
+    d = tmp_path / "post"
+    shutil.copytree(SHARED_RUN, d)
+    if (d / name).exists():
+        (d / name).unlink()
+    (d / name).mkdir()
+    one_error(cli("make", "--from-results", d, "--out", tmp_path / "x.tar"), 3, name, "is a folder")
+    assert not (tmp_path / "x.tar").exists()
+
+
+@pytest.mark.parametrize("opt", ["--study", "--claims"])
+@pytest.mark.parametrize("kind", ["missing", "folder", "parent_is_file"])
+def test_make_study_or_claims_that_cannot_be_read_exits_3(tmp_path, opt, kind):
+    path = {"missing": tmp_path / "none.yaml", "folder": tmp_path,
+            "parent_is_file": ROOT / "README.md" / "x.yaml"}[kind]
+    before = tree(tmp_path)
+    one_error(cli("make", "--from-results", RESULTS, "--out", tmp_path / "x.tar", opt, path), 3, opt)
+    no_litter(tmp_path, before)
+
+
+@pytest.mark.parametrize("kind", ["missing", "file"])
+def test_make_kernelbench_that_cannot_be_read_exits_3(tmp_path, kind):
+    path = tmp_path / "none" if kind == "missing" else ROOT / "README.md"
+    res = cli("make", "--from-results", RESULTS, "--out", tmp_path / "x.tar", "--kernelbench", path)
+    one_error(res, 3, "--kernelbench")
+    assert "git submodule update --init KernelBench" in res.err
+    assert not (tmp_path / "x.tar").exists()
+
+
+def test_make_kernelbench_given_but_not_matching_the_lock_is_an_error_not_a_note(tmp_path, kb):
+    import shutil
+
+    bad = tmp_path / "kb"
+    shutil.copytree(kb, bad)
+    (bad / "LICENSE").write_text("changed\n")
+    one_error(cli("make", "--from-results", RESULTS, "--out", tmp_path / "x.tar", "--kernelbench", bad), 3,
+              "LICENSE")
+    assert not (tmp_path / "x.tar").exists()
+
+
+@pytest.mark.parametrize("kind", ["missing", "folder", "parent_is_file", "too_long"])
+def test_verify_archive_that_cannot_be_read_exits_3(tmp_path, kind):
+    path = {"missing": tmp_path / "none.tar", "folder": tmp_path, "parent_is_file": ROOT / "README.md" / "x.tar",
+            "too_long": tmp_path / (LONG + ".tar")}[kind]
+    one_error(cli("verify", path, "--level", "static"), 3)
+
+
+def test_verify_archive_that_is_a_fifo_is_refused_without_blocking(tmp_path):
+    os.mkfifo(tmp_path / "b.tar")
+    one_error(sub("verify", tmp_path / "b.tar", "--level", "fast", timeout=60), 3, "not a regular file")
+
+
+@pytest.mark.skipif(AS_ROOT, reason=ROOT_SKIP)
+def test_verify_archive_without_read_permission_exits_3(tmp_path):
+    import shutil
+
+    a = tmp_path / "b.tar"
+    shutil.copy(BUNDLE, a)
+    a.chmod(0)
+    one_error(cli("verify", a, "--level", "fast"), 3, "permission denied")
+
+
+def test_verify_kernelbench_that_cannot_be_read_exits_3(tmp_path):
+    one_error(cli("verify", BUNDLE, "--kernelbench", tmp_path / "none"), 3, "--kernelbench")
+
+
+def test_verify_expect_digest_file_that_is_a_folder_exits_3(tmp_path):
+    one_error(cli("verify", BUNDLE, "--level", "fast", "--expect-digest", tmp_path), 3, "--expect-digest")
+
+
+@pytest.mark.parametrize("kind", ["missing", "parent_is_file", "too_long"])
+def test_audit_input_that_cannot_be_read_exits_3(tmp_path, kind):
+    path = {"missing": tmp_path / "none.json", "parent_is_file": ROOT / "README.md" / "x.json",
+            "too_long": tmp_path / (LONG + ".json")}[kind]
+    one_error(cli("audit", path), 3)
+
+
+def test_audit_a_fifo_in_a_folder_is_refused_without_blocking(tmp_path):
+    import shutil
+
+    shutil.copy(RESULTS / "correctness.json", tmp_path / "correctness.json")
+    os.mkfifo(tmp_path / "scout.json")
+    one_error(sub("audit", tmp_path, timeout=60), 3, "scout.json", "not a regular file")
+
+
+@pytest.mark.parametrize("args", [("--study", "{tmp}/none.yaml"), ("--kernelbench", "{root}/README.md"),
+                                  ("--study", "{tmp}")])
+def test_harness_run_input_that_cannot_be_read_exits_3(tmp_path, args):
+    opt, value = args[0], args[1].format(tmp=tmp_path, root=ROOT)
+    one_error(cli("harness", "run", "--out", tmp_path / "out", opt, value), 3, opt)
+    assert not (tmp_path / "out").exists()
+
+
+def test_harness_lock_kernelbench_that_cannot_be_read_exits_3(tmp_path):
+    lock = ROOT / "manifests" / "kernelbench.lock.json"
+    before = lock.read_bytes()
+    one_error(cli("harness", "lock", "--kernelbench", tmp_path / "none"), 3, "does not exist")
+    assert lock.read_bytes() == before
+
+
+# ---------------------------------------------------------------------------- outputs: exit 2
+def _outputs(tmp_path: Path, base: str) -> dict[str, Path]:
+    (tmp_path / "a-folder").mkdir()
+    return {"parent_missing": tmp_path / "no" / base, "parent_is_file": ROOT / "README.md" / base,
+            "is_folder": tmp_path / "a-folder", "too_long": tmp_path / (LONG + base)}
+
+
+@pytest.mark.parametrize("kind", ["parent_missing", "parent_is_file", "is_folder", "too_long", "not_an_archive_name"])
+def test_make_out_that_cannot_be_written_exits_2_before_any_work(tmp_path, kind):
+    outs = _outputs(tmp_path, ".tar")
+    outs["not_an_archive_name"] = tmp_path / "x.zip"
+    before = tree(tmp_path)
+    t0 = time.perf_counter()
+    one_error(cli("make", "--from-results", RESULTS, "--out", outs[kind]), 2)
+    assert time.perf_counter() - t0 < 2.0  # refused up front, not after packing
+    no_litter(tmp_path, before)
+
+
+def test_make_out_whose_digest_file_cannot_be_written_exits_2(tmp_path):
+    (tmp_path / "x.tar.sha256-digest").mkdir()
+    before = tree(tmp_path)
+    one_error(cli("make", "--from-results", RESULTS, "--out", tmp_path / "x.tar"), 2, "x.tar.sha256-digest")
+    no_litter(tmp_path, before)
+
+
+@pytest.mark.skipif(AS_ROOT, reason=ROOT_SKIP)
+def test_make_out_in_a_read_only_folder_exits_2(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    one_error(cli("make", "--from-results", RESULTS, "--out", ro / "x.tar"), 2, "permission denied")
+
+
+def test_make_a_write_failure_after_packing_leaves_nothing(tmp_path, kb, monkeypatch):
+    """The digest file fails to write after the archive was written: the archive goes too."""
+    import errno
+
+    from kbrepro.harness import jsonio
+
+    real = jsonio.atomic_write_bytes
+
+    def failing(path, data):
+        if str(path).endswith(".sha256-digest"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(path, data)
+
+    monkeypatch.setattr(jsonio, "atomic_write_bytes", failing)
+    before = tree(tmp_path)
+    one_error(cli("make", "--from-results", RESULTS, "--out", tmp_path / "x.tar", "--kernelbench", kb, "--no-plots"),
+              2, "no space left on device", "nothing was written")
+    no_litter(tmp_path, before)
+
+
+@pytest.mark.parametrize("opt", ["--results-dir", "--cache-dir"])
+@pytest.mark.parametrize("kind", ["parent_is_file", "is_file"])
+def test_make_run_folders_that_cannot_be_made_exit_2_before_the_gpu_check(tmp_path, opt, kind):
+    path = ROOT / "README.md" / "x" if kind == "parent_is_file" else ROOT / "README.md"
+    before = tree(tmp_path)
+    one_error(cli("make", opt, path), 2, opt)
+    no_litter(tmp_path, before)
+
+
+def test_make_results_dir_not_empty_exits_2(tmp_path):
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "old.json").write_text("{}")
+    one_error(cli("make", "--results-dir", tmp_path / "r"), 2, "not empty")
+
+
+@pytest.mark.parametrize("kind", ["parent_missing", "parent_is_file", "is_folder", "too_long"])
+def test_verify_json_that_cannot_be_written_exits_2_before_verifying(tmp_path, kind):
+    before = tree(tmp_path)
+    res = cli("verify", BUNDLE, "--level", "fast", "--json", _outputs(tmp_path, ".json")[kind])
+    one_error(res, 2, "--json")
+    assert "VERDICT" not in res.out
+    before.append("a-folder")
+    no_litter(tmp_path, sorted(before))
+
+
+def test_verify_json_write_failure_after_verifying_gives_no_verdict(tmp_path, monkeypatch):
+    """The report is written before the verdict is printed: a failed write shows no PASS."""
+    import errno
+
+    from kbrepro.harness import jsonio
+
+    def failing(path, doc):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(jsonio, "write_json", failing)
+    res = cli("verify", BUNDLE, "--level", "fast", "--json", tmp_path / "r.json")
+    one_error(res, 2, "--json", "no space left on device")
+    assert "VERDICT" not in res.out and "PASS" not in res.out
+    assert tree(tmp_path) == []
+
+
+def test_verify_json_is_written_when_it_can_be(tmp_path):
+    res = cli("verify", BUNDLE, "--level", "fast", "--json", tmp_path / "r.json")
+    assert res.code == 0, res.err
+    assert (tmp_path / "r.json").is_file() and tree(tmp_path) == ["r.json"]
+
+
+@pytest.mark.parametrize("kind", ["not_empty", "is_file", "parent_is_file"])
+def test_verify_keep_extracted_that_cannot_be_used_exits_2_naming_the_folder(tmp_path, kind):
+    if kind == "not_empty":
+        (tmp_path / "k").mkdir()
+        (tmp_path / "k" / "mine.txt").write_text("keep me")
+        path = tmp_path / "k"
+    else:
+        path = ROOT / "README.md" if kind == "is_file" else ROOT / "README.md" / "k"
+    before = tree(tmp_path)
+    line = one_error(cli("verify", BUNDLE, "--level", "static", "--keep-extracted", path), 2, "--keep-extracted",
+                     str(path))
+    assert BUNDLE.name not in line  # the folder is blamed, not the archive
+    no_litter(tmp_path, before)
+
+
+@pytest.mark.skipif(AS_ROOT, reason=ROOT_SKIP)
+def test_verify_keep_extracted_in_a_read_only_folder_exits_2(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    one_error(cli("verify", BUNDLE, "--level", "static", "--keep-extracted", ro / "k"), 2, "--keep-extracted")
+
+
+@pytest.mark.parametrize("kind", ["parent_missing", "parent_is_file", "is_folder"])
+def test_audit_json_that_cannot_be_written_exits_2(tmp_path, kind):
+    before = tree(tmp_path)
+    res = cli("audit", RESULTS, "--json", _outputs(tmp_path, ".json")[kind])
+    one_error(res, 2, "--json")
+    before.append("a-folder")
+    no_litter(tmp_path, sorted(before))
+
+
+@pytest.mark.parametrize("kind", ["is_file", "parent_is_file", "not_empty"])
+def test_harness_run_out_that_cannot_be_used_exits_2_before_the_gpu_check(tmp_path, kind):
+    if kind == "not_empty":
+        (tmp_path / "o").mkdir()
+        (tmp_path / "o" / "run.json").write_text("{}")
+        path = tmp_path / "o"
+    else:
+        path = ROOT / "README.md" if kind == "is_file" else ROOT / "README.md" / "o"
+    before = tree(tmp_path)
+    one_error(cli("harness", "run", "--out", path), 2, "--out")
+    no_litter(tmp_path, before)
+
+
+def test_harness_selftest_json_that_cannot_be_written_exits_2(tmp_path):
+    one_error(cli("harness", "selftest", "--json", tmp_path / "no" / "s.json"), 2, "--json")
+    assert tree(tmp_path) == []
+
+
+# ---------------------------------------------------------------------------- options that do not apply: exit 2
+@pytest.mark.parametrize("level", ["fast", "static"])
+@pytest.mark.parametrize("extra", [("--profile", "quick"), ("--trust-bundle-code",), ("--kernelbench", "KernelBench"),
+                                   ("--ratio-tolerance", "0.1")])
+def test_verify_replay_options_below_replay_are_refused(level, extra):
+    one_error(cli("verify", BUNDLE, "--level", level, *extra), 2, extra[0], f"--level {level}")
+
+
+def test_verify_keep_extracted_at_fast_is_refused(tmp_path):
+    one_error(cli("verify", BUNDLE, "--level", "fast", "--keep-extracted", tmp_path / "k"), 2, "--keep-extracted")
+    assert tree(tmp_path) == []
+
+
+def test_verify_profile_must_be_one_of_the_verifiers_study(tmp_path):
+    from kbrepro.verify_bundle import study_profiles
+
+    assert set(study_profiles()) >= {"full", "quick", "extended"}
+    res = cli("verify", BUNDLE, "--profile", "quik")
+    one_error(res, 2, "'quik'")
+    assert "full" in res.err and "quick" in res.err and "extended" in res.err
+
+
+@pytest.mark.parametrize("extra", [("--no-plots",), ("--from-results", "x"), ("--profile", "quick"),
+                                   ("--out", "x.tar")])
+def test_make_self_test_with_anything_else_is_refused(extra):
+    one_error(cli("make", "--self-test", *extra), 2, "--self-test", extra[0])
+
+
+@pytest.mark.parametrize("extra", [("--profile", "quick"), ("--results-dir", "r"), ("--cache-dir", "c"),
+                                   ("--profile", "full")])
+def test_make_from_results_with_run_only_options_is_refused(tmp_path, extra):
+    one_error(cli("make", "--from-results", RESULTS, "--out", tmp_path / "x.tar", *extra), 2, extra[0])
+    assert tree(tmp_path) == []
+
+
+# ---------------------------------------------------------------------------- --expect-digest
+@pytest.mark.parametrize("value", [DIGEST, f"sha256:{DIGEST}", f" SHA256:{DIGEST.upper()} ", str(DIGEST_FILE)])
+def test_verify_expect_digest_forms_are_accepted(value):
+    res = cli("verify", BUNDLE, "--level", "fast", "--expect-digest", value)
+    assert res.code == 0, res.err
+    assert res.out.rstrip().splitlines()[-1] == "VERDICT PASS (exit 0)"
+
+
+def test_verify_expect_digest_file_with_another_digest_fails_verification(tmp_path):
+    f = tmp_path / "other.sha256-digest"
+    f.write_text(f"bundle digest (sha256 of x/tagmanifest-sha256.txt): {'0' * 64}\n")
+    res = cli("verify", BUNDLE, "--level", "fast", "--expect-digest", f)
+    assert res.code == 1 and "bundle digest differs" in res.out
+
+
+@pytest.mark.parametrize("content", ["no digest here\n", f"{'a' * 64}\n{'b' * 64}\n", "\x00\xff" * 10])
+def test_verify_expect_digest_file_without_exactly_one_digest_is_a_usage_error(tmp_path, content):
+    f = tmp_path / "bad.sha256-digest"
+    f.write_bytes(content.encode("latin-1"))
+    one_error(cli("verify", BUNDLE, "--level", "fast", "--expect-digest", f), 2, "exactly one")
+
+
+@pytest.mark.parametrize("value", ["abc", "sha256:xyz", DIGEST[:-1], "not/a/file"])
+def test_verify_expect_digest_neither_digest_nor_file_is_a_usage_error(value):
+    one_error(cli("verify", BUNDLE, "--level", "fast", "--expect-digest", value), 2, "64 hexadecimal")
+
+
+# ---------------------------------------------------------------------------- click's own usage errors, one line
+@pytest.mark.parametrize("name,args", [("make", ["--bogus"]), ("verify", []), ("verify", [str(BUNDLE), "--level", "x"]),
+                                       ("audit", []), ("harness", ["bogus"]), ("harness", ["run"])])
+def test_click_usage_errors_are_one_line_and_exit_2(name, args):
+    one_error(cli(name, *args), 2)
+
+
+# ---------------------------------------------------------------------------- the catch-all
+@pytest.mark.parametrize("name,target,args", [
+    ("make", "kbrepro.bundle.make.make_from_results", ["--from-results", str(RESULTS)]),
+    ("verify", "kbrepro.bundle.verify.verify_archive", [str(BUNDLE), "--level", "fast"]),
+    ("audit", "kbrepro.bundle.audit.audit_path", [str(RESULTS)]),
+    ("harness", "kbrepro.harness.study.load_study", ["run", "--out", "{tmp}/o"]),
+])
+def test_an_unexpected_exception_is_one_internal_error_line(tmp_path, monkeypatch, name, target, args):
+    import importlib
+
+    def boom(*a, **k):
+        raise RuntimeError("boom\nsecond line")
+
+    mod, attr = target.rsplit(".", 1)
+    monkeypatch.setattr(importlib.import_module(mod), attr, boom)
+    args = [a.format(tmp=tmp_path) for a in args]
+    monkeypatch.delenv("KBREPRO_DEBUG", raising=False)
+    res = cli(name, *args)
+    assert res.code == 1 and "Traceback" not in res.out + res.err
+    assert res.err.splitlines() == ["internal error: RuntimeError: boom second line (please report; rerun with "
+                                    "KBREPRO_DEBUG=1 for the traceback)"]
+    res = cli(name, *args, env={"KBREPRO_DEBUG": "1"})
+    assert isinstance(res.exception, RuntimeError)  # the traceback is shown, as asked
+    assert not (tmp_path / "o").exists()
+
+
+# ---------------------------------------------------------------------------- Ctrl-C: exit 130
+def _started(pid: int, limit: float = 20.0) -> None:
+    """Wait until the command's own code runs: its first lines install the Ctrl-C handling
+    and then import click, which loads the ``_uuid`` extension (seen in /proc/PID/maps).
+    Before that the interpreter itself is starting (site-packages), where no line of the
+    product has run and Python prints its own traceback. Without /proc, wait a second."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < limit:
+        try:
+            with open(f"/proc/{pid}/maps") as fh:
+                if "_uuid" in fh.read():
+                    return
+        except OSError:
+            time.sleep(1.0)
+            return
+        time.sleep(0.005)
+
+
+def _interrupt(cmd: list, cwd: Path, delay: float) -> tuple[int, str, str]:
+    """Start ``cmd`` in its own process group and send SIGINT to the whole group ``delay``
+    seconds after its code started, as a terminal's Ctrl-C does (worker processes get it too)."""
+    p = subprocess.Popen([sys.executable, *cmd], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    _started(p.pid)
+    time.sleep(delay)
+    try:
+        os.killpg(p.pid, signal.SIGINT)
+    except ProcessLookupError:
+        pass
+    out, err = p.communicate(timeout=120)
+    return p.returncode, out, err
+
+
+DELAYS = (0.0, 0.3, 0.8, 1.4, 2.2)
+
+
+@pytest.mark.parametrize("delay", DELAYS)
+def test_make_interrupted_exits_130_and_leaves_nothing(tmp_path, kb, delay):
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    code, out, err = _interrupt([str(ROOT / "make_bundle.py"), "--from-results", str(RESULTS), "--out",
+                                 str(out_dir / "x.tar"), "--kernelbench", str(kb)], tmp_path, delay)
+    assert "Traceback" not in out + err and "KeyboardInterrupt" not in err, err
+    left = tree(out_dir)
+    if code == 130:
+        assert err.splitlines() == ["interrupted; nothing was written"], err
+        assert left == []
+    else:  # it finished before the signal came
+        assert code == 0, err
+        assert left == ["x.tar", "x.tar.sha256-digest"]
+        assert DIGEST in (out_dir / "x.tar.sha256-digest").read_text()
+    time.sleep(0.2)
+    stray = subprocess.run(["pgrep", "-f", str(out_dir)], capture_output=True, text=True)
+    assert stray.stdout.strip() == "", "worker processes left behind"
+
+
+@pytest.mark.parametrize("delay", (0.0, 0.3, 0.8, 1.5))
+def test_verify_interrupted_exits_130_and_leaves_nothing(tmp_path, delay):
+    keep = tmp_path / "k"
+    code, out, err = _interrupt([str(ROOT / "verify_bundle.py"), str(BUNDLE), "--level", "static", "--json",
+                                 str(tmp_path / "r.json"), "--keep-extracted", str(keep)], tmp_path, delay)
+    assert "Traceback" not in out + err and "KeyboardInterrupt" not in err, err
+    if code == 130:
+        assert err.splitlines() == ["interrupted; nothing was written"], err
+        assert tree(tmp_path) == []
+        assert "VERDICT" not in out
+    else:
+        assert code == 0, out + err
+        assert (tmp_path / "r.json").is_file()
+
+
+@pytest.mark.parametrize("delay", (0.0, 0.2, 0.5))
+def test_audit_interrupted_exits_130(tmp_path, delay):
+    code, out, err = _interrupt(["-m", "kbrepro.bundle.audit", str(RESULTS), *map(str, sorted(BUNDLE.parent.glob("*.tar"))),
+                                 "--json", str(tmp_path / "a.json")], ROOT, delay)
+    assert "Traceback" not in out + err, err
+    if code == 130:
+        assert err.splitlines() == ["interrupted; nothing was written"], err
+        assert tree(tmp_path) == []
+    else:
+        assert code == 0, err
+
+
+@pytest.mark.parametrize("delay", (0.0, 0.5))
+def test_harness_interrupted_exits_130(tmp_path, delay):
+    code, out, err = _interrupt(["-m", "kbrepro.harness", "run", "--out", str(tmp_path / "o")], ROOT, delay)
+    assert "Traceback" not in out + err, err
+    assert code in (130, 4), err  # 4: it reached the GPU check (none here) before the signal
+    if code == 130:
+        assert err.splitlines() == ["interrupted; nothing was written"], err
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())

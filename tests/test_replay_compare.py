@@ -1,0 +1,163 @@
+"""Replay comparison (bundle.verify.compare_replay and the claim-change rule) on CPU.
+
+The recorded side is the committed H200 run (examples/results-full-h200); the "replayed"
+side is a copy of it, edited the way a replay on another machine (or a forged recording)
+would differ. An identical replay must pass; each difference must be named.
+"""
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from kbrepro.bundle import claims as claims_mod
+from kbrepro.bundle import verify as V
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "examples" / "results-full-h200"
+NAMES = ("run", "environment", "compile", "witness", "correctness", "timings", "scout")
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    return {n: json.loads((RESULTS / f"{n}.json").read_text()) for n in NAMES}
+
+
+@pytest.fixture(scope="module")
+def boot():
+    spec, _ = claims_mod.load_spec()
+    return spec["bootstrap"]
+
+
+def _ptx(name: str) -> bytes:
+    return (RESULTS / "binaries" / f"{name}.ptx").read_bytes()
+
+
+def _toolchains(rec, rep):
+    return {v["name"]: (V.ptx_toolchain(_ptx(v["name"])), V.ptx_toolchain(_ptx(v["name"])))
+            for v in rep["compile"]["variants"]}
+
+
+def _compare(rec, rep, boot, same_profile=True, tol=0.05, toolchains=None):
+    return V.compare_replay(rec, rep, same_profile=same_profile, ratio_tolerance=tol, boot=boot,
+                            toolchains=toolchains if toolchains is not None else _toolchains(rec, rep))
+
+
+def test_ptx_toolchain_reads_release_and_target():
+    tc = V.ptx_toolchain(_ptx("nvrtc_ftz_false"))
+    assert tc == ("// Cuda compilation tools, release 13.0, V13.0.88", ".target sm_90")
+    assert V.ptx_toolchain(None) is None and V.ptx_toolchain(b"no header") is None
+
+
+def test_identical_replay_passes(recorded, boot):
+    problems, det = _compare(recorded, copy.deepcopy(recorded), boot)
+    assert problems == []
+    assert det["cases_compared"] > 200 and det["not_replayed"] == 0
+    assert det["bits_required_for"] == ["cupy_default", "nvrtc_ftz_false", "nvrtc_ftz_true"]
+    assert len(det["timing_ratios"]) == 75 and det["timing_ratios_outside_tolerance"] == 0
+
+
+def _first_case(doc):
+    return doc["correctness"]["full_program"][0]["checks"]["nvrtc_ftz_false"]
+
+
+def test_changed_verdict_fails(recorded, boot):
+    rep = copy.deepcopy(recorded)
+    _first_case(rep)["official"]["pass"] = False
+    problems, _ = _compare(recorded, rep, boot)
+    assert [p["message"] for p in problems] == ["verdict differs"]
+    assert problems[0]["path"].endswith(".nvrtc_ftz_false.official.pass")
+
+
+def test_bit_count_must_match_only_with_a_byte_identical_cubin(recorded, boot):
+    rep = copy.deepcopy(recorded)
+    _first_case(rep)["bit_identical_count"] -= 1
+    problems, _ = _compare(recorded, rep, boot)
+    assert [p["message"] for p in problems] == ["bit-identity count differs although the replay ran a byte-identical cubin"]
+    # another NVRTC built the replayed cubin (different PTX header): bits are not required, the cubin is not comparable
+    other = copy.deepcopy(rep)
+    for v in other["compile"]["variants"]:
+        v["cubin"] = {**v["cubin"], "sha256": "0" * 64}
+    tcs = {v["name"]: (V.ptx_toolchain(_ptx(v["name"])), ("// Cuda compilation tools, release 12.9, V12.9.1",
+                                                          ".target sm_90")) for v in other["compile"]["variants"]}
+    problems, det = _compare(recorded, other, boot, toolchains=tcs)
+    assert problems == [] and det["bits_required_for"] == []
+    assert all(c["same"] is None for c in det["cubins"])
+    # the same NVRTC and target named in both PTX headers, yet another cubin: a problem
+    problems, _ = _compare(recorded, other, boot)
+    assert sum("cubin differs although the PTX headers name the same" in p["message"] for p in problems) == 3
+
+
+def test_environment_record_does_not_excuse_bits(recorded, boot):
+    """The bundle's own environment record saying 'another GPU' changes nothing: the decision
+    rests on the cubins the replay compiled."""
+    rec = copy.deepcopy(recorded)
+    rec["environment"]["fields"]["gpu_name"]["value"] = "Some Other GPU"
+    rep = copy.deepcopy(recorded)
+    _first_case(rep)["bit_identical_count"] -= 1
+    problems, _ = _compare(rec, rep, boot)
+    assert any("byte-identical cubin" in p["message"] for p in problems)
+
+
+def test_witness_flush_and_bits(recorded, boot):
+    rep = copy.deepcopy(recorded)
+    v = next(x for x in rep["compile"]["variants"] if x["name"] == "nvrtc_ftz_true")
+    v["ftz_evidence"]["witness"]["flushes"] = False
+    rep["witness"]["outputs"]["nvrtc_ftz_true"] = copy.deepcopy(rep["witness"]["outputs"]["reference"])
+    msgs = sorted(p["message"] for p in _compare(recorded, rep, boot)[0])
+    assert msgs == ["witness FTZ behaviour differs", "witness bits differ although the replay ran a byte-identical cubin"]
+
+
+def _scale_arm(block, arm, factor):
+    for r in block["rounds"]:
+        r["times_ms"][arm] *= factor
+
+
+def test_timing_ratio_beyond_intervals_and_tolerance_fails(recorded, boot):
+    rep = copy.deepcopy(recorded)
+    b = next(x for x in rep["timings"]["blocks"] if x["id"] == "81.tail.graph")
+    _scale_arm(b, "nvrtc_ftz_false", 1.3)
+    problems, det = _compare(recorded, rep, boot)
+    assert [p["path"] for p in problems] == ["81.tail.graph nvrtc_ftz_false/eager_tail"]
+    assert "beyond both intervals and the 5% tolerance" in problems[0]["message"]
+    # within the tolerance: 3% slower passes
+    rep2 = copy.deepcopy(recorded)
+    _scale_arm(next(x for x in rep2["timings"]["blocks"] if x["id"] == "81.tail.graph"), "nvrtc_ftz_false", 1.03)
+    assert _compare(recorded, rep2, boot)[0] == []
+
+
+def test_events_mode_difference_excused_only_when_the_graph_twin_reproduces(recorded, boot):
+    rep = copy.deepcopy(recorded)
+    _scale_arm(next(x for x in rep["timings"]["blocks"] if x["id"] == "53.tail.events"), "cupy_default", 1.5)
+    problems, det = _compare(recorded, rep, boot)
+    assert problems == []
+    q = next(r for r in det["timing_ratios"] if r["block"] == "53.tail.events" and r["ratio"] == "cupy_default/eager_tail")
+    assert not q["within"] and "host launch overhead" in q["excused"]
+    _scale_arm(next(x for x in rep["timings"]["blocks"] if x["id"] == "53.tail.graph"), "cupy_default", 1.5)
+    paths = sorted(p["path"] for p in _compare(recorded, rep, boot)[0])
+    assert paths == ["53.tail.events cupy_default/eager_tail", "53.tail.graph cupy_default/eager_tail"]
+
+
+def test_cases_not_reproduced(recorded, boot):
+    rep = copy.deepcopy(recorded)
+    del rep["correctness"]["full_program"][-1]
+    rep["timings"]["blocks"] = rep["timings"]["blocks"][:-1]
+    problems, det = _compare(recorded, rep, boot)
+    msgs = [p["message"] for p in problems]
+    assert msgs.count("a recorded case the replay did not reproduce") == 3  # one per variant
+    assert "a recorded timing block the replay did not run" in msgs
+    # at another profile the same gaps are listed, not failed
+    problems, det = _compare(recorded, rep, boot, same_profile=False)
+    assert problems == [] and det["not_replayed"] == 3 and det["timing_blocks_not_replayed"] == 1
+
+
+def test_claim_changes():
+    rec = {"C01": "holds", "C02": "holds", "C03": "fails"}
+    assert V._claim_changes(rec, dict(rec), True) == []
+    got = V._claim_changes(rec, {"C01": "inconclusive", "C02": "fails", "C03": "fails"}, True)
+    assert [p["path"] for p in got] == ["C01", "C02"]
+    got = V._claim_changes(rec, {"C01": "inconclusive", "C02": "fails", "C03": "fails"}, False)
+    assert [p["path"] for p in got] == ["C02"]
+    assert [p["path"] for p in V._claim_changes(rec, {"C01": "holds", "C02": "holds"}, True)] == ["C03"]
