@@ -72,7 +72,7 @@ def _print_report(rep, verbose: bool) -> None:
             extra = ("recorded verdicts " + ("follow from" if t.status == "PASS" else "checked against")
                      + " the data: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
         elif t.name == "provenance" and t.status == "PASS":
-            extra = "KernelBench pin, kernel source, cubins, FTZ evidence"
+            extra = ", ".join(t.details.get("checked", [])) or "nothing to check"
         click.echo(f"{t.number} {t.name:<11} {t.status:<5} {t.seconds:6.2f}s  {extra}")
         for p in t.problems[: 40 if not verbose else None]:
             where = p.get("file") or ""
@@ -86,7 +86,7 @@ def _print_report(rep, verbose: bool) -> None:
         if len(t.problems) > 40 and not verbose:
             click.echo(f"    ... {len(t.problems) - 40} more (use --verbose or --json)")
         for n in t.notes:
-            click.echo(f"    note: {n}")
+            click.echo(f"    note: {_short(n, 100000)}")
         if t.name == "replay" and t.status != "SKIP" and t.details.get("environment"):
             click.echo("    environment (recorded | here; * can change bits):")
             for r in t.details["environment"]:
@@ -116,11 +116,11 @@ def _print_report(rep, verbose: bool) -> None:
     if author:
         click.echo("author's claims (judged by the bundle's own definitions, not this verifier's):")
         for c in author:
-            click.echo(f"    {c['id']:<6} {c['verdict']:<15} {_short(c['sentence'], 80)}")
+            click.echo(f"    {_short(c['id'], 32):<6} {_short(c['verdict'], 16):<15} {_short(c['sentence'], 80)}")
     if rep.partial:
         click.echo("not a plain PASS: every check this verifier could make passed, but")
         for r in rep.partial:
-            click.echo(f"    - {r}")
+            click.echo(f"    - {_short(r, 100000)}")
     click.echo(f"VERDICT {rep.verdict} (exit {rep.exit_code})")
 
 
@@ -295,5 +295,13 @@ def _empty(folder: Path) -> None:
 if __name__ == "__main__":
     try:
         main()
+    except SystemExit as _exc:
+        # interrupted and cleaned up: leave now, for CPython kills itself with SIGINT at exit
+        # (hiding the 130) when the Ctrl-C reached code it ran through PyRun_*, as in some imports
+        if _exc.code == 130:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(130)
+        raise
     finally:  # the work is over and its exit code decided: a late Ctrl-C cannot change it
         _signal.signal(_signal.SIGINT, _signal.SIG_IGN)

@@ -41,8 +41,8 @@ from pathlib import Path
 from kbrepro.kernels.errors import UnreadableInputError
 
 MAX_MEMBERS = 10000
-MAX_MEMBER_BYTES = 256 * 1024 * 1024
-MAX_TOTAL_BYTES = 1024 * 1024 * 1024
+MAX_MEMBER_BYTES = 128 * 1024 * 1024
+MAX_TOTAL_BYTES = 256 * 1024 * 1024  # bundles are a few MB; bounds what a small .tar.gz may inflate to
 #: problems kept per archive; the rest are counted in one final "... N more" problem
 MAX_PROBLEMS = 200
 #: characters of an archive-supplied string (a member name) shown in a message
@@ -133,7 +133,14 @@ def _check_name(raw: str) -> str | None:
         return "characters outside [A-Za-z0-9._/-]"
     if not all(SAFE_COMPONENT.match(p) for p in parts):
         return "a path component does not start with a letter or digit, or is longer than 100 characters"
+    if any(p.endswith(".") for p in parts):
+        return "a path component ends in '.' (Windows strips it, so two names could extract to one file)"
+    if any(_WINDOWS_RESERVED.match(p) for p in parts):
+        return "a path component is a reserved device name on Windows (CON, PRN, AUX, NUL, COM1-9, LPT1-9)"
     return None
+
+
+_WINDOWS_RESERVED = re.compile(r"^(CON|PRN|AUX|NUL|COM[0-9]|LPT[0-9])(\..*)?$", re.IGNORECASE)
 
 
 class _Stop(Exception):

@@ -34,6 +34,7 @@ if __name__ == "__main__":  # Ctrl-C while the imports below run: one line, exit
 
     _signal.signal(_signal.SIGINT, _interrupted_early)
 
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -275,5 +276,13 @@ def main(paths, atol, rtol, json_out, verbose) -> None:
 if __name__ == "__main__":
     try:
         main()
+    except SystemExit as _exc:
+        # interrupted and cleaned up: leave now, for CPython kills itself with SIGINT at exit
+        # (hiding the 130) when the Ctrl-C reached code it ran through PyRun_*, as in some imports
+        if _exc.code == 130:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(130)
+        raise
     finally:  # the work is over and its exit code decided: a late Ctrl-C cannot change it
         _signal.signal(_signal.SIGINT, _signal.SIG_IGN)

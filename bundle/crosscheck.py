@@ -1150,6 +1150,9 @@ def _binary_problems(documents, files) -> list[dict]:
     if isinstance(env_cc, str) and re.match(r"^\d+\.\d+$", env_cc):
         major, minor = env_cc.split(".")
         env_sm = int(major) * 10 + int(minor)
+    elif env_cc is not None:
+        out.append(_p(_DOC_FILE["environment"], "$.fields.compute_capability.value",
+                      "environment.json's compute capability is not of the form MAJOR.MINOR", found=_cut(env_cc)))
     for i, v in enumerate(_variants(documents)):
         name = _cut(v.get("name"))
         arch_sm = _sm(v.get("arch"))
@@ -1489,8 +1492,10 @@ def _privacy_problems(files) -> list[dict]:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             continue
-        leaks = ([m.group(0) for m in _UUID.finditer(text)] if has_uuid else []) + \
-            ([m.group(0) for m in _HOME.finditer(text)] if has_home else [])
+        import itertools
+
+        leaks = ([m.group(0) for m in itertools.islice(_UUID.finditer(text), 20)] if has_uuid else []) + \
+            ([m.group(0) for m in itertools.islice(_HOME.finditer(text), 20)] if has_home else [])
         if leaks:
             out.append(_p(p, None, f"identifying strings were not scrubbed ({len(set(leaks))} distinct)",
                           found=[_cut(x) for x in sorted(set(leaks))[:5]]))

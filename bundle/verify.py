@@ -255,9 +255,34 @@ def _tier_manifest(c: arc.ArchiveContents, t: Tier) -> str | None:
     actual = f"{sum(len(files[p]) for p in payload)}.{len(payload)}"
     if oxum != actual:
         t.fail("bag-info.txt", "Payload-Oxum does not match the payload", expected=actual, found=oxum)
+    # exactly the bytes the packer writes (sorted lines, two spaces, LF only), so that the same
+    # payload cannot carry two digests and BagIt tools read what the verifier reads
+    want = "".join(f"{c.sha256[p]}  {p}\n" for p in sorted(payload)).encode("utf-8")
+    if t.status == "PASS" and files["manifest-sha256.txt"] != want:
+        t.fail("manifest-sha256.txt", "not in the packer's exact form (sorted, '<sha256>  <path>', LF line ends)")
+    extra_tags = sorted(p for p in files if not p.startswith("data/") and p not in
+                        ("bagit.txt", "bag-info.txt", "manifest-sha256.txt", "tagmanifest-sha256.txt"))
+    for p in extra_tags:
+        t.fail(p, "a tag file the packer does not write")
+    want_tags = "".join(f"{c.sha256[p]}  {p}\n" for p in ("bag-info.txt", "bagit.txt", "manifest-sha256.txt")
+                        if p in files).encode("utf-8")
+    if t.status == "PASS" and files["tagmanifest-sha256.txt"] != want_tags:
+        t.fail("tagmanifest-sha256.txt", "not in the packer's exact form")
+    if files.get("bagit.txt") != pack.BAGIT_TXT:
+        t.fail("bagit.txt", "not the packer's bagit.txt")
+    info_raw = files["bag-info.txt"]
+    keys = [line.split(":", 1)[0] for line in info_raw.decode("utf-8", "replace").split("\n") if line]
+    if b"\r" in info_raw or not info_raw.endswith(b"\n") or keys != list(BAG_INFO_KEYS):
+        t.fail("bag-info.txt", "not in the packer's exact form (its fields, once each, in order, LF line ends)",
+               expected=list(BAG_INFO_KEYS), found=keys[:12])
     digest = hashlib.sha256(files["tagmanifest-sha256.txt"]).hexdigest()
     t.details.update(payload_files=len(payload), digest=digest)
     return digest
+
+
+#: the fields the packer writes into bag-info.txt, in order (bundle.make.build_payload, pack.Bag)
+BAG_INFO_KEYS = ("Bag-Software-Agent", "External-Identifier", "Bundle-Format", "Bundle-Format-Version", "Study",
+                 "Source", "Payload-Oxum")
 
 
 def _schema_problem(t: Tier, file: str, p: str) -> None:
@@ -326,6 +351,8 @@ def _tier_documents(b: Bundle, t: Tier) -> None:
     if t.status == "FAIL":
         b.documents = docs
         return
+    _layout(b, t, docs)
+    _inert_strings(b, t, docs)
     _study_definition(b, t, docs)
     if meta.get("source") == "imported":
         _imported(b, t, docs)
@@ -399,6 +426,134 @@ def _imported(b: Bundle, t: Tier, docs: dict) -> None:
     for i, n in enumerate(notes[len(imp.notes):], len(imp.notes)):
         if not (n == NO_PLOTS_NOTE or n.startswith(_PACKER_NOTE_PREFIXES)):
             t.fail("data/bundle.json", "a note neither the importer nor the packer writes", path=f"$.notes[{i}]", found=n)
+
+
+#: what makes a string active in Markdown or HTML wherever REPORT.md shows it: the start of an
+#: HTML tag or comment, a link or image, a code-span backtick (line breaks, control and bidi
+#: characters are refused separately)
+_MD_ACTIVE = re.compile(r"<[A-Za-z!/?]|\]\(|!\[|`")
+_SCRUB_PLACEHOLDER = re.compile(r"<(site-packages|dist-packages|tmp|home)>")
+#: fields REPORT.md never shows, whose product-written text holds formulas ('max |d| <= atol')
+_UNSHOWN = re.compile(r"\.(derived_from|definitions|inequality|imported|program_log|select|blocks)(\.|\[|$)")
+#: fields REPORT.md shows inside a table, where a '|' would split the cell
+_IN_TABLE = re.compile(r"^\$\.(fields\.[^.]+\.value|variants\[\d+\]\.(name|route|effective_options)"
+                       r"|claims\[\d+\]\.(id|sentence|why|verdict|measured_verdict|checks\[\d+\]\.(why|items))"
+                       r"|blocks\[\d+\]\.(id|arms|skipped|adaptive)|tests\[\d+\]|tasks\.[^.]+\.inductor\.settings)")
+
+
+def _bad_chars(text: str, in_table: bool) -> str | None:
+    """Why ``text`` is not inert where REPORT.md shows it, or None."""
+    import unicodedata
+
+    for ch in text:
+        cat = unicodedata.category(ch)
+        if cat[0] == "C" or cat in ("Zl", "Zp"):
+            return f"a control, format or line-break character (U+{ord(ch):04X})"
+    m = _MD_ACTIVE.search(text)
+    if m:
+        return f"active Markdown/HTML ({m.group(0)!r})"
+    if in_table and "|" in text:
+        return "a '|', which splits a table cell"
+    return None
+
+
+def _inert_strings(b: Bundle, t: Tier, docs: dict) -> None:
+    """Every string of the documents, bundle.json and claims.json is inert where REPORT.md may
+    show it: one line, no control or bidi characters, no HTML tag or comment, link, image or
+    backtick, and no '|' in a table cell. Otherwise a GPU name holding a line break and an HTML
+    comment opener re-renders byte for byte and hides the real claims table from a forum
+    reader. Allowed beyond that: the scrubber's placeholders (``<site-packages>``...) in compile
+    options (shown as code), and the sentences of the claims the verifier itself defines."""
+    from kbrepro.bundle.make import DOC_PATHS
+
+    own_sentences: set[str] = set()
+    for st in ([b.trusted] if b.trusted is not None else trusted_studies().values()):
+        own_sentences |= {c["sentence"] for c in claims_mod.parse_spec(st.claims_raw)["claims"]}
+    roots = [("data/bundle.json", b.meta)] + [("data/claims.json" if n == "claims" else f"data/{DOC_PATHS[n]}", d)
+                                              for n, d in docs.items()]
+    for file, root in roots:
+        found = 0
+        stack = [("$", root)]
+        while stack and found < 20:
+            path, node = stack.pop()
+            if isinstance(node, dict):
+                for k, v in node.items():
+                    kp = f"{path}.{k}" if str(k).isidentifier() else f"{path}[{json.dumps(str(k))}]"
+                    why = _bad_chars(str(k), True)
+                    if why:
+                        t.fail(file, f"a key holds {why}", path=kp, found=str(k))
+                        found += 1
+                    stack.append((kp, v))
+            elif isinstance(node, list):
+                stack.extend((f"{path}[{i}]", v) for i, v in enumerate(node))
+            elif isinstance(node, str):
+                text = node
+                if file.endswith("compile.json") and "options" in path:
+                    text = _SCRUB_PLACEHOLDER.sub("", text)
+                shown = not _UNSHOWN.search(path) and not (file == "data/claims.json" and node in own_sentences)
+                why = _bad_chars(text, bool(_IN_TABLE.match(path))) if shown else \
+                    _bad_chars(_MD_ACTIVE.sub("", text).replace("|", ""), False)
+                if why:
+                    t.fail(file, f"a string REPORT.md may show holds {why}", path=path, found=node)
+                    found += 1
+
+
+def _layout(b: Bundle, t: Tier, docs: dict) -> None:
+    """The bag holds exactly the files the packer writes for these records: the documents, the
+    binaries the compile records name, the inputs bundle.json names (KernelBench files of the
+    verifier's lock, the kernel source, the study and claims files), the run log, the post's
+    originals (imported results only) and the plots the packer renders for these documents
+    (PNG). Anything else could be linked from a forum post as if verified."""
+    from kbrepro.bundle import plots as plots_mod
+    from kbrepro.bundle.make import DOC_PATHS
+
+    meta = b.meta
+    top = b.name
+    if top != meta.get("name"):
+        t.fail("data/bundle.json", "the archive's top folder is not the bundle's name", path="$.name",
+               expected=meta.get("name"), found=top)
+    allowed = {"data/bundle.json", "data/claims.json", "data/REPORT.md", "data/logs/run.log"}
+    allowed |= {f"data/{DOC_PATHS[n]}" for n in docs if n != "claims"}
+    for v in (docs.get("compile") or {}).get("variants", []):
+        for key in ("cubin", "cubin_complete", "ptx", "sass"):
+            ref = v.get(key)
+            if isinstance(ref, dict) and isinstance(ref.get("file"), str):
+                allowed.add(f"data/{ref['file']}")
+    src = ((docs.get("compile") or {}).get("source") or {}).get("file")
+    if src:
+        allowed.add(f"data/inputs/kernels/{src}")
+    kb = meta.get("kernelbench") or {}
+    lock = load_lock(manifests.path("kernelbench.lock.json"))
+    allowed.add("data/" + kb.get("lock_file", "inputs/kernelbench/kernelbench.lock.json"))
+    allowed |= {f"data/inputs/kernelbench/{rel}" for rel in lock.files}
+    for ref in (meta.get("study") or {}, meta.get("claims") or {}):
+        if ref.get("file"):
+            allowed.add(f"data/{ref['file']}")
+    if meta.get("source") == "imported":
+        allowed |= {p for p in b.files if p.startswith("data/results/originals/") and p.count("/") == 3}
+    plots = sorted(p for p in b.files if p.startswith("data/plots/"))
+    want_plots = {f"data/plots/task{j[1]}_rounds.png" if j[0] == "task" else "data/plots/bit_identity.png"
+                  for j in plots_mod.document_jobs(docs)}
+    claims_doc = docs.get("claims") or {}
+    if any(it.get("ci_low") is not None for c in claims_doc.get("claims", []) for chk in c.get("checks", [])
+           for it in chk.get("items", [])):
+        want_plots.add("data/plots/ratio_intervals.png")
+    if plots and set(plots) != want_plots:
+        for p in sorted(set(plots) - want_plots):
+            t.fail(p, "a plot the packer does not render for these documents")
+        for p in sorted(want_plots - set(plots)):
+            t.fail(p, "a plot the packer renders for these documents is missing")
+    for p in plots:
+        data = b.files[p]
+        if not data.startswith(b"\x89PNG\r\n\x1a\n") or len(data) > 4 * 1024 * 1024:
+            t.fail(p, "not a PNG image of at most 4 MiB")
+    allowed |= want_plots
+    for p in sorted(set(b.files) - allowed):
+        if p.startswith("data/"):
+            t.fail(p, "a payload file the packer does not write for these records (not verified by anything)")
+    if plots:
+        t.notes.append("plots are the packer's renderings of the recorded data: their names and format are "
+                       "checked, their pixels are not")
 
 
 def _notes(b: Bundle, t: Tier) -> None:
@@ -526,7 +681,7 @@ def _tier_provenance(b: Bundle, t: Tier) -> None:
         if b.meta.get("source") == "measured":
             t.fail("data/inputs/kernelbench", msg + " although it was measured")
         else:
-            t.notes.append(msg + f" ({kb.get('reason') or 'imported results'})")
+            t.notes.append(msg + f" ({safe_text(kb.get('reason') or 'imported results')})")
     comp = b.documents.get("compile") or {}
     src = comp.get("source") or {}
     src_path = f"data/inputs/kernels/{src.get('file')}" if src.get("file") else None
@@ -539,13 +694,17 @@ def _tier_provenance(b: Bundle, t: Tier) -> None:
         t.details["kernel_source_known"] = known
         b.kernel_source_known = known
         if not known:
-            t.notes.append(f"kernel source {src['file']} differs from this verifier's kernels/{src['file']}: "
+            t.notes.append(f"kernel source {safe_text(src['file'])} differs from this verifier's kernels/: "
                            "replay will not execute it without --trust-bundle-code")
+            b.partial.append(f"the kernel source {safe_text(src['file'])} is not this verifier's own: the results "
+                             "come from code the verifier does not know")
     elif b.meta.get("source") == "measured":
         t.fail(src_path or "data/inputs/kernels", "the bundle carries no kernel source")
     else:
         t.details["kernel_source_known"] = False
         t.notes.append("no kernel source in the bundle (imported results)")
+        b.partial.append("no kernel source and no compiled binaries: the FTZ modes and results rest on the "
+                         "numbers the post recorded, which only a replay can confirm")
     # which FTZ mode each variant must have is the verifier's own reading of its own study's
     # routes and options; the bundle's expected_ftz is compared with it, never used instead
     # (for a study the verifier does not ship, its own FTZ rule is applied to the author's
@@ -639,6 +798,18 @@ def _tier_provenance(b: Bundle, t: Tier) -> None:
                                                  for k in ("flushes", "bit_identical_to_reference")):
             t.fail("data/results/compile.json", f"{v.get('name')}: the compile record's witness differs from witness.json",
                    path=f"$.variants[{i}].ftz_evidence.witness", expected=doc_w, found=rec_w)
+    checked = []
+    if included:
+        checked.append(f"KernelBench pin ({len(included)} files)")
+    if src_path and src_path in b.files:
+        checked.append("kernel source" + ("" if b.kernel_source_known else " (not the verifier's own)"))
+    n_bin = sum(1 for v in comp.get("variants", []) for k in ("cubin", "cubin_complete")
+                if isinstance(v.get(k), dict))
+    if n_bin:
+        checked.append(f"{n_bin} cubins")
+    if comp.get("variants"):
+        checked.append("FTZ evidence" + ("" if n_bin else " (recorded numbers only)"))
+    t.details["checked"] = checked
     from kbrepro.bundle import crosscheck
 
     for p in crosscheck.provenance_problems(b.documents, b.files, b.meta):
@@ -776,10 +947,14 @@ def _tier_claims(b: Bundle, t: Tier) -> None:
             got_lines, want_lines = report.split(b"\n"), want.split(b"\n")
             n = next((i for i, (x, y) in enumerate(zip(got_lines, want_lines)) if x != y),
                      min(len(got_lines), len(want_lines)))
+            a = (want_lines[n] if n < len(want_lines) else b"(end of file)").decode("utf-8", "replace")
+            g = (got_lines[n] if n < len(got_lines) else b"(end of file)").decode("utf-8", "replace")
+            col = next((i for i, (x, y) in enumerate(zip(a, g)) if x != y), min(len(a), len(g)))
+            start = max(0, col - 24)
             t.fail("data/REPORT.md", f"REPORT.md differs from the report the verifier renders from the records "
-                   f"(first at line {n + 1})",
-                   expected=(want_lines[n] if n < len(want_lines) else b"(end of file)").decode("utf-8", "replace"),
-                   found=(got_lines[n] if n < len(got_lines) else b"(end of file)").decode("utf-8", "replace"))
+                   f"(first at line {n + 1}, column {col + 1})",
+                   expected=("..." if start else "") + a[start:start + 120],
+                   found=("..." if start else "") + g[start:start + 120])
     t.details["recomputed"] = expected
 
 

@@ -22,6 +22,7 @@ if __name__ == "__main__":  # Ctrl-C while the imports below run: one line, exit
 
     _signal.signal(_signal.SIGINT, _interrupted_early)
 
+import os
 import sys
 from pathlib import Path
 
@@ -101,7 +102,7 @@ def run_selftest_cli(json_out: str | None = None) -> int:
     OutputPathError, exit 2, checked first) for the CLI edge to report."""
     import torch
 
-    from kbrepro.harness import extras, jsonio
+    from kbrepro.harness import extras
     from kbrepro.harness.run import ensure_compile_cache_disabled
     from kbrepro.harness.selftest import run_selftests
 
@@ -181,5 +182,13 @@ def lock(kernelbench, task_ids, level) -> None:
 if __name__ == "__main__":
     try:
         cli()
+    except SystemExit as _exc:
+        # interrupted and cleaned up: leave now, for CPython kills itself with SIGINT at exit
+        # (hiding the 130) when the Ctrl-C reached code it ran through PyRun_*, as in some imports
+        if _exc.code == 130:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(130)
+        raise
     finally:  # the work is over and its exit code decided: a late Ctrl-C cannot change it
         _signal.signal(_signal.SIGINT, _signal.SIG_IGN)

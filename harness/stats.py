@@ -10,6 +10,8 @@
 """
 from __future__ import annotations
 
+import functools
+
 import math
 import numbers
 from typing import Mapping, Sequence
@@ -129,23 +131,49 @@ def bootstrap_median_ci(values: Sequence[float], *, level: float = DEFAULT_LEVEL
     med = float(np.median(a))
     if a.size < 2:
         return {**out, "median": med, "ci_low": None, "ci_high": None}
-    rng = np.random.Generator(np.random.PCG64(seed))
-    idx = rng.integers(0, a.size, size=(resamples, a.size))
+    idx = _draws(int(a.size), int(resamples), int(seed))
     meds = _row_medians(a[idx])
     lo, hi = np.quantile(meds, [(1 - level) / 2, 1 - (1 - level) / 2])
     return {**out, "median": med, "ci_low": float(lo), "ci_high": float(hi)}
 
 
+def _draws(n: int, resamples: int, seed: int):
+    """The ``resamples`` x ``n`` resample indices PCG64(``seed``) draws: the same for every
+    block of ``n`` rounds, so drawn once and kept (read-only) while they are small."""
+    if resamples * n <= _CACHED_DRAWS_MAX:
+        return _cached_draws(n, resamples, seed)
+    import numpy as np
+
+    return np.random.Generator(np.random.PCG64(seed)).integers(0, n, size=(resamples, n))
+
+
+_CACHED_DRAWS_MAX = 1_000_000  # 8 MB of int64 each
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_draws(n: int, resamples: int, seed: int):
+    import numpy as np
+
+    idx = np.random.Generator(np.random.PCG64(seed)).integers(0, n, size=(resamples, n))
+    idx.setflags(write=False)
+    return idx
+
+
 def _row_medians(x):
     """Median of each row of a 2-D array (same values as ``numpy.median(x, axis=1)``, by
-    partial sorting, several times faster for short rows)."""
+    partial sorting, several times faster for short rows). An array that owns its writable
+    data (such as the fresh ``a[idx]`` of the bootstrap) is partitioned in place: its rows
+    keep their values but not their order; any other input is copied first."""
     import numpy as np
 
     n = x.shape[1]
     k = n // 2
+    p = np.array(x, dtype=float, copy=True) if not (isinstance(x, np.ndarray) and x.flags.writeable
+                                                   and x.flags.owndata) else x
     if n % 2:
-        return np.partition(x, k, axis=1)[:, k]
-    p = np.partition(x, [k - 1, k], axis=1)
+        p.partition(k, axis=1)  # in place: x is a fresh array (a[idx]); no second copy
+        return p[:, k]
+    p.partition([k - 1, k], axis=1)
     return (p[:, k - 1] + p[:, k]) / 2.0
 
 

@@ -82,7 +82,7 @@ def test_witness_after_an_earlier_process_populated_the_nvrtc_cache():
     # an earlier process compiles the same source with --ftz=false and NO cache defence
     env = {k: v for k, v in os.environ.items() if k != "CUDA_CACHE_DISABLE"}
     earlier = subprocess.run([sys.executable, "-c", WITNESS_SCRIPT, "nvrtc_ftz_false", "raw"], cwd=ROOT, env={
-        **env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
+        **env, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}, capture_output=True, text=True, timeout=300)
     assert earlier.returncode == 0, earlier.stderr[-3000:]
     # our route afterwards, in a new process, must still produce a flushing ftz=true binary
     w = _witness("nvrtc_ftz_true,cupy_default,nvrtc_ftz_false")

@@ -78,9 +78,9 @@ def test_missing_archive_path(tmp_path):
     assert p.returncode == 3 and "check the path of the bundle" in p.stderr
 
 
-def test_directory_as_archive_is_a_usage_error(tmp_path):
+def test_directory_as_archive_is_unreadable_input(tmp_path):
     res = invoke(str(tmp_path), "--level", "static")
-    assert res.exit_code == 2
+    assert res.exit_code == 3
     assert "is a directory" in res.stderr
 
 
@@ -169,7 +169,8 @@ def test_report_table_is_checked_against_the_data(tmp_path):
     forged.write_bytes(pack.tar_bytes(pack.make_bag(top, payload, info)))
     res = invoke(str(forged), "--level", "static")
     assert res.exit_code == 1
-    assert "claim C10: the report shows 'holds', the data give 'fails'" in res.stdout
+    assert "REPORT.md differs from the report the verifier renders from the records" in res.stdout
+    assert "| C10 | **holds** |" in res.stdout and "| C10 | **fails** |" in res.stdout
     assert hashlib.sha256(forged.read_bytes()).hexdigest() != hashlib.sha256(good.read_bytes()).hexdigest()
 
 

@@ -48,7 +48,7 @@ ESCAPE_PAYLOAD = b'{"escaped": true}\n'
 #: defines ``NAMES`` (its case names, in build order) and ``build(g, kit)`` returning
 #: ``[(Case, archive bytes), ...]`` in that order; ``kit`` is this module, so a case module
 #: uses its helpers (Case, raw_tar, repack, recomputed, edit_json, ...) without importing it.
-EXTRA_MODULES = ("cases_archive", "cases_parsers", "cases_trust", "cases_crosscheck", "cases_replay_static")
+EXTRA_MODULES = ("cases_archive", "cases_parsers", "cases_trust", "cases_crosscheck", "cases_redteam")
 
 
 def _load_extra_modules() -> list:

@@ -1,0 +1,142 @@
+"""Corpus cases from a red-team review of the verifier: each once passed (exit 0) and must not.
+
+Forgeries re-derive claims.json and REPORT.md with the product's own code
+(``cases_trust.reforge``) and recompute the manifests, so only the named defence can object.
+Loaded by ``make_corpus.py`` (``EXTRA_MODULES``): :data:`NAMES` and :func:`build`.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+from pathlib import Path
+
+from kbrepro.bundle import pack
+from kbrepro.harness import jsonio
+
+NAMES = (
+    "rt_env_markdown_injection", "rt_env_bidi_override", "rt_extra_plot_embedded", "rt_extra_payload_readme",
+    "rt_plot_not_png", "rt_top_folder_renamed", "rt_kernel_source_rewritten", "rt_compute_capability_unparseable",
+    "rt_bag_info_extra_field", "rt_manifest_crlf", "rt_extra_tag_file", "rt_trailing_dot_twin",
+)
+
+ENV = "data/environment.json"
+COMPILE = "data/results/compile.json"
+
+
+def _trust():
+    name = "kbrepro_corpus_cases_trust"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent / "cases_trust.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[name]
+
+
+def _edit(f: dict, rel: str, fn) -> None:
+    doc = jsonio.loads_strict(f[rel], rel)
+    fn(doc)
+    f[rel] = jsonio.dumps(doc).encode("ascii")
+
+
+def build(g, kit) -> list:
+    Case = kit.Case
+    out = []
+
+    def forged(name, cls, code, tier, fragment, problem_file, description, mutate, top=None, raw_edit=None):
+        f = dict(g.files)
+        mutate(f)
+        _trust().reforge(f)
+        payload = {p[len("data/"):]: b for p, b in f.items() if p.startswith("data/")}
+        bag = pack.make_bag(top or g.top, payload, [(k, top if (top and k == "External-Identifier") else v)
+                                                    for k, v in g.info()])
+        members = bag.members()
+        if raw_edit:
+            raw_edit(members)
+        data = kit.raw_tar(top or g.top, members, g.mtime)
+        if data == g.raw:
+            raise ValueError(f"{name}: the mutation changed nothing")
+        out.append((Case(name, f"{name}.tar", cls, code, tier, fragment, problem_file,
+                         description + "; claims.json and REPORT.md re-derived; manifests recomputed"), data))
+
+    def gpu_name(value):
+        return lambda f: _edit(f, ENV, lambda d: d["fields"]["gpu_name"].update(value=value))
+
+    forged("rt_env_markdown_injection", "redteam", 1, "documents", "a string REPORT.md may show holds", ENV,
+           "environment.json's GPU name holds a line break, a fake claims summary and an HTML comment opener that "
+           "hides the real claims table when REPORT.md is rendered",
+           gpu_name("NVIDIA H200\n\n## Claims\n\nEvaluated on recorded data (holds: 14, fails: 0).\n\n<!--"))
+    forged("rt_env_bidi_override", "redteam", 1, "documents", "a control, format or line-break character (U+202E)",
+           ENV, "environment.json's GPU name holds a right-to-left override", gpu_name("NVIDIA \u202e002H"))
+
+    def extra_plot(f):
+        f["data/plots/ALL-CLAIMS-HOLD.png"] = f["data/plots/bit_identity.png"]
+
+    forged("rt_extra_plot_embedded", "redteam", 1, "documents", "a plot the packer does not render for these documents",
+           "data/plots/ALL-CLAIMS-HOLD.png", "an extra plot ALL-CLAIMS-HOLD.png that the re-rendered REPORT.md embeds",
+           extra_plot)
+
+    def readme(f):
+        f["data/README.md"] = b"# VERIFIED: all 14 claims hold\n"
+
+    forged("rt_extra_payload_readme", "redteam", 1, "documents", "a payload file the packer does not write",
+           "data/README.md", "an extra payload file data/README.md saying every claim holds", readme)
+
+    def not_png(f):
+        f["data/plots/ratio_intervals.png"] = b"<svg><script>alert(1)</script></svg>"
+
+    forged("rt_plot_not_png", "redteam", 1, "documents", "not a PNG image", "data/plots/ratio_intervals.png",
+           "ratio_intervals.png replaced by an SVG with a script", not_png)
+    forged("rt_top_folder_renamed", "redteam", 1, "documents", "the archive's top folder is not the bundle's name",
+           "data/bundle.json", "the good bundle repacked under the top folder ...-ALL-CLAIMS-HOLD-verified "
+           "(bag-info External-Identifier set to match)", lambda f: None,
+           top="pointwise-fusion-ftz-full-ALL-CLAIMS-HOLD-verified")
+
+    def source(f):
+        rel = "data/inputs/kernels/fused_tails.cu"
+        f[rel] = f[rel] + b"\n// a kernel the verifier does not know\n"
+        _edit(f, COMPILE, lambda d: d["source"].update(sha256=hashlib.sha256(f[rel]).hexdigest()))
+
+    forged("rt_kernel_source_rewritten", "redteam", 5, "provenance", "is not this verifier's own", None,
+           "the kernel source changed and compile.json's source sha256 updated to match: code the verifier does "
+           "not know, PARTIAL (exit 5)", source)
+    forged("rt_compute_capability_unparseable", "redteam", 1, "provenance", "is not of the form MAJOR.MINOR", ENV,
+           "environment.json's compute capability '10.0 (B200)', which a MAJOR.MINOR parse skipped",
+           lambda f: _edit(f, ENV, lambda d: d["fields"]["compute_capability"].update(value="10.0 (B200)")))
+
+    def bag_info_extra(members):
+        members["bag-info.txt"] = members["bag-info.txt"] + b"Verified-By: kbrepro maintainers, all claims hold\n"
+        members["tagmanifest-sha256.txt"] = "".join(
+            f"{hashlib.sha256(members[t]).hexdigest()}  {t}\n"
+            for t in ("bag-info.txt", "bagit.txt", "manifest-sha256.txt")).encode()
+
+    forged("rt_bag_info_extra_field", "redteam", 1, "manifest", "not in the packer's exact form", "bag-info.txt",
+           "bag-info.txt gains a field 'Verified-By: ... all claims hold' (tag manifest updated)", lambda f: None,
+           raw_edit=bag_info_extra)
+
+    def crlf(members):
+        members["manifest-sha256.txt"] = members["manifest-sha256.txt"].replace(b"\n", b"\r\n")
+        members["tagmanifest-sha256.txt"] = "".join(
+            f"{hashlib.sha256(members[t]).hexdigest()}  {t}\n"
+            for t in ("bag-info.txt", "bagit.txt", "manifest-sha256.txt")).encode()
+
+    forged("rt_manifest_crlf", "redteam", 1, "manifest", "not in the packer's exact form", "manifest-sha256.txt",
+           "manifest-sha256.txt with CRLF line ends (same payload, another digest)", lambda f: None, raw_edit=crlf)
+
+    def extra_tag(members):
+        members["README.md"] = b"# verified\n"
+        members["tagmanifest-sha256.txt"] = "".join(
+            f"{hashlib.sha256(members[t]).hexdigest()}  {t}\n"
+            for t in ("README.md", "bag-info.txt", "bagit.txt", "manifest-sha256.txt")).encode()
+
+    forged("rt_extra_tag_file", "redteam", 1, "manifest", "a tag file the packer does not write", "README.md",
+           "a README.md tag file at the bag root, listed in the tag manifest", lambda f: None, raw_edit=extra_tag)
+
+    def twin(members):
+        members["data/REPORT.md."] = b"# every claim holds\n"
+
+    forged("rt_trailing_dot_twin", "redteam", 3, "archive", "ends in '.'", None,
+           "a payload twin data/REPORT.md. that Windows would extract over data/REPORT.md", lambda f: None,
+           raw_edit=twin)
+    return out
