@@ -11,17 +11,10 @@ dependency, 130 interrupted (Ctrl-C). Errors become exit codes here, at the CLI 
 """
 from __future__ import annotations
 
-import signal as _signal
+if __name__ == "__main__":  # Ctrl-C while the imports below run: one line, exit 130
+    from kbrepro.kernels.errors import guard_early_interrupt
 
-if __name__ == "__main__":  # Ctrl-C while the imports below run: one line, exit 130, no traceback
-    def _interrupted_early(signum, frame):
-        import os
-        import sys
-
-        sys.stderr.write("interrupted; nothing was written\n")
-        os._exit(130)
-
-    _signal.signal(_signal.SIGINT, _interrupted_early)
+    guard_early_interrupt()
 
 import os
 import sys
@@ -39,7 +32,9 @@ from kbrepro.kernels.errors import EdgeMixin, EnvironmentUnavailableError, Usage
 
 
 if __name__ == "__main__":  # from here on the CLI edge (kernels.errors.EdgeMixin) handles Ctrl-C
-    _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+    from kbrepro.kernels.errors import imports_done
+
+    imports_done()
 
 def _progress(event: dict) -> None:
     mark = {"start": ">", "end": "=", "step": " "}.get(event["event"], " ")
@@ -147,15 +142,6 @@ def main(ctx, study, profile, out, kernelbench, from_results, results_dir, claim
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except SystemExit as _exc:
-        # interrupted and cleaned up: leave now, for CPython kills itself with SIGINT at exit
-        # (hiding the 130) when the Ctrl-C reached code it ran through PyRun_*, as in some imports
-        if _exc.code == 130:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(130)
-        raise
-    finally:  # the work is over and its exit code decided: a late Ctrl-C cannot change it
-        _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
+    from kbrepro.kernels.errors import run_main
+
+    run_main(main)

@@ -13,17 +13,10 @@ interrupted (Ctrl-C). Errors become exit codes here, at the CLI edge
 """
 from __future__ import annotations
 
-import signal as _signal
+if __name__ == "__main__":  # Ctrl-C while the imports below run: one line, exit 130
+    from kbrepro.kernels.errors import guard_early_interrupt
 
-if __name__ == "__main__":  # Ctrl-C while the imports below run: one line, exit 130, no traceback
-    def _interrupted_early(signum, frame):
-        import os
-        import sys
-
-        sys.stderr.write("interrupted; nothing was written\n")
-        os._exit(130)
-
-    _signal.signal(_signal.SIGINT, _interrupted_early)
+    guard_early_interrupt()
 
 import os
 import re
@@ -40,7 +33,9 @@ from kbrepro.kernels.errors import (EdgeMixin, UnreadableInputError, UsageError,
 
 
 if __name__ == "__main__":  # from here on the CLI edge (kernels.errors.EdgeMixin) handles Ctrl-C
-    _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+    from kbrepro.kernels.errors import imports_done
+
+    imports_done()
 
 def _short(v, n: int = 60) -> str:
     """``v`` as printable ASCII (bundle strings escaped as ``ascii()`` does), cut to ``n``."""
@@ -293,15 +288,6 @@ def _empty(folder: Path) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except SystemExit as _exc:
-        # interrupted and cleaned up: leave now, for CPython kills itself with SIGINT at exit
-        # (hiding the 130) when the Ctrl-C reached code it ran through PyRun_*, as in some imports
-        if _exc.code == 130:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(130)
-        raise
-    finally:  # the work is over and its exit code decided: a late Ctrl-C cannot change it
-        _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
+    from kbrepro.kernels.errors import run_main
+
+    run_main(main)

@@ -22,19 +22,11 @@ cases separately instead of folding them into the margin statement.
 """
 from __future__ import annotations
 
-import signal as _signal
+if __name__ == "__main__":  # Ctrl-C while the imports below run: one line, exit 130
+    from kbrepro.kernels.errors import guard_early_interrupt
 
-if __name__ == "__main__":  # Ctrl-C while the imports below run: one line, exit 130, no traceback
-    def _interrupted_early(signum, frame):
-        import os
-        import sys
+    guard_early_interrupt()
 
-        sys.stderr.write("interrupted; nothing was written\n")
-        os._exit(130)
-
-    _signal.signal(_signal.SIGINT, _interrupted_early)
-
-import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +41,9 @@ from kbrepro.kernels.errors import EdgeMixin, ReproError, UnreadableInputError
 
 
 if __name__ == "__main__":  # from here on the CLI edge (kernels.errors.EdgeMixin) handles Ctrl-C
-    _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+    from kbrepro.kernels.errors import imports_done
+
+    imports_done()
 DEFAULT_TOL = Tolerance(1e-4, 1e-4)
 
 
@@ -274,15 +268,6 @@ def main(paths, atol, rtol, json_out, verbose) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except SystemExit as _exc:
-        # interrupted and cleaned up: leave now, for CPython kills itself with SIGINT at exit
-        # (hiding the 130) when the Ctrl-C reached code it ran through PyRun_*, as in some imports
-        if _exc.code == 130:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(130)
-        raise
-    finally:  # the work is over and its exit code decided: a late Ctrl-C cannot change it
-        _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
+    from kbrepro.kernels.errors import run_main
+
+    run_main(main)

@@ -210,6 +210,27 @@ def _schema_problems(name: str, doc: dict) -> list[str]:
     return validate.schema_problems(name, doc)
 
 
+def _die_with_parent() -> None:
+    """Linux: ask for SIGTERM when the parent dies (``prctl(PR_SET_PDEATHSIG)``), so that a
+    parent that leaves at once (Ctrl-C during start-up exits through ``os._exit``) leaves no
+    worker behind holding its stdout open; a parent already gone ends this worker now."""
+    import os
+    import signal
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError, TypeError):
+        return
+    if os.getppid() != parent or parent == 1:
+        os._exit(0)
+
+
 def _warm_worker() -> int:
     """Import and build what packing jobs need (matplotlib, validators), once per worker.
     A worker ignores SIGINT: Ctrl-C reaches the whole process group, and only the parent
@@ -220,6 +241,7 @@ def _warm_worker() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    _die_with_parent()
 
     from kbrepro import schemas
 
@@ -241,7 +263,7 @@ def start_workers(n: int | None = None):
     """A pool of worker processes, warmed (imports done, validators built) in the background.
     Start it before CUDA initialises (workers are forked on Linux) and hand it to
     :func:`make_from_results` so that packing after a study finds them ready. The caller
-    shuts it down (``shutdown(wait=True, cancel_futures=True)``), also on Ctrl-C.
+    shuts it down with :func:`stop_workers`, also on Ctrl-C.
 
     The workers ignore SIGINT (see :func:`_warm_worker`); SIGINT is blocked in this process
     while they are forked, so that none can act on a Ctrl-C before its initializer ran, and
@@ -264,12 +286,35 @@ def start_workers(n: int | None = None):
             for _ in range(n):
                 pool.submit(os.getpid)
         except BaseException:
-            pool.shutdown(wait=True, cancel_futures=True)
+            stop_workers(pool)
             raise
     finally:
         if block:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     return pool
+
+
+def stop_workers(pool) -> None:
+    """Shut ``pool`` down: wait for running jobs after a normal finish; while an exception
+    (a Ctrl-C, an error) is on its way out, cancel and terminate the workers instead, so that
+    no worker (a forked child that may hold a lock it inherited) can keep the exit waiting."""
+    import sys
+
+    if sys.exc_info()[0] is None:
+        pool.shutdown(wait=True, cancel_futures=True)
+        return
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        try:
+            proc.terminate()
+        except (OSError, ValueError, AttributeError):
+            pass
+    for proc in procs:
+        try:
+            proc.join(timeout=2)
+        except (OSError, ValueError, AssertionError, AttributeError):
+            pass
 
 
 class _PlotWorker:
@@ -324,7 +369,7 @@ class _PlotWorker:
 
     def close(self) -> None:
         if self._pool is not None and self._owned:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            stop_workers(self._pool)
         self._pool = None
 
 
@@ -479,7 +524,7 @@ def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench
             workers.close()
     finally:
         if own_pool:
-            pool.shutdown(wait=True, cancel_futures=True)
+            stop_workers(pool)
     digest = bag.digest()
     digest_path = out.with_name(out.name + DIGEST_SUFFIX)
     written = False
@@ -557,5 +602,5 @@ def run_and_make(out: Path | None, *, study_path: str | None, profile: str, kern
             raise Interrupted(f"the study did not finish; its partial results are in {rdir} (not packable)") from None
         raise Interrupted() from None
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        stop_workers(pool)
     return made, run_doc

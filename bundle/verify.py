@@ -48,6 +48,8 @@ MAX_PROBLEMS_PER_FILE = 200
 #: strings from a bundle are cut to this many characters in messages
 MAX_TEXT = 200
 EXIT_PARTIAL = 5
+#: the largest result document the verifier parses (the committed extended timings.json is 2.3 MB)
+MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 
 
 def safe_text(value, limit: int = MAX_TEXT) -> str:
@@ -275,6 +277,9 @@ def _tier_manifest(c: arc.ArchiveContents, t: Tier) -> str | None:
     if b"\r" in info_raw or not info_raw.endswith(b"\n") or keys != list(BAG_INFO_KEYS):
         t.fail("bag-info.txt", "not in the packer's exact form (its fields, once each, in order, LF line ends)",
                expected=list(BAG_INFO_KEYS), found=keys[:12])
+    agent = _bag_info(info_raw).get("Bag-Software-Agent")
+    if agent is not None and not re.fullmatch(r"kbrepro ([0-9][0-9A-Za-z.+-]{0,40}|unknown)", agent):
+        t.fail("bag-info.txt", "Bag-Software-Agent is not the packer's 'kbrepro VERSION'", found=agent)
     digest = hashlib.sha256(files["tagmanifest-sha256.txt"]).hexdigest()
     t.details.update(payload_files=len(payload), digest=digest)
     return digest
@@ -339,9 +344,13 @@ def _tier_documents(b: Bundle, t: Tier) -> None:
             t.fail(f"data/{rel}", "missing")
             continue
         try:
-            doc = jsonio.loads_strict(data, f"data/{rel}")
+            doc = jsonio.loads_strict(data, f"data/{rel}", max_bytes=MAX_DOCUMENT_BYTES)
         except UnreadableInputError as exc:
             t.fail(f"data/{rel}", exc.message)
+            continue
+        if jsonio.dumps(doc).encode("ascii") != data:
+            t.fail(f"data/{rel}", "not in the canonical JSON form the packer writes (sorted keys, two-space "
+                   "indent, ASCII)")
             continue
         problems = validate.schema_problems(name, doc)
         for p in problems:
@@ -376,9 +385,14 @@ def _tier_documents(b: Bundle, t: Tier) -> None:
     t.details["documents"] = sorted(docs)
 
 
-#: notes the packer adds to an importer's notes (bundle.make._kernelbench_inputs, _kernel_source)
-_PACKER_NOTE_PREFIXES = ("KernelBench task files not included", "the compile records name no kernel source file",
-                         "the imported results compiled a source with sha256")
+#: the notes the packer adds to an importer's notes, exactly (bundle.make._kernelbench_inputs, _kernel_source)
+_PACKER_NOTES = (
+    re.compile(r"KernelBench task files not included \(no verified checkout at [A-Za-z0-9._-]{1,100}/\): the "
+               r"imported results are packed with the lock only"),
+    re.compile(r"the compile records name no kernel source file"),
+    re.compile(r"the imported results compiled a source with sha256 [0-9a-f]{64}, not this product's "
+               r"kernels/[A-Za-z0-9._-]{1,100}; the source is not included"),
+)
 
 
 def _imported(b: Bundle, t: Tier, docs: dict) -> None:
@@ -424,24 +438,36 @@ def _imported(b: Bundle, t: Tier, docs: dict) -> None:
     if notes[: len(imp.notes)] != list(imp.notes):
         t.fail("data/bundle.json", "the notes differ from the importer's notes on the bundled originals", path="$.notes")
     for i, n in enumerate(notes[len(imp.notes):], len(imp.notes)):
-        if not (n == NO_PLOTS_NOTE or n.startswith(_PACKER_NOTE_PREFIXES)):
+        if not (n == NO_PLOTS_NOTE or any(r.fullmatch(n) for r in _PACKER_NOTES)):
             t.fail("data/bundle.json", "a note neither the importer nor the packer writes", path=f"$.notes[{i}]", found=n)
 
 
 #: what makes a string active in Markdown or HTML wherever REPORT.md shows it: the start of an
 #: HTML tag or comment, a link or image, a code-span backtick (line breaks, control and bidi
 #: characters are refused separately)
-_MD_ACTIVE = re.compile(r"<[A-Za-z!/?]|\]\(|!\[|`")
+_MD_ACTIVE = re.compile(r"<[A-Za-z!/?]|\]\(|\]\[|!\[|`|&(#|[A-Za-z][A-Za-z0-9]*;)")
+#: in the fields REPORT.md shows in its tables, header and notes, emphasis, strike-through and
+#: autolinks too
+_MD_STRICT = re.compile(r"\*|~~|__|https?://|www\.", re.IGNORECASE)
+#: an environment value shown in REPORT.md's header: a conservative character set, bounded
+_ENV_VALUE = re.compile(r"^[A-Za-z0-9 .,:;()+/=@#_-]{0,200}$")
+#: the longest string REPORT.md may show (longer ones push the report off screen)
+MAX_SHOWN_CHARS = 1000
 _SCRUB_PLACEHOLDER = re.compile(r"<(site-packages|dist-packages|tmp|home)>")
 #: fields REPORT.md never shows, whose product-written text holds formulas ('max |d| <= atol')
-_UNSHOWN = re.compile(r"\.(derived_from|definitions|inequality|imported|program_log|select|blocks)(\.|\[|$)")
+_UNSHOWN = re.compile(r"\.(derived_from|definitions|inequality|imported|program_log)(\.|\[|$)"
+                      r"|^\$\.claims\[\d+\]\.checks\[\d+\]\.(select|blocks)$")
 #: fields REPORT.md shows inside a table, where a '|' would split the cell
 _IN_TABLE = re.compile(r"^\$\.(fields\.[^.]+\.value|variants\[\d+\]\.(name|route|effective_options)"
                        r"|claims\[\d+\]\.(id|sentence|why|verdict|measured_verdict|checks\[\d+\]\.(why|items))"
-                       r"|blocks\[\d+\]\.(id|arms|skipped|adaptive)|tests\[\d+\]|tasks\.[^.]+\.inductor\.settings)")
+                       r"|blocks\[\d+\]\.(id|arms|skipped|adaptive|kind|mode|scope)|tests\[\d+\]"
+                       r"|tasks\.[^.]+\.inductor\.settings)")
 
 
-def _bad_chars(text: str, in_table: bool) -> str | None:
+_SHOWN_META = re.compile(r"^\$\.(name|notes|study|source|kernelbench\.reason)")
+
+
+def _bad_chars(text: str, in_table: bool, strict: bool | None = None) -> str | None:
     """Why ``text`` is not inert where REPORT.md shows it, or None."""
     import unicodedata
 
@@ -452,6 +478,12 @@ def _bad_chars(text: str, in_table: bool) -> str | None:
     m = _MD_ACTIVE.search(text)
     if m:
         return f"active Markdown/HTML ({m.group(0)!r})"
+    if len(text) > MAX_SHOWN_CHARS:
+        return f"{len(text)} characters, more than the {MAX_SHOWN_CHARS} a report line may show"
+    if in_table if strict is None else strict:
+        m = _MD_STRICT.search(text)
+        if m:
+            return f"Markdown emphasis or an autolink ({m.group(0)!r})"
     if in_table and "|" in text:
         return "a '|', which splits a table cell"
     return None
@@ -490,8 +522,16 @@ def _inert_strings(b: Bundle, t: Tier, docs: dict) -> None:
                 text = node
                 if file.endswith("compile.json") and "options" in path:
                     text = _SCRUB_PLACEHOLDER.sub("", text)
+                if file == "data/environment.json" and re.match(r"^\$\.fields\.[^.]+\.value", path) and \
+                        not _ENV_VALUE.match(node):
+                    t.fail(file, "an environment value REPORT.md shows holds characters outside "
+                           "[A-Za-z0-9 .,:;()+/=@#_-] or is longer than 200", path=path, found=node)
+                    found += 1
+                    continue
                 shown = not _UNSHOWN.search(path) and not (file == "data/claims.json" and node in own_sentences)
-                why = _bad_chars(text, bool(_IN_TABLE.match(path))) if shown else \
+                table = bool(_IN_TABLE.match(path))
+                strict = table or (file == "data/bundle.json" and bool(_SHOWN_META.match(path)))
+                why = _bad_chars(text, table, strict) if shown else \
                     _bad_chars(_MD_ACTIVE.sub("", text).replace("|", ""), False)
                 if why:
                     t.fail(file, f"a string REPORT.md may show holds {why}", path=path, found=node)

@@ -202,6 +202,10 @@ def load_yaml(raw: bytes, where: str, *, max_bytes: int = MAX_YAML_BYTES, max_de
     except _Refused as exc:
         raise UnreadableInputError(f"{where} is refused: {exc.problem}{_where_in(exc.problem_mark)}", hint) from exc
     except yaml.MarkedYAMLError as exc:
+        if "maximum nesting depth" in str(exc.problem):
+            # libyaml of PyYAML >= 6.0.4 stops deep nesting in its own parser, before our depth check
+            raise UnreadableInputError(f"{where} is refused: nested more than {max_depth} levels deep"
+                                       f"{_where_in(exc.problem_mark)}", hint) from exc
         ctx = f"{_one_line(exc.context)}: " if exc.context else ""
         raise UnreadableInputError(f"{where} is not valid YAML: {ctx}{_one_line(exc.problem)}"
                                    f"{_where_in(exc.problem_mark)}", hint) from exc

@@ -361,3 +361,48 @@ def _internal(exc: BaseException) -> None:
 def _interrupted(exc: KeyboardInterrupt) -> int:
     _err(f"interrupted; {getattr(exc, 'kept', None) or 'nothing was written'}")
     return INTERRUPTED_EXIT
+
+
+# ------------------------------------------------------------------ CLI process edge (Ctrl-C)
+
+
+def guard_early_interrupt() -> None:
+    """Ctrl-C while a CLI's imports still run: one line on stderr and exit 130, no traceback.
+    Call it first thing under ``if __name__ == "__main__"``; :func:`imports_done` ends it."""
+    import os
+    import signal
+    import sys
+
+    def _early(signum, frame):
+        sys.stderr.write("interrupted; nothing was written\n")
+        os._exit(130)
+
+    signal.signal(signal.SIGINT, _early)
+
+
+def imports_done() -> None:
+    """From here on the CLI edge (:class:`EdgeMixin`) turns Ctrl-C into exit 130."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def run_main(main) -> None:
+    """Run a click ``main`` as a script. An interrupted run leaves with 130 at once (CPython
+    otherwise kills itself with SIGINT at exit, hiding the 130, when the Ctrl-C reached code
+    it ran through ``PyRun_*``, as in some imports); once the exit code is decided a late
+    Ctrl-C cannot change it."""
+    import os
+    import signal
+    import sys
+
+    try:
+        main()
+    except SystemExit as exc:
+        if exc.code == 130:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(130)
+        raise
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -18,6 +18,7 @@ NAMES = (
     "rt_env_markdown_injection", "rt_env_bidi_override", "rt_extra_plot_embedded", "rt_extra_payload_readme",
     "rt_plot_not_png", "rt_top_folder_renamed", "rt_kernel_source_rewritten", "rt_compute_capability_unparseable",
     "rt_bag_info_extra_field", "rt_manifest_crlf", "rt_extra_tag_file", "rt_trailing_dot_twin",
+    "rt2_block_emptied", "rt2_env_charref_bidi", "rt2_env_bold_claim", "rt2_bag_agent_text", "rt2_compact_json",
 )
 
 ENV = "data/environment.json"
@@ -63,12 +64,11 @@ def build(g, kit) -> list:
     def gpu_name(value):
         return lambda f: _edit(f, ENV, lambda d: d["fields"]["gpu_name"].update(value=value))
 
-    forged("rt_env_markdown_injection", "redteam", 1, "documents", "a string REPORT.md may show holds", ENV,
+    forged("rt_env_markdown_injection", "redteam", 1, "documents", "outside [A-Za-z0-9 .,:;()+/=@#_-]", ENV,
            "environment.json's GPU name holds a line break, a fake claims summary and an HTML comment opener that "
            "hides the real claims table when REPORT.md is rendered",
            gpu_name("NVIDIA H200\n\n## Claims\n\nEvaluated on recorded data (holds: 14, fails: 0).\n\n<!--"))
-    forged("rt_env_bidi_override", "redteam", 1, "documents", "a control, format or line-break character (U+202E)",
-           ENV, "environment.json's GPU name holds a right-to-left override", gpu_name("NVIDIA \u202e002H"))
+    forged("rt_env_bidi_override", "redteam", 1, "documents", "outside [A-Za-z0-9 .,:;()+/=@#_-]", ENV, "environment.json's GPU name holds a right-to-left override", gpu_name("NVIDIA \u202e002H"))
 
     def extra_plot(f):
         f["data/plots/ALL-CLAIMS-HOLD.png"] = f["data/plots/bit_identity.png"]
@@ -139,4 +139,42 @@ def build(g, kit) -> list:
     forged("rt_trailing_dot_twin", "redteam", 3, "archive", "ends in '.'", None,
            "a payload twin data/REPORT.md. that Windows would extract over data/REPORT.md", lambda f: None,
            raw_edit=twin)
+    def emptied(f):
+        def edit(d):
+            for b in d["blocks"]:
+                if b["id"] in ("53.tail.events", "53.tail.graph", "81.tail.events", "81.tail.graph"):
+                    b["rounds"] = []
+                    b["skipped"] = "not measured on this run"
+        _edit(f, "data/results/timings.json", edit)
+
+    forged("rt2_block_emptied", "redteam", 1, "documents", "a block without rounds", "data/results/timings.json",
+           "the four tail blocks the failing claims C10/C11 rest on emptied (rounds []) with a made-up 'skipped' "
+           "reason, so that the claims turn inconclusive", emptied)
+    forged("rt2_env_charref_bidi", "redteam", 1, "documents", "outside [A-Za-z0-9 .,:;()+/=@#_-]", ENV,
+           "environment.json's GPU name holds the character reference &#x202E; (a right-to-left override once "
+           "rendered)", gpu_name("NVIDIA &#x202E;002H"))
+    forged("rt2_env_bold_claim", "redteam", 1, "documents", "outside [A-Za-z0-9 .,:;()+/=@#_-]", ENV,
+           "environment.json's tf32_matmul value 'False **ALL 14 CLAIMS VERIFIED BY KBREPRO**' (bold in the header)",
+           lambda f: _edit(f, ENV, lambda d: d["fields"]["tf32_matmul"].update(
+               value="False **ALL 14 CLAIMS VERIFIED BY KBREPRO**")))
+
+    def agent(members):
+        members["bag-info.txt"] = members["bag-info.txt"].replace(
+            b"Bag-Software-Agent: kbrepro ", b"Bag-Software-Agent: kbrepro verified, all claims hold, ", 1)
+        members["tagmanifest-sha256.txt"] = "".join(
+            f"{hashlib.sha256(members[t]).hexdigest()}  {t}\n"
+            for t in ("bag-info.txt", "bagit.txt", "manifest-sha256.txt")).encode()
+
+    forged("rt2_bag_agent_text", "redteam", 1, "manifest", "Bag-Software-Agent is not the packer's", "bag-info.txt",
+           "bag-info.txt's Bag-Software-Agent value carries a sentence", lambda f: None, raw_edit=agent)
+
+    def compact(f):
+        import json
+
+        rel = "data/results/witness.json"
+        f[rel] = json.dumps(json.loads(f[rel]), separators=(",", ":")).encode()
+
+    forged("rt2_compact_json", "redteam", 1, "documents", "not in the canonical JSON form", "data/results/witness.json",
+           "witness.json rewritten as compact JSON (same values; the packer writes canonical form, and a compact "
+           "form lets a small archive hold far more nodes)", compact)
     return out
