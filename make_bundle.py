@@ -65,7 +65,7 @@ RUN_ONLY = ("profile", "results_dir", "cache_dir")
 @click.option("--out", type=click.Path(), default=None,
               help="archive to write (.tar or .tar.gz) [default: <bundle name>.tar]")
 @click.option("--kernelbench", type=click.Path(), default=None,
-              help="KernelBench checkout [default: $KBREPRO_KERNELBENCH or ./KernelBench]")
+              help="KernelBench checkout [default: $KBREPRO_KERNELBENCH or the project's KernelBench/ submodule]")
 @click.option("--from-results", "from_results", type=click.Path(), default=None,
               help="pack results that already exist (ours, or the post's original files); needs no GPU")
 @click.option("--results-dir", type=click.Path(), default=None,

@@ -113,7 +113,8 @@ def _print_report(rep, verbose: bool) -> None:
         for c in author:
             click.echo(f"    {_short(c['id'], 32):<6} {_short(c['verdict'], 16):<15} {_short(c['sentence'], 80)}")
     if rep.partial:
-        click.echo("not a plain PASS: every check this verifier could make passed, but")
+        click.echo("not a plain PASS: every check this verifier could make passed, but" if rep.verdict == "PARTIAL"
+                   else "besides the failures above, this rests on the author's side, not the verifier's:")
         for r in rep.partial:
             click.echo(f"    - {_short(r, 100000)}")
     click.echo(f"VERDICT {rep.verdict} (exit {rep.exit_code})")
@@ -203,6 +204,7 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
 
     from kbrepro.bundle.verify import verify_archive
     from kbrepro.harness import jsonio
+    from kbrepro.kernels.errors import refuse_input_as_output
     from kbrepro.kernels.errors import (OutputPathError, check_input_dir, check_input_file, check_output_file,
                                         prepare_output_dir)
 
@@ -222,6 +224,7 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
         if profile not in names:
             raise UsageError(f"--profile {profile!r} is not a profile of the verifier's study",
                              f"choose one of: {', '.join(names)}")
+    digest_input = expect_digest if expect_digest is not None and os.path.exists(expect_digest) else None
     if expect_digest is not None:
         expect_digest = parse_expected_digest(expect_digest)
     # 2. inputs (exit 3)
@@ -238,6 +241,7 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
     # 3. outputs (exit 2), checked before verifying; the folder is made last
     if json_out:
         check_output_file(json_out, "--json")
+        refuse_input_as_output(json_out, [archive, digest_input], "--json")
     keep, created = None, []
     if keep_extracted:
         keep, created = prepare_output_dir(keep_extracted, "--keep-extracted")

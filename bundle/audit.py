@@ -220,6 +220,9 @@ def main(paths, atol, rtol, json_out, verbose) -> None:
     checked = _check_inputs(paths)
     if json_out:
         check_output_file(json_out, "--json")
+        from kbrepro.kernels.errors import refuse_input_as_output
+
+        refuse_input_as_output(json_out, list(paths) + [getattr(c, "path", c) for c in checked], "--json")
     files, failed = [], []
     for p in checked:
         try:

@@ -406,3 +406,23 @@ def run_main(main) -> None:
         raise
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def refuse_input_as_output(output, inputs, option: str) -> None:
+    """An output path that names one of the command's own input files (``--json`` set to the
+    archive, the digest file or an audited results file) would destroy that input: refused
+    with OutputPathError (exit 2) before any work."""
+    import os
+
+    out = os.path.abspath(os.fspath(output))
+    for inp in inputs:
+        if inp is None:
+            continue
+        path = os.fspath(inp)
+        try:
+            same = os.path.exists(out) and os.path.exists(path) and os.path.samefile(out, path)
+        except OSError:
+            same = False
+        if same or os.path.abspath(path) == out:
+            raise OutputPathError(f"{option} {output} is one of this command's inputs; writing it would destroy it",
+                                  f"choose another {option} path")

@@ -613,3 +613,28 @@ def test_harness_interrupted_exits_130(tmp_path, delay):
     if code == 130:
         assert err.splitlines() == ["interrupted; nothing was written"], err
     assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
+
+
+def test_json_naming_an_input_is_refused_and_the_input_survives(tmp_path):
+    """--json set to the archive, the digest file or an audited file would destroy that input."""
+    import shutil
+
+    archive = tmp_path / "same.tar"
+    shutil.copy(ROOT / "examples" / "pointwise-fusion-ftz-full-20261201T012005.tar", archive)
+    before = archive.read_bytes()
+    r = subprocess.run([sys.executable, str(ROOT / "verify_bundle.py"), str(archive), "--level", "fast", "--json",
+                        str(archive)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "is one of this command's inputs" in r.stderr and "Traceback" not in r.stderr
+    assert archive.read_bytes() == before
+    digest = tmp_path / "d.sha256-digest"
+    shutil.copy(ROOT / "examples" / "pointwise-fusion-ftz-full-20261201T012005.tar.sha256-digest", digest)
+    r = subprocess.run([sys.executable, str(ROOT / "verify_bundle.py"), str(archive), "--level", "fast",
+                        "--expect-digest", str(digest), "--json", str(digest)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2 and digest.read_text().startswith("bundle digest")
+    doc = tmp_path / "witness.json"
+    shutil.copy(ROOT / "examples" / "results-full-h200" / "witness.json", doc)
+    raw = doc.read_bytes()
+    r = subprocess.run([sys.executable, "-m", "kbrepro.bundle.audit", str(doc), "--json", str(doc)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and doc.read_bytes() == raw
