@@ -7,12 +7,12 @@
 Exit codes: 0 ok, 1 invalid results, 2 usage (also: an output path that cannot be written),
 3 unreadable input (also: an input path that cannot be read), 4 no GPU or missing
 dependency, 130 interrupted (Ctrl-C). Errors become exit codes here, at the CLI edge
-(``kernels.errors.EdgeMixin``).
+(``kbrepro.errors.EdgeMixin``).
 """
 from __future__ import annotations
 
 if __name__ == "__main__":  # Ctrl-C while the imports below run: one line, exit 130
-    from kbrepro.kernels.errors import guard_early_interrupt
+    from kbrepro.errors import guard_early_interrupt
 
     guard_early_interrupt()
 
@@ -28,11 +28,11 @@ if os.environ.get("CUDA_CACHE_DISABLE") != "1":
     os.environ["KBREPRO_CACHE_DISABLE_SET_BY"] = "make_bundle.py"
     os.environ["CUDA_CACHE_DISABLE"] = "1"
 
-from kbrepro.kernels.errors import EdgeMixin, EnvironmentUnavailableError, UsageError  # noqa: E402
+from kbrepro.errors import EdgeMixin, EnvironmentUnavailableError, UsageError  # noqa: E402
 
 
-if __name__ == "__main__":  # from here on the CLI edge (kernels.errors.EdgeMixin) handles Ctrl-C
-    from kbrepro.kernels.errors import imports_done
+if __name__ == "__main__":  # from here on the CLI edge (kbrepro.errors.EdgeMixin) handles Ctrl-C
+    from kbrepro.errors import imports_done
 
     imports_done()
 
@@ -52,7 +52,7 @@ def _summary(made, extra: str = "") -> None:
 
 
 class _Command(EdgeMixin, click.Command):
-    """Errors, Ctrl-C and unexpected exceptions become one line and an exit code (kernels.errors)."""
+    """Errors, Ctrl-C and unexpected exceptions become one line and an exit code (kbrepro.errors)."""
 
 
 RUN_ONLY = ("profile", "results_dir", "cache_dir")
@@ -93,7 +93,7 @@ def main(ctx, study, profile, out, kernelbench, from_results, results_dir, claim
 
         sys.exit(run_selftest_cli(None))
     from kbrepro.bundle import make
-    from kbrepro.kernels.errors import check_input_dir, check_input_file, prepare_output_dir, remove_created
+    from kbrepro.errors import check_input_dir, check_input_file, prepare_output_dir, remove_created
 
     # usage first, then the inputs (exit 3), then the outputs (exit 2), all before any work
     if from_results:
@@ -126,7 +126,10 @@ def main(ctx, study, profile, out, kernelbench, from_results, results_dir, claim
         remove_created(prepare_output_dir(cache_dir, "--cache-dir", must_be_empty=False)[1])
     if results_dir:
         remove_created(prepare_output_dir(results_dir, "--results-dir")[1])
-    import torch
+    from kbrepro.errors import deferred_sigint
+
+    with deferred_sigint():  # a Ctrl-C inside torch's C++ import would abort
+        import torch
 
     if not torch.cuda.is_available():
         raise EnvironmentUnavailableError(
@@ -142,6 +145,6 @@ def main(ctx, study, profile, out, kernelbench, from_results, results_dir, claim
 
 
 if __name__ == "__main__":
-    from kbrepro.kernels.errors import run_main
+    from kbrepro.errors import run_main
 
     run_main(main)

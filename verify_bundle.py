@@ -9,12 +9,12 @@ Exit codes: 0 every requested tier passed; 1 verification failed; 2 usage error 
 output path that cannot be written); 3 archive unreadable, unsafe or of an unknown format
 version (also: an input path that cannot be read); 4 replay impossible here; 130
 interrupted (Ctrl-C). Errors become exit codes here, at the CLI edge
-(``kernels.errors.EdgeMixin``).
+(``kbrepro.errors.EdgeMixin``).
 """
 from __future__ import annotations
 
 if __name__ == "__main__":  # Ctrl-C while the imports below run: one line, exit 130
-    from kbrepro.kernels.errors import guard_early_interrupt
+    from kbrepro.errors import guard_early_interrupt
 
     guard_early_interrupt()
 
@@ -28,12 +28,12 @@ import click
 if os.environ.get("CUDA_CACHE_DISABLE") != "1":
     os.environ["CUDA_CACHE_DISABLE"] = "1"
 
-from kbrepro.kernels.errors import (EdgeMixin, UnreadableInputError, UsageError,  # noqa: E402
+from kbrepro.errors import (EdgeMixin, UnreadableInputError, UsageError,  # noqa: E402
                                     remove_created)
 
 
-if __name__ == "__main__":  # from here on the CLI edge (kernels.errors.EdgeMixin) handles Ctrl-C
-    from kbrepro.kernels.errors import imports_done
+if __name__ == "__main__":  # from here on the CLI edge (kbrepro.errors.EdgeMixin) handles Ctrl-C
+    from kbrepro.errors import imports_done
 
     imports_done()
 
@@ -121,7 +121,7 @@ def _print_report(rep, verbose: bool) -> None:
 
 
 class _Command(EdgeMixin, click.Command):
-    """Errors, Ctrl-C and unexpected exceptions become one line and an exit code (kernels.errors)."""
+    """Errors, Ctrl-C and unexpected exceptions become one line and an exit code (kbrepro.errors)."""
 
 
 #: Options that act on replay only; refused at --level fast and static.
@@ -145,7 +145,7 @@ def parse_expected_digest(value: str) -> str:
     """``--expect-digest``: the 64-hex digest, ``sha256:<hex>``, or the path of a
     ``<bundle>.sha256-digest`` file (the one 64-hex digest in it). Raises UsageError (2), or
     InputPathError (3) for a digest file that exists but cannot be read."""
-    from kbrepro.kernels.errors import check_input_file
+    from kbrepro.errors import check_input_file
 
     v = value.strip().lower()
     if v.startswith("sha256:"):
@@ -204,8 +204,8 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
 
     from kbrepro.bundle.verify import verify_archive
     from kbrepro.harness import jsonio
-    from kbrepro.kernels.errors import refuse_input_as_output
-    from kbrepro.kernels.errors import (OutputPathError, check_input_dir, check_input_file, check_output_file,
+    from kbrepro.errors import refuse_input_as_output
+    from kbrepro.errors import (OutputPathError, check_input_dir, check_input_file, check_output_file,
                                         prepare_output_dir)
 
     # 1. usage: options that do nothing at this level, bad values (exit 2)
@@ -258,6 +258,9 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
             _empty(keep)
             remove_created(created)
         raise
+    from kbrepro.errors import work_done
+
+    work_done()  # verified: a Ctrl-C from here on does not change the result being reported
     if json_out:
         # the report file is written before the verdict is printed: a verdict line is never
         # shown for a verification whose requested report does not exist
@@ -292,6 +295,6 @@ def _empty(folder: Path) -> None:
 
 
 if __name__ == "__main__":
-    from kbrepro.kernels.errors import run_main
+    from kbrepro.errors import run_main
 
     run_main(main)

@@ -38,7 +38,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbrepro.kernels.errors import UnreadableInputError
+from kbrepro.errors import UnreadableInputError
 
 MAX_MEMBERS = 10000
 MAX_MEMBER_BYTES = 128 * 1024 * 1024

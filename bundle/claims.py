@@ -37,7 +37,7 @@ from kbrepro.harness import bounded
 from kbrepro.harness import checks as hchecks
 from kbrepro.harness import stats
 from kbrepro.harness.jsonio import dec_float
-from kbrepro.kernels.errors import InvalidResultsError, UnreadableInputError, UsageError
+from kbrepro.errors import InvalidResultsError, UnreadableInputError, UsageError
 
 VERDICTS = ("holds", "fails", "inconclusive", "not_comparable")
 DEFAULT_CLAIMS = "claims_fusion.yaml"

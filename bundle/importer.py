@@ -29,8 +29,8 @@ apply there, and those controls are decided by their legacy criterion.
 Every original is parsed strictly (no NaN/Infinity tokens, no duplicate keys), validated
 against its post schema and checked for internal consistency before conversion; every
 produced document is validated against our schema. Problems raise
-:class:`~kernels.errors.UnreadableInputError` (cannot read or parse, no post files) or
-:class:`~kernels.errors.InvalidResultsError` (a schema or consistency violation; the
+:class:`~kbrepro.errors.UnreadableInputError` (cannot read or parse, no post files) or
+:class:`~kbrepro.errors.InvalidResultsError` (a schema or consistency violation; the
 message lists every violation with its JSON path).
 """
 from __future__ import annotations
@@ -46,7 +46,7 @@ from typing import Any, Iterator
 from kbrepro import schemas
 from kbrepro.harness import jsonio
 from kbrepro.harness.checks import LEGACY, OFFICIAL, PREDICATES, Tolerance, legacy_margin_verdict
-from kbrepro.kernels.errors import InvalidResultsError, UnreadableInputError
+from kbrepro.errors import InvalidResultsError, UnreadableInputError
 
 POST_RESULTS = "post-fusion-results"
 POST_CONTROLS = "post-fusion-controls"
@@ -160,7 +160,7 @@ def read_input_file(p: Path, what: str = "result file") -> bytes:
     """The bytes of ``p``, a readable regular file. Raises UnreadableInputError naming it if
     it is a folder, a FIFO or device, or cannot be read: an input is read or refused, never
     skipped."""
-    from kbrepro.kernels.errors import check_input_file
+    from kbrepro.errors import check_input_file
 
     hint = "make it a readable file, or move it out of the folder"
     check_input_file(p, what, hint)
@@ -524,7 +524,7 @@ class _Importer:
 
     # ------------------------------------------------------------------ reading
     def read(self) -> None:
-        from kbrepro.kernels.errors import check_input_dir
+        from kbrepro.errors import check_input_dir
 
         hint = "give the directory that holds the post's original output files"
         check_input_dir(self.dir, "results folder", hint)

@@ -20,7 +20,7 @@ from kbrepro.bundle import pack, report, scrub, validate
 from kbrepro.harness import jsonio
 from kbrepro.harness.kernelbench import KernelBenchCheckout, load_lock, resolve_checkout
 from kbrepro.kernels import compile as kc
-from kbrepro.kernels.errors import InvalidResultsError, KernelBenchPinError, UnreadableInputError, UsageError
+from kbrepro.errors import InvalidResultsError, KernelBenchPinError, UnreadableInputError, UsageError
 
 OUR_DOCUMENTS = ("run", "environment", "compile", "witness", "correctness", "timings", "scout", "selftest")
 REQUIRED = ("run", "environment", "compile", "correctness", "timings")
@@ -58,7 +58,7 @@ def _why(exc: OSError) -> str:
 
 def _regular_file(p: Path, what: str) -> bytes:
     """Bytes of ``p``, which must be a readable regular file. Raises UnreadableInputError (3)."""
-    from kbrepro.kernels.errors import check_input_file
+    from kbrepro.errors import check_input_file
 
     check_input_file(p, what, "make it a readable file, or remove it from the results folder")
     try:
@@ -83,7 +83,7 @@ def load_results(results_dir: Path) -> ResultSet:
     original files. Raises UnreadableInputError if neither is there, or if any file that
     would go into the bundle cannot be read (a folder or FIFO named like a result file, a
     file without read permission): nothing is dropped silently."""
-    from kbrepro.kernels.errors import check_input_dir
+    from kbrepro.errors import check_input_dir
 
     d = check_input_dir(Path(results_dir), "results folder", "pass the folder a run wrote, e.g. results/<name>")
     run_path = d / "run.json"
@@ -455,7 +455,7 @@ DIGEST_SUFFIX = ".sha256-digest"
 def check_out_path(out: Path, what: str = "--out") -> Path:
     """Refuse, before any work, an archive path that :func:`make_from_results` could not
     write (with its ``.sha256-digest`` beside it). Raises UsageError / OutputPathError (2)."""
-    from kbrepro.kernels.errors import check_output_file
+    from kbrepro.errors import check_output_file
 
     out = Path(out)
     if not out.name.endswith(ARCHIVE_SUFFIXES):
@@ -476,7 +476,7 @@ def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench
     digest cannot be written, the archive is removed again. A pool from
     :func:`start_workers` is used if given, else one is started here and shut down.
     """
-    from kbrepro.kernels.errors import OutputPathError, check_input_dir, check_input_file
+    from kbrepro.errors import OutputPathError, check_input_dir, check_input_file
 
     t0 = time.perf_counter()
     if name is not None and not pack.NAME_RE.match(name):
@@ -555,15 +555,15 @@ def run_and_make(out: Path | None, *, study_path: str | None, profile: str, kern
     """Run the study on this GPU into ``results_dir`` (default ``results/<study>-<profile>-<UTC>``)
     and pack it. Returns ``(MadeBundle, run document)``. ``out`` is checked before the run.
     A failure after the run keeps the results folder, so ``--from-results`` can pack it
-    later; Ctrl-C raises :class:`~kernels.errors.Interrupted` saying what was kept."""
+    later; Ctrl-C raises :class:`~kbrepro.errors.Interrupted` saying what was kept."""
     from kbrepro.harness.run import run_study, utc_now
     from kbrepro.harness.study import load_study
-    from kbrepro.kernels.errors import Interrupted, prepare_output_dir, remove_created
+    from kbrepro.errors import Interrupted, prepare_output_dir, remove_created
 
     if name is not None and not pack.NAME_RE.match(name):
         raise UsageError(f"bundle name {name!r} is not allowed",
                          "use 1 to 80 letters, digits, '.', '_' or '-', starting with a letter or digit")
-    from kbrepro.kernels.errors import check_input_file
+    from kbrepro.errors import check_input_file
 
     if out is not None:
         out = check_out_path(Path(out))

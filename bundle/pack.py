@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Mapping
 
 from kbrepro.harness.jsonio import atomic_write_bytes
-from kbrepro.kernels.errors import UsageError
+from kbrepro.errors import UsageError
 
 FORMAT_NAME = "kbrepro-bundle"
 FORMAT_VERSION = 1

@@ -36,7 +36,7 @@ from kbrepro.bundle import pack, validate
 from kbrepro.harness import fingerprint, jsonio
 from kbrepro.harness.kernelbench import load_lock
 from kbrepro.kernels import compile as kc
-from kbrepro.kernels.errors import (EnvironmentUnavailableError, ReproError, UnreadableInputError, UsageError)
+from kbrepro.errors import (EnvironmentUnavailableError, ReproError, UnreadableInputError, UsageError)
 
 LEVELS = {"fast": 2, "static": 5, "replay": 6, "auto": 6}
 TIER_NAMES = ("archive", "manifest", "documents", "provenance", "claims", "replay")
@@ -1211,7 +1211,10 @@ def _claim_changes(recorded: Mapping[str, str], replayed: Mapping[str, str], sam
 
 def _tier_replay(b: Bundle, t: Tier, *, profile: str | None, trust: bool, kernelbench: str | None,
                  ratio_tolerance: float, keep: Path | None, progress: Callable | None) -> None:
-    import torch
+    from kbrepro.errors import deferred_sigint
+
+    with deferred_sigint():  # a Ctrl-C inside torch's C++ import would abort
+        import torch
 
     if not torch.cuda.is_available():
         raise EnvironmentUnavailableError("replay needs a CUDA GPU and none is visible",
@@ -1322,7 +1325,10 @@ def verify_archive(path: Path, *, level: str = "auto", profile: str | None = Non
         return rep
 
     if level == "replay":
-        import torch
+        from kbrepro.errors import deferred_sigint
+
+        with deferred_sigint():  # a Ctrl-C inside torch's C++ import would abort
+            import torch
 
         if not torch.cuda.is_available():
             raise EnvironmentUnavailableError("replay needs a CUDA GPU and none is visible",
@@ -1384,7 +1390,10 @@ def verify_archive(path: Path, *, level: str = "auto", profile: str | None = Non
             failed |= t.status == "FAIL"
         if last >= 6:
             t = tier(6)
-            import torch
+            from kbrepro.errors import deferred_sigint
+
+            with deferred_sigint():  # a Ctrl-C inside torch's C++ import would abort
+                import torch
 
             if not torch.cuda.is_available() and level == "auto":
                 t.status = "SKIP"

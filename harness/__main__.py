@@ -6,12 +6,12 @@
 Exit codes as in DESIGN.md section 6, the same as make_bundle.py's: 0 ok, 1 invalid results,
 2 usage (also: an output path that cannot be written), 3 unreadable input (also: an input
 path that cannot be read), 4 no GPU or missing dependency, 130 interrupted (Ctrl-C); mapped
-at the CLI edge (``kernels.errors.EdgeMixin``).
+at the CLI edge (``kbrepro.errors.EdgeMixin``).
 """
 from __future__ import annotations
 
 if __name__ == "__main__":  # Ctrl-C while the imports below run: one line, exit 130
-    from kbrepro.kernels.errors import guard_early_interrupt
+    from kbrepro.errors import guard_early_interrupt
 
     guard_early_interrupt()
 
@@ -20,11 +20,11 @@ from pathlib import Path
 
 import click
 
-from kbrepro.kernels.errors import EdgeMixin, EnvironmentUnavailableError, Interrupted, UnreadableInputError
+from kbrepro.errors import EdgeMixin, EnvironmentUnavailableError, Interrupted, UnreadableInputError
 
 
-if __name__ == "__main__":  # from here on the CLI edge (kernels.errors.EdgeMixin) handles Ctrl-C
-    from kbrepro.kernels.errors import imports_done
+if __name__ == "__main__":  # from here on the CLI edge (kbrepro.errors.EdgeMixin) handles Ctrl-C
+    from kbrepro.errors import imports_done
 
     imports_done()
 
@@ -34,7 +34,7 @@ def echo_progress(event: dict) -> None:
 
 
 class _Group(EdgeMixin, click.Group):
-    """Errors, Ctrl-C and unexpected exceptions become one line and an exit code (kernels.errors)."""
+    """Errors, Ctrl-C and unexpected exceptions become one line and an exit code (kbrepro.errors)."""
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -43,7 +43,10 @@ def cli() -> None:
 
 
 def _need_gpu(what: str) -> None:
-    import torch
+    from kbrepro.errors import deferred_sigint
+
+    with deferred_sigint():  # a Ctrl-C inside torch's C++ import would abort
+        import torch
 
     if not torch.cuda.is_available():
         raise EnvironmentUnavailableError(f"{what} needs a CUDA GPU and none is visible",
@@ -61,7 +64,7 @@ def run(study, profile, out, kernelbench, cache_dir) -> None:
     """Run a study on this GPU and write its result documents into OUT."""
     from kbrepro.harness.run import ensure_compile_cache_disabled, run_study
     from kbrepro.harness.study import load_study
-    from kbrepro.kernels.errors import check_input_dir, check_input_file, prepare_output_dir, remove_created
+    from kbrepro.errors import check_input_dir, check_input_file, prepare_output_dir, remove_created
 
     ensure_compile_cache_disabled()
     if study:
@@ -94,7 +97,10 @@ def run_selftest_cli(json_out: str | None = None) -> int:
     """Run the self-tests on this GPU, print one line per known-bad tail; returns the exit code.
     Raises ReproError (no GPU: EnvironmentUnavailableError, exit 4; an unwritable ``json_out``:
     OutputPathError, exit 2, checked first) for the CLI edge to report."""
-    import torch
+    from kbrepro.errors import deferred_sigint
+
+    with deferred_sigint():  # a Ctrl-C inside torch's C++ import would abort
+        import torch
 
     from kbrepro.harness import extras
     from kbrepro.harness.run import ensure_compile_cache_disabled
@@ -102,7 +108,7 @@ def run_selftest_cli(json_out: str | None = None) -> int:
 
     ensure_compile_cache_disabled()
     if json_out:
-        from kbrepro.kernels.errors import check_output_file
+        from kbrepro.errors import check_output_file
 
         check_output_file(json_out, "--json")
     if not torch.cuda.is_available():
@@ -121,7 +127,7 @@ def run_selftest_cli(json_out: str | None = None) -> int:
 
 def _write_json(path: Path, doc, what: str) -> None:
     from kbrepro.harness import jsonio
-    from kbrepro.kernels.errors import OutputPathError
+    from kbrepro.errors import OutputPathError
 
     try:
         jsonio.write_json(path, doc)
@@ -145,7 +151,7 @@ def lock(kernelbench, task_ids, level) -> None:
     """Rewrite manifests/kernelbench.lock.json from a checkout (its git HEAD is the commit)."""
     from kbrepro import manifests
     from kbrepro.harness.kernelbench import git_head, make_lock, resolve_checkout
-    from kbrepro.kernels.errors import check_input_dir, check_output_file
+    from kbrepro.errors import check_input_dir, check_output_file
 
     root = check_input_dir(resolve_checkout(kernelbench), "KernelBench checkout",
                            "pass --kernelbench, or run 'git submodule update --init KernelBench'")
@@ -174,6 +180,6 @@ def lock(kernelbench, task_ids, level) -> None:
 
 
 if __name__ == "__main__":
-    from kbrepro.kernels.errors import run_main
+    from kbrepro.errors import run_main
 
     run_main(cli)

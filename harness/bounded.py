@@ -22,7 +22,7 @@ within explicit budgets and turns every overrun into one of the product's errors
   and checks the size of every intermediate list, object and string, and the tree size of
   every value the query builds. Errors: :class:`QueryBudgetError`.
 
-Imports only the standard library, ``yaml``, ``jmespath`` and ``kbrepro.kernels.errors``.
+Imports only the standard library, ``yaml``, ``jmespath`` and ``kbrepro.errors``.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ import yaml
 import yaml.composer
 import yaml.constructor
 
-from kbrepro.kernels.errors import InvalidResultsError, UnreadableInputError, UsageError
+from kbrepro.errors import InvalidResultsError, UnreadableInputError, UsageError
 
 # ------------------------------------------------------------------------------------ YAML
 

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from kbrepro.kernels.errors import UnreadableInputError
+from kbrepro.errors import UnreadableInputError
 
 
 def enc_float(x: float | None):

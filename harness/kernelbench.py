@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Mapping
 
 from kbrepro.harness import jsonio
-from kbrepro.kernels.errors import KernelBenchPinError, UsageError
+from kbrepro.errors import KernelBenchPinError, UsageError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 ENV_VAR = "KBREPRO_KERNELBENCH"
@@ -58,7 +58,7 @@ class KernelBenchLock:
 def load_lock(path: Path) -> KernelBenchLock:
     """Read and schema-check a lock file. Raises UnreadableInputError / InvalidResultsError."""
     from kbrepro import schemas
-    from kbrepro.kernels.errors import InvalidResultsError
+    from kbrepro.errors import InvalidResultsError
 
     doc = jsonio.read_json(path)
     problems = schemas.validate(doc, "kernelbench-lock")

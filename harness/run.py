@@ -37,7 +37,7 @@ from kbrepro.harness.kernelbench import KernelBenchCheckout, load_lock, resolve_
 from kbrepro.harness.study import StudyConfig, values
 from kbrepro.harness.timing import AdaptiveRule, ClockWatch, TimingProtocol, run_block
 from kbrepro.kernels import compile as kc
-from kbrepro.kernels.errors import EnvironmentUnavailableError, ReproError
+from kbrepro.errors import EnvironmentUnavailableError, ReproError
 from kbrepro.kernels.launch import KERNEL_NAMES, TailKernels
 
 log = logging.getLogger("kbrepro.run")

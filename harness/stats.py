@@ -16,7 +16,7 @@ import math
 import numbers
 from typing import Mapping, Sequence
 
-from kbrepro.kernels.errors import InvalidResultsError
+from kbrepro.errors import InvalidResultsError
 
 DEFAULT_RESAMPLES = 10000
 DEFAULT_LEVEL = 0.95

@@ -18,7 +18,7 @@ from kbrepro.harness.checks import Tolerance
 from kbrepro.harness.jsonio import dec_float
 from kbrepro.harness.timing import TimingProtocol
 from kbrepro.kernels.compile import CompileVariant
-from kbrepro.kernels.errors import UnreadableInputError, UsageError
+from kbrepro.errors import UnreadableInputError, UsageError
 
 DEFAULT_STUDY = "study_fusion.yaml"
 

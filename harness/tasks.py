@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from kbrepro.kernels.errors import UsageError
+from kbrepro.errors import UsageError
 
 
 def _tail_53(model, x):

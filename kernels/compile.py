@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from kbrepro.kernels.errors import CompileError, EnvironmentUnavailableError, UsageError
+from kbrepro.errors import CompileError, EnvironmentUnavailableError, UsageError
 
 #: Bumped whenever the cache layout or key derivation changes; part of every key.
 CACHE_FORMAT_VERSION = 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from kbrepro.kernels.errors import ReproError, UsageError
+from kbrepro.errors import ReproError, UsageError
 
 #: Kernel entry points in ``fused_tails.cu``, by KernelBench level-2 task id.
 KERNEL_NAMES = {53: "fused_tail_53", 81: "fused_tail_81", 95: "fused_tail_95"}

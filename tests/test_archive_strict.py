@@ -23,7 +23,7 @@ import pytest
 
 from corpus import cases_archive as ca
 from kbrepro.bundle import archive, pack
-from kbrepro.kernels.errors import UnreadableInputError
+from kbrepro.errors import UnreadableInputError
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.tar"))

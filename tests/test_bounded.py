@@ -18,7 +18,7 @@ import yaml
 from kbrepro import schemas
 from kbrepro.bundle import claims
 from kbrepro.harness import bounded, jsonio, stats
-from kbrepro.kernels.errors import InvalidResultsError, ReproError, UnreadableInputError, UsageError
+from kbrepro.errors import InvalidResultsError, ReproError, UnreadableInputError, UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "examples" / "results-full-h200"

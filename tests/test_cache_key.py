@@ -5,7 +5,7 @@ import pytest
 
 from kbrepro.kernels.compile import (CACHE_FORMAT_VERSION, CompileVariant, CubinCache, cache_key, check_includes,
                              nvrtc_options)
-from kbrepro.kernels.errors import UsageError
+from kbrepro.errors import UsageError
 
 SRC = b'extern "C" __global__ void k(float* y) { y[0] = 1.0f; }\n'
 OPTS = ("--std=c++11", "--fmad=false", "--ftz=false", "--gpu-architecture=sm_90", "--no-cache")

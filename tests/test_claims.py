@@ -89,7 +89,7 @@ def test_value_checks_and_empty_selection():
 def test_spec_validation_rejects_bad_jmespath_and_unknown_kinds():
     import yaml
 
-    from kbrepro.kernels.errors import UsageError
+    from kbrepro.errors import UsageError
 
     bad = _spec({"kind": "all_equal", "select": "a[?", "equals": 1})
     with pytest.raises(UsageError, match="JMESPath"):

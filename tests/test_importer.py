@@ -16,7 +16,7 @@ from kbrepro import schemas
 from kbrepro.bundle.importer import (POST_CONTROLS, POST_FTZ_COST, POST_RESULTS, POST_SCOUT, ImportedRun,
                              import_post_run, parse_log, recognise)
 from kbrepro.harness import jsonio
-from kbrepro.kernels.errors import InvalidResultsError, UnreadableInputError
+from kbrepro.errors import InvalidResultsError, UnreadableInputError
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "h200-seed-run"
 POST_FILES = ("fusion_results.json", "fusion_preserve_denormals.json", "fusion_controls.json",

@@ -8,7 +8,7 @@ import pytest
 
 from kbrepro import schemas
 from kbrepro.harness import jsonio
-from kbrepro.kernels.errors import UnreadableInputError
+from kbrepro.errors import UnreadableInputError
 
 
 def test_nonfinite_tokens_and_duplicate_keys_are_refused():

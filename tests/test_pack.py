@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kbrepro.bundle import pack
-from kbrepro.kernels.errors import UsageError
+from kbrepro.errors import UsageError
 
 PAYLOAD = {"results/a.json": b'{"a": 1}\n', "binaries/x.cubin": bytes(range(256)), "REPORT.md": b"# r\n"}
 

@@ -12,7 +12,7 @@ from kbrepro import manifests
 from kbrepro.harness.kernelbench import KernelBenchCheckout, load_lock, resolve_checkout
 from kbrepro.harness.study import deep_merge, load_study
 from kbrepro.harness.tasks import spec
-from kbrepro.kernels.errors import KernelBenchPinError, UnreadableInputError, UsageError
+from kbrepro.errors import KernelBenchPinError, UnreadableInputError, UsageError
 
 FIX = Path(__file__).resolve().parent / "fixtures"
 

@@ -2,12 +2,15 @@
 
 Every error the product raises on purpose derives from :class:`ReproError`. Each class
 carries the process exit code the CLI edge maps it to and a message that tells the user
-what to do next. Library code raises these; only ``make_bundle.py`` and
-``verify_bundle.py`` turn them into exit codes. The module sits in ``kernels`` (the lowest
-layer) so that every layer can raise without importing upward.
+what to do next. Library code raises these; only the four CLI edges (``make_bundle.py``,
+``verify_bundle.py``, ``python -m kbrepro.bundle.audit``, ``python -m kbrepro.harness``, through
+:class:`EdgeMixin`) turn them into exit codes. A leaf module at the package root: it imports
+nothing of the product, so every layer (kernels, harness, bundle, the CLIs) can raise without
+importing upward.
 
 Exit codes (DESIGN.md section 6): 0 ok, 1 invalid results / verification failed,
-2 usage error, 3 unreadable, unsafe or unknown-format input, 4 no GPU or missing dependency.
+2 usage error, 3 unreadable, unsafe or unknown-format input, 4 no GPU or missing dependency,
+5 (verify only) PARTIAL: verified in part, 130 interrupted.
 """
 from __future__ import annotations
 
@@ -334,6 +337,18 @@ class EdgeMixin:
         except ReproError as exc:
             _err(f"error: {exc}")
             code = exc.exit_code
+        except Exception as exc:  # after a Ctrl-C, whatever breaks next is the interrupt's doing
+            if not _SIGINT_SEEN["seen"] or os.environ.get(DEBUG_ENV) == "1":
+                code = self._unexpected(exc)
+            else:
+                code = _interrupted(KeyboardInterrupt())
+        sys.exit(code)
+
+    def _unexpected(self, exc: Exception) -> int:
+        import os
+
+        try:
+            raise exc
         except ImportError as exc:
             if os.environ.get(DEBUG_ENV) == "1":
                 raise
@@ -350,7 +365,7 @@ class EdgeMixin:
                 raise
             _internal(exc)
             code = 1
-        sys.exit(code)
+        return code
 
 
 def _internal(exc: BaseException) -> None:
@@ -380,11 +395,40 @@ def guard_early_interrupt() -> None:
     signal.signal(signal.SIGINT, _early)
 
 
+#: set once a Ctrl-C reached this process: an exception that follows it (a C extension whose
+#: import the KeyboardInterrupt cut short refuses a second import) is the interrupt's doing
+_SIGINT_SEEN = {"seen": False}
+
+
+def _on_sigint(signum, frame):
+    """Ctrl-C: KeyboardInterrupt, except inside importlib's own machinery (a module lock's
+    weakref callback), where CPython would only print "Exception ignored" and a traceback:
+    there the signal is sent again 50 ms later, once the import has moved on."""
+    _SIGINT_SEEN["seen"] = True
+    if frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
+        import os
+        import signal
+        import threading
+
+        threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()
+        return
+    raise KeyboardInterrupt
+
+
 def imports_done() -> None:
     """From here on the CLI edge (:class:`EdgeMixin`) turns Ctrl-C into exit 130."""
     import signal
 
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, _on_sigint)
+
+
+def work_done() -> None:
+    """The command's result is being written: a Ctrl-C from here on no longer changes it."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def run_main(main) -> None:
@@ -426,3 +470,26 @@ def refuse_input_as_output(output, inputs, option: str) -> None:
         if same or os.path.abspath(path) == out:
             raise OutputPathError(f"{option} {output} is one of this command's inputs; writing it would destroy it",
                                   f"choose another {option} path")
+
+
+class deferred_sigint:
+    """``with deferred_sigint(): import torch``: a Ctrl-C during the block waits until it ends.
+    torch's import runs C++ (pybind11) that aborts the process (SIGABRT) when a
+    KeyboardInterrupt surfaces inside it; blocked, the signal is delivered right after, as a
+    clean KeyboardInterrupt the CLI edge turns into exit 130. Only the main thread can block."""
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        self._blocked = hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
+        if self._blocked:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        if self._blocked:
+            import signal
+
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        return False
