@@ -29,7 +29,7 @@ import re
 import struct
 from typing import Any, Iterator, Mapping
 
-#: where each document lies in the bag (the packer's layout, bundle/make.py DOC_PATHS)
+#: where each document lies in the bag (the packer's layout, bundle/documents.py DOC_PATHS)
 _DOC_FILE = {"environment": "data/environment.json", "claims": "data/claims.json",
              **{n: f"data/results/{n}.json" for n in ("run", "compile", "witness", "correctness", "timings",
                                                      "scout", "selftest")}}

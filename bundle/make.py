@@ -22,12 +22,7 @@ from kbrepro.harness.kernelbench import KernelBenchCheckout, load_lock, resolve_
 from kbrepro.kernels import compile as kc
 from kbrepro.errors import InvalidResultsError, KernelBenchPinError, UnreadableInputError, UsageError
 
-OUR_DOCUMENTS = ("run", "environment", "compile", "witness", "correctness", "timings", "scout", "selftest")
-REQUIRED = ("run", "environment", "compile", "correctness", "timings")
-#: the only note a measured bundle's packer writes (the verifier refuses any other)
-NO_PLOTS_NOTE = "no plots: matplotlib is not installed (pip install 'kbrepro[plots]')"
-#: Where each document goes inside ``data/``.
-DOC_PATHS = {"environment": "environment.json", **{n: f"results/{n}.json" for n in OUR_DOCUMENTS if n != "environment"}}
+from kbrepro.bundle.documents import DOC_PATHS, NO_PLOTS_NOTE, OUR_DOCUMENTS, REQUIRED  # noqa: E402,F401
 
 
 @dataclass(frozen=True)

@@ -299,7 +299,7 @@ def _schema_problem(t: Tier, file: str, p: str) -> None:
 
 
 def _tier_documents(b: Bundle, t: Tier) -> None:
-    from kbrepro.bundle.make import DOC_PATHS, OUR_DOCUMENTS, REQUIRED
+    from kbrepro.bundle.documents import DOC_PATHS, OUR_DOCUMENTS, REQUIRED
 
     raw = b.files.get("data/bundle.json")
     if raw is None:
@@ -400,7 +400,7 @@ def _imported(b: Bundle, t: Tier, docs: dict) -> None:
     the verifier runs its own importer on those files (and the bundled log) and requires the
     same documents, byte for byte, and the same notes."""
     from kbrepro.bundle import importer
-    from kbrepro.bundle.make import DOC_PATHS, NO_PLOTS_NOTE
+    from kbrepro.bundle.documents import DOC_PATHS, NO_PLOTS_NOTE
 
     originals = sorted(p for p in b.files if p.startswith("data/results/originals/"))
     if not originals:
@@ -496,7 +496,7 @@ def _inert_strings(b: Bundle, t: Tier, docs: dict) -> None:
     comment opener re-renders byte for byte and hides the real claims table from a forum
     reader. Allowed beyond that: the scrubber's placeholders (``<site-packages>``...) in compile
     options (shown as code), and the sentences of the claims the verifier itself defines."""
-    from kbrepro.bundle.make import DOC_PATHS
+    from kbrepro.bundle.documents import DOC_PATHS
 
     own_sentences: set[str] = set()
     for st in ([b.trusted] if b.trusted is not None else trusted_studies().values()):
@@ -545,7 +545,7 @@ def _layout(b: Bundle, t: Tier, docs: dict) -> None:
     originals (imported results only) and the plots the packer renders for these documents
     (PNG). Anything else could be linked from a forum post as if verified."""
     from kbrepro.bundle import plots as plots_mod
-    from kbrepro.bundle.make import DOC_PATHS
+    from kbrepro.bundle.documents import DOC_PATHS
 
     meta = b.meta
     top = b.name
@@ -599,7 +599,7 @@ def _layout(b: Bundle, t: Tier, docs: dict) -> None:
 def _notes(b: Bundle, t: Tier) -> None:
     """bundle.json's notes reach REPORT.md, so they are checked: a measured bundle's packer
     writes only the note that plots are missing, and only when they are."""
-    from kbrepro.bundle.make import NO_PLOTS_NOTE
+    from kbrepro.bundle.documents import NO_PLOTS_NOTE
 
     notes = b.meta.get("notes") or []
     if b.meta.get("source") != "measured":
@@ -1223,7 +1223,7 @@ def _tier_replay(b: Bundle, t: Tier, *, profile: str | None, trust: bool, kernel
         import cupy  # noqa: F401
     except Exception as exc:
         raise EnvironmentUnavailableError(f"replay needs CuPy: {exc}", "pip install 'kbrepro[cuda12]' or '[cuda13]'") from exc
-    from kbrepro.bundle.make import OUR_DOCUMENTS
+    from kbrepro.bundle.documents import OUR_DOCUMENTS
     from kbrepro.harness.run import run_study
     from kbrepro.harness.study import load_study
 
