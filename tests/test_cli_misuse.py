@@ -18,7 +18,6 @@ import os
 import signal
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 
@@ -108,15 +107,9 @@ def no_litter(folder: Path, before: list[str]) -> None:
 @pytest.fixture(scope="module")
 def kb(tmp_path_factory) -> Path:
     """A KernelBench checkout (the pinned files, without git) taken from the example bundle."""
-    kb = tmp_path_factory.mktemp("kb")
-    with tarfile.open(BUNDLE) as tf:
-        for m in tf:
-            rel = m.name.split("/", 1)[1] if "/" in m.name else ""
-            if m.isfile() and rel.startswith("data/inputs/kernelbench/") and not rel.endswith(".lock.json"):
-                dest = kb / rel[len("data/inputs/kernelbench/"):]
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                dest.write_bytes(tf.extractfile(m).read())
-    return kb
+    from conftest import kernelbench_from_example
+
+    return kernelbench_from_example(tmp_path_factory.mktemp("kb"))
 
 
 @pytest.fixture

@@ -298,7 +298,7 @@ PROVENANCE_EDITS = {
         element_count=100, bit_identical_count=100), "the task's output has 16777216"),
     "bytes moved": (lambda c: c.docs["timings"]["blocks"][2].update(bytes_moved=1), "bytes moved by the tail"),
     "privacy": (lambda c: c.files.update({"data/inputs/study/study_fusion.yaml": c.files[
-        "data/inputs/study/study_fusion.yaml"] + b"# /home/alice/run\n"}), "identifying strings were not scrubbed"),
+        "data/inputs/study/study_fusion.yaml"] + b"# /" + b"home/alice/run\n"}), "identifying strings were not scrubbed"),
 }
 
 

@@ -113,18 +113,9 @@ def test_usage_errors_exit_2(tmp_path):
 
 
 def _kernelbench_from_example(tmp_path) -> Path:
-    """A KernelBench checkout (without git metadata) made of the pinned files that the
-    committed example bundle carries; the lock check verifies every byte of it."""
-    (bundle,) = (ROOT / "examples").glob("*-full-*.tar")
-    kb = tmp_path / "kb"
-    with tarfile.open(bundle) as tf:
-        for m in tf:
-            rel = m.name.split("/", 1)[1] if "/" in m.name else ""
-            if m.isfile() and rel.startswith("data/inputs/kernelbench/") and not rel.endswith(".lock.json"):
-                dest = kb / rel[len("data/inputs/kernelbench/"):]
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                dest.write_bytes(tf.extractfile(m).read())
-    return kb
+    from conftest import kernelbench_from_example
+
+    return kernelbench_from_example(tmp_path)
 
 
 def test_measured_results_without_a_kernelbench_checkout_are_refused(tmp_path):

@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -36,16 +35,9 @@ def _kernelbench(tmp: Path) -> Path:
     env = os.environ.get("KBREPRO_KERNELBENCH")
     if env and Path(env).is_dir():
         return Path(env)
-    (bundle,) = (ROOT / "examples").glob("*-full-*.tar")
-    kb = tmp / "kb"
-    with tarfile.open(bundle) as tf:
-        for m in tf:
-            rel = m.name.split("/", 1)[1] if "/" in m.name else ""
-            if m.isfile() and rel.startswith("data/inputs/kernelbench/") and not rel.endswith(".lock.json"):
-                dest = kb / rel[len("data/inputs/kernelbench/"):]
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                dest.write_bytes(tf.extractfile(m).read())
-    return kb
+    from conftest import kernelbench_from_example
+
+    return kernelbench_from_example(tmp)
 
 
 def _verify(archive: Path, tmp: Path, tag: str, *args: str) -> tuple[int, dict | None, str]:

@@ -11,7 +11,6 @@ import importlib.util
 import json
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -29,16 +28,9 @@ def _module(name: str):
 
 
 def _kernelbench(tmp: Path) -> Path:
-    (bundle,) = (ROOT / "examples").glob("*-full-*.tar")
-    kb = tmp / "kb"
-    with tarfile.open(bundle) as tf:
-        for m in tf:
-            rel = m.name.split("/", 1)[1] if "/" in m.name else ""
-            if m.isfile() and rel.startswith("data/inputs/kernelbench/") and not rel.endswith(".lock.json"):
-                dest = kb / rel[len("data/inputs/kernelbench/"):]
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                dest.write_bytes(tf.extractfile(m).read())
-    return kb
+    from conftest import kernelbench_from_example
+
+    return kernelbench_from_example(tmp)
 
 
 def _verify(archive: Path, tmp: Path, tag: str) -> tuple[int, dict]:
