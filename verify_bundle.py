@@ -243,13 +243,21 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
         check_output_file(json_out, "--json")
         refuse_input_as_output(json_out, [archive, digest_input], "--json")
     keep, created = None, []
+    # which folders did not exist before: a Ctrl-C that lands while they are being made (before
+    # prepare_output_dir returns what it created) must not leave them behind either
+    missing = []
     if keep_extracted:
-        keep, created = prepare_output_dir(keep_extracted, "--keep-extracted")
+        q = Path(keep_extracted).absolute()
+        while not os.path.lexists(q) and q.parent != q:
+            missing.append(q)
+            q = q.parent
 
     def progress(ev):
         click.echo(f"    [{ev['elapsed_s']:6.1f}s] replay {ev['stage']} {ev['event']} {ev['message']}", err=True)
 
     try:
+        if keep_extracted:
+            keep, created = prepare_output_dir(keep_extracted, "--keep-extracted")
         rep = verify_archive(Path(archive), level=level, profile=profile, trust=trust_bundle_code,
                              kernelbench=kernelbench, ratio_tolerance=ratio_tolerance, expect_digest=expect_digest,
                              keep_extracted=keep, progress=progress)
@@ -257,6 +265,13 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
         if keep is not None:  # the folder was empty or new: leave it as it was
             _empty(keep)
             remove_created(created)
+        for q in missing:  # deepest first: the folders this command may have made
+            if os.path.isdir(q) and not os.path.islink(q):
+                _empty(q)
+                try:
+                    os.rmdir(q)
+                except OSError:
+                    pass
         raise
     from kbrepro.errors import work_done
 
