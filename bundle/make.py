@@ -447,6 +447,13 @@ KB_HINT = ("run 'git submodule update --init KernelBench' in the project root, o
 DIGEST_SUFFIX = ".sha256-digest"
 
 
+def _check_name(name: str | None) -> None:
+    """Refuse a ``--name`` the bag format does not allow, before any work. Raises UsageError."""
+    if name is not None and not pack.NAME_RE.match(name):
+        raise UsageError(f"bundle name {name!r} is not allowed",
+                         "use 1 to 80 letters, digits, '.', '_' or '-', starting with a letter or digit")
+
+
 def check_out_path(out: Path, what: str = "--out") -> Path:
     """Refuse, before any work, an archive path that :func:`make_from_results` could not
     write (with its ``.sha256-digest`` beside it). Raises UsageError / OutputPathError (2)."""
@@ -474,9 +481,7 @@ def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench
     from kbrepro.errors import OutputPathError, check_input_dir, check_input_file
 
     t0 = time.perf_counter()
-    if name is not None and not pack.NAME_RE.match(name):
-        raise UsageError(f"bundle name {name!r} is not allowed",
-                         "use 1 to 80 letters, digits, '.', '_' or '-', starting with a letter or digit")
+    _check_name(name)
     if out is not None:
         out = check_out_path(Path(out))
     if study_path is not None:
@@ -555,9 +560,7 @@ def run_and_make(out: Path | None, *, study_path: str | None, profile: str, kern
     from kbrepro.harness.study import load_study
     from kbrepro.errors import Interrupted, prepare_output_dir, remove_created
 
-    if name is not None and not pack.NAME_RE.match(name):
-        raise UsageError(f"bundle name {name!r} is not allowed",
-                         "use 1 to 80 letters, digits, '.', '_' or '-', starting with a letter or digit")
+    _check_name(name)
     from kbrepro.errors import check_input_file
 
     if out is not None:

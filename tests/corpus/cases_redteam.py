@@ -35,6 +35,12 @@ def _trust():
     return sys.modules[name]
 
 
+def _retag(members: dict, tags: tuple) -> None:
+    """Rewrite tagmanifest-sha256.txt over ``tags`` in the packer's form, as a forger would."""
+    members["tagmanifest-sha256.txt"] = "".join(f"{hashlib.sha256(members[t]).hexdigest()}  {t}\n"
+                                                for t in tags).encode()
+
+
 def _edit(f: dict, rel: str, fn) -> None:
     doc = jsonio.loads_strict(f[rel], rel)
     fn(doc)
@@ -107,9 +113,7 @@ def build(g, kit) -> list:
 
     def bag_info_extra(members):
         members["bag-info.txt"] = members["bag-info.txt"] + b"Verified-By: kbrepro maintainers, all claims hold\n"
-        members["tagmanifest-sha256.txt"] = "".join(
-            f"{hashlib.sha256(members[t]).hexdigest()}  {t}\n"
-            for t in ("bag-info.txt", "bagit.txt", "manifest-sha256.txt")).encode()
+        _retag(members, ("bag-info.txt", "bagit.txt", "manifest-sha256.txt"))
 
     forged("rt_bag_info_extra_field", "redteam", 1, "manifest", "not in the packer's exact form", "bag-info.txt",
            "bag-info.txt gains a field 'Verified-By: ... all claims hold' (tag manifest updated)", lambda f: None,
@@ -117,18 +121,14 @@ def build(g, kit) -> list:
 
     def crlf(members):
         members["manifest-sha256.txt"] = members["manifest-sha256.txt"].replace(b"\n", b"\r\n")
-        members["tagmanifest-sha256.txt"] = "".join(
-            f"{hashlib.sha256(members[t]).hexdigest()}  {t}\n"
-            for t in ("bag-info.txt", "bagit.txt", "manifest-sha256.txt")).encode()
+        _retag(members, ("bag-info.txt", "bagit.txt", "manifest-sha256.txt"))
 
     forged("rt_manifest_crlf", "redteam", 1, "manifest", "not in the packer's exact form", "manifest-sha256.txt",
            "manifest-sha256.txt with CRLF line ends (same payload, another digest)", lambda f: None, raw_edit=crlf)
 
     def extra_tag(members):
         members["README.md"] = b"# verified\n"
-        members["tagmanifest-sha256.txt"] = "".join(
-            f"{hashlib.sha256(members[t]).hexdigest()}  {t}\n"
-            for t in ("README.md", "bag-info.txt", "bagit.txt", "manifest-sha256.txt")).encode()
+        _retag(members, ("README.md", "bag-info.txt", "bagit.txt", "manifest-sha256.txt"))
 
     forged("rt_extra_tag_file", "redteam", 1, "manifest", "a tag file the packer does not write", "README.md",
            "a README.md tag file at the bag root, listed in the tag manifest", lambda f: None, raw_edit=extra_tag)
@@ -161,9 +161,7 @@ def build(g, kit) -> list:
     def agent(members):
         members["bag-info.txt"] = members["bag-info.txt"].replace(
             b"Bag-Software-Agent: kbrepro ", b"Bag-Software-Agent: kbrepro verified, all claims hold, ", 1)
-        members["tagmanifest-sha256.txt"] = "".join(
-            f"{hashlib.sha256(members[t]).hexdigest()}  {t}\n"
-            for t in ("bag-info.txt", "bagit.txt", "manifest-sha256.txt")).encode()
+        _retag(members, ("bag-info.txt", "bagit.txt", "manifest-sha256.txt"))
 
     forged("rt2_bag_agent_text", "redteam", 1, "manifest", "Bag-Software-Agent is not the packer's", "bag-info.txt",
            "bag-info.txt's Bag-Software-Agent value carries a sentence", lambda f: None, raw_edit=agent)
