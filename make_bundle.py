@@ -93,7 +93,7 @@ def main(ctx, study, profile, out, kernelbench, from_results, results_dir, claim
 
         sys.exit(run_selftest_cli(None))
     from kbrepro.bundle import make
-    from kbrepro.errors import check_input_dir, check_input_file, prepare_output_dir, remove_created
+    from kbrepro.errors import check_input_dir, check_input_file, check_input_path, prepare_output_dir, remove_created
 
     # usage first, then the inputs (exit 3), then the outputs (exit 2), all before any work
     if from_results:
@@ -105,7 +105,7 @@ def main(ctx, study, profile, out, kernelbench, from_results, results_dir, claim
                              + ", ".join(extra))
         check_input_dir(from_results, "--from-results", "pass the folder a run wrote, e.g. results/<name>")
     if study:
-        check_input_file(study, "--study")
+        check_input_path(study, "--study")
     if claims:
         check_input_file(claims, "--claims")
     if kernelbench:

@@ -54,7 +54,7 @@ def _need_gpu(what: str) -> None:
 
 
 @cli.command()
-@click.option("--study", type=click.Path(), default=None, help="study YAML (default: manifests/study_fusion.yaml)")
+@click.option("--study", type=click.Path(), default=None, help="study folder (studies/<name>) or its study.yaml [default: the published study]")
 @click.option("--profile", default="full", show_default=True, help="profile of the study YAML (full, quick, ...)")
 @click.option("--out", "out", type=click.Path(), required=True, help="results folder to write (new or empty)")
 @click.option("--kernelbench", type=click.Path(), default=None,
@@ -64,11 +64,11 @@ def run(study, profile, out, kernelbench, cache_dir) -> None:
     """Run a study on this GPU and write its result documents into OUT."""
     from kbrepro.harness.run import ensure_compile_cache_disabled, run_study
     from kbrepro.harness.study import load_study
-    from kbrepro.errors import check_input_dir, check_input_file, prepare_output_dir, remove_created
+    from kbrepro.errors import check_input_dir, check_input_file, check_input_path, prepare_output_dir, remove_created
 
     ensure_compile_cache_disabled()
     if study:
-        check_input_file(study, "--study")
+        check_input_path(study, "--study")
     if kernelbench:
         check_input_dir(kernelbench, "--kernelbench")
     cfg = load_study(study, profile)
@@ -177,6 +177,25 @@ def lock(kernelbench, task_ids, level) -> None:
                                    f"{(exc.strerror or '').lower()}", "check the checkout") from exc
     _write_json(lock_path, doc, "lock file")
     click.echo(f"lock written for commit {head}: {len(paths)} files")
+
+
+@cli.command("new-study")
+@click.option("--level", type=click.IntRange(1, 9), required=True, help="KernelBench level of the task")
+@click.option("--task", type=click.IntRange(1, 9999), required=True,
+              help="KernelBench task id (KernelBench/level<L>/<T>_*.py)")
+@click.option("--name", default=None, help="study name [default: from the task file, e.g. l1_t19_relu]")
+@click.option("--out", type=click.Path(), default=None,
+              help="study folder to write, new or empty; its name must be a Python identifier "
+                   "[default: studies/<name>]")
+@click.option("--kernelbench", type=click.Path(), default=None,
+              help="KernelBench checkout (default: $KBREPRO_KERNELBENCH or ./KernelBench)")
+def new_study_cmd(level, task, name, out, kernelbench) -> None:
+    """Write a new study folder for a KernelBench task: study.yaml, a kernel stub, its binding, claims and lock."""
+    from kbrepro.harness.scaffold import new_study, next_steps
+
+    plan = new_study(level, task, name=name, out=out, kernelbench=kernelbench)
+    for line in next_steps(plan):
+        click.echo(line)
 
 
 if __name__ == "__main__":

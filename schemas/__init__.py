@@ -185,3 +185,15 @@ def schema_name_of(doc: Any) -> str | None:
 def supported_version(name: str) -> int:
     """The ``schema_version`` this code reads for schema ``name`` (its ``const``)."""
     return int(load(name)["properties"]["schema_version"]["const"])
+
+
+def validate_with(doc: Any, schema: dict, name: str) -> list[Violation]:
+    """Every violation of the schema document ``schema`` (a study's own schema, which may
+    ``$ref`` the shipped ones by ``$id``) in ``doc``, plus every non-finite float, sorted by
+    path; ``name`` labels the violations. Uses the strict ``integer`` of :func:`validate`."""
+    from jsonschema import Draft202012Validator
+
+    v = _validator_class()(schema, registry=_registry(), format_checker=Draft202012Validator.FORMAT_CHECKER)
+    out = [Violation(json_path(e.absolute_path), e.message, name) for e in v.iter_errors(doc)]
+    out += [Violation(p, "non-finite number (NaN or Infinity) is not allowed", name) for p in nonfinite_paths(doc)]
+    return sorted(set(out), key=lambda x: (x.path, x.message))
