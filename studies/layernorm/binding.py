@@ -71,6 +71,7 @@ def run_layernorm(ctx, variant: str, x, weight, bias, eps: float, normalized_sha
 
     from kbrepro.kernels.launch import check_float32_cuda
 
+    x = x.contiguous()
     check_float32_cuda(x, "the LayerNorm input")
     check_float32_cuda(weight, "the LayerNorm weight")
     check_float32_cuda(bias, "the LayerNorm bias")
