@@ -181,7 +181,7 @@ def document_problems(documents: Mapping[str, dict], files: Mapping[str, bytes],
     ``bag-info.txt``.
 
     ``documents``: name -> parsed document (``"run"``, ``"environment"``, ``"compile"``,
-    ``"witness"``, ``"correctness"``, ``"timings"``, ``"scout"``, ``"selftest"``,
+    ``"witness"``, ``"correctness"``, ``"timings"``, ``"selftest"``, a study's own,
     ``"claims"``); ``files``: every file of the bag by path relative to the bag root
     (``"data/results/run.json"``, ``"bag-info.txt"``, ...), bytes; ``meta``: parsed
     ``data/bundle.json``; ``bag_info``: ``bag-info.txt`` fields. Returns problem dicts
@@ -190,7 +190,7 @@ def document_problems(documents: Mapping[str, dict], files: Mapping[str, bytes],
     Checks: every ``data/results/*.json`` (not ``results/originals/``) and
     ``data/environment.json`` is listed in ``bundle.json`` under its own document name, and
     the documents a run of that source always writes are there (measured: run, environment,
-    compile, witness, correctness, timings, scout; imported: run, environment, compile,
+    compile, correctness, timings (witness when the study has one); imported: run, environment, compile,
     correctness, timings); ``bag-info.txt`` agrees with ``bundle.json`` (name, format,
     version, source, study); ``bundle.json`` agrees with run.json and environment.json
     (source vs run status, study name/profile/sha256 and the bundled study file's sha256,
@@ -518,7 +518,10 @@ def _eligibility_problems(documents, measured) -> list[dict]:
             want = (["l2_flush_only"] if b.get("kind") == "cold_l2" else []) + [f"eager{sfx}"]
             if ts_ok:
                 want.append(f"torchscript{sfx}")
-            want += [n for n, e in elig.items() if e is True]
+            # the engine times the variants in the study's (compile) order; the JSON keys are sorted
+            order = [v.get("name") for v in _variants(documents)]
+            want += sorted((n for n, e in elig.items() if e is True),
+                           key=lambda n: (order.index(n) if n in order else len(order), n))
             if ind and _pass(ind.get(scope), "official") is True:
                 want.append(f"inductor{sfx}")
             if b.get("arms") != want:
@@ -532,8 +535,10 @@ def _eligibility_problems(documents, measured) -> list[dict]:
                   and all(b.get(k) == v for k, v in _d(c.get("case")).items() if k not in ("task", "seed"))]
             if len(es) == 1:
                 chk = _d(es[0].get("checks"))
+                order = [v.get("name") for v in _variants(documents)]
                 want = ["eager"] + (["torchscript"] if _pass(chk.get("torchscript"), "official") else []) + \
-                    [n for n in chk if n not in ("torchscript",) and _pass(chk[n], "official") is True]
+                    sorted((n for n in chk if n not in ("torchscript",) and _pass(chk[n], "official") is True),
+                           key=lambda n: (order.index(n) if n in order else len(order), n))
                 if b.get("arms") != want:
                     out.append(_p(_DOC_FILE["timings"], f"$.blocks[{i}].arms", f"block {_cut(b.get('id'))}: the arms "
                                   "are not the variants that passed at this shape", expected=want, found=b.get("arms")))
@@ -573,13 +578,13 @@ def study_problems(study, documents: Mapping[str, dict], binding=None) -> list[d
     """Tier 3: the documents against the verifier's OWN resolved study.
 
     ``study``: a :class:`kbrepro.harness.study.StudyConfig` the verifier loaded from its own
-    ``manifests/study_fusion.yaml`` with the profile the run recorded (never the bundle's
+    study folder (``studies/<name>``) with the profile the run recorded (never the bundle's
     copy); ``documents`` as for :func:`document_problems`. Returns problem dicts; raises
     nothing.
 
     Checks: study name and profile; (measured) the resolved definition run.json recorded
     equals the verifier's, key by key; the stage list; selftest.json present exactly when
-    the study's ``extras.self_test`` says so; one KernelBench file per studied and scouted
+    the study's ``extras.self_test`` says so; one KernelBench file per task the study uses
     task in run.json's list; precision modes (run.json, environment.json); predicate
     atol/rtol, names and definitions (argument order included) equal the verifier's own
     ``harness.checks.PREDICATES``, and the predicate-direction witness gives the verdicts
@@ -594,7 +599,7 @@ def study_problems(study, documents: Mapping[str, dict], binding=None) -> list[d
     blocks: the exact set of block ids the study gives, each block's protocol (mode,
     warmups, rounds unless adaptive, invocations per pair, order seed, adaptive rule, L2
     regime) equal to the verifier's, FTZ-cost arms; the witness task and inputs (as
-    float32 bits) and its output set; the scout's case set.
+    float32 bits) and its output set; then the binding's own checks of its documents.
 
     Imported results are not held to what an import cannot have: the resolved definition,
     the stage list, the KernelBench file list, the witness, per-case variant sets (the
@@ -1102,7 +1107,7 @@ def provenance_problems(documents: Mapping[str, dict], files: Mapping[str, bytes
     KernelBench file run.json lists as used is in the bundle (measured results, or
     whenever bundle.json says the files are included; an imported bundle has none to
     carry); every witness value is its recorded float32 bits; in every check record
-    (correctness, scout) the bit-identity count, max abs error, worst ratios, failing counts
+    (correctness, a study's own documents) the bit-identity count, max abs error, worst ratios, failing counts
     and non-finite counts are consistent with one another under the predicates' definitions
     (e.g. all bits identical forces max abs error 0, max abs error > 0 forces a differing
     element); element counts and shapes follow from the bundled KernelBench task files'

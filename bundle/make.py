@@ -445,7 +445,7 @@ def build_payload(rs: ResultSet, *, kernelbench: str | None = None, study_path: 
         payload["logs/run.log"] = scrub.scrub_bytes(rs.log)
     env = rs.documents.get("environment", {}).get("fields", {})
     meta = {
-        "schema": "kbrepro/bundle", "schema_version": 1, "format": pack.FORMAT_NAME,
+        "schema": "kbrepro/bundle", "schema_version": 2, "format": pack.FORMAT_NAME,
         "format_version": pack.FORMAT_VERSION, "name": name or bundle_name(rs), "source": rs.source,
         "study": study_info,
         "claims": claims_doc["spec"],

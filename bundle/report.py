@@ -304,7 +304,7 @@ def _misc_parts(blocks: list, selftest: Mapping | None) -> list[str]:
     if selftest:
         rows = [[r["name"], r["description"], ", ".join(r["expected"]) or "(none: must pass all)",
                  ", ".join(r["failed_checks"]) or "none", f"**{_fmt(r['as_expected'])}**"] for r in selftest["tests"]]
-        out.append("### Self-tests\n\n" + _table(["tail", "what is wrong", "expected to be caught by", "failed checks",
+        out.append("### Self-tests\n\n" + _table(["kernel", "what is wrong", "expected to be caught by", "failed checks",
                                                   "as expected"], rows))
     return out
 

@@ -114,7 +114,11 @@ class StudyBinding:
       only its own keys);
     * ``custom_schema``: schema file of ``study.yaml``'s ``custom`` mapping, or None;
     * ``scope_names``: names of the scopes :meth:`scopes` returns (so the verifier knows them);
-    * ``section_names``: names of the per-task control sections :meth:`controls` returns.
+    * ``section_names``: names of the per-task control sections :meth:`controls` returns;
+    * ``import_log_file``: the name of the author's run log among the files
+      :meth:`import_originals` reads (packed as ``logs/run.log``), or None;
+    * ``nan_input_paths``: JSON-path fragments of check records (ours or the author's files)
+      whose inputs hold NaN or infinities (the predicate audit decides those by equality).
     """
 
     documents: Mapping[str, str] = {}
@@ -122,6 +126,8 @@ class StudyBinding:
     custom_schema: str | None = None
     scope_names: tuple[str, ...] = ()
     section_names: tuple[str, ...] = ()
+    import_log_file: str | None = None
+    nan_input_paths: tuple[str, ...] = ()
 
     # ------------------------------------------------------------------ static
     def kernel_names(self, study) -> tuple[str, ...]:

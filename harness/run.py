@@ -69,7 +69,10 @@ def float_bits(x: float) -> str:
 
 
 def value_record(x: float) -> dict:
-    return {"value": jsonio.enc_float(x), "bits": float_bits(x)}
+    """``{"value", "bits"}`` of ``x`` rounded to float32 (the value a float32 kernel sees:
+    3e-39 in study.yaml is recorded as the float32 2.99999...e-39 it becomes)."""
+    x32 = struct.unpack("<f", struct.pack("<f", x))[0]
+    return {"value": jsonio.enc_float(x32), "bits": float_bits(x32)}
 
 
 @dataclass

@@ -14,7 +14,7 @@ import hashlib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from kbrepro.harness.checks import Tolerance
 from kbrepro.harness.jsonio import dec_float
@@ -264,15 +264,28 @@ def registry() -> dict[str, dict]:
     return dict(doc["studies"])
 
 
-def registry_doc() -> dict:
+def registry_doc(add: Sequence[str | Path] = ()) -> dict:
     """The registry as the shipped study folders give it now (``python -m kbrepro.harness
-    register-studies`` writes it): every folder of ``studies/`` already listed, re-hashed."""
+    register-studies`` writes it): every folder already listed, re-hashed, plus the folders
+    ``add`` names (each a folder directly under ``studies/`` whose study.yaml loads). Raises
+    UsageError for a folder outside ``studies/`` or a study name registered twice."""
     from kbrepro.harness import plugin
 
+    folders = {name: rec["folder"] for name, rec in registry().items()}
+    root = studies_root().resolve()
+    for f in add:
+        folder = Path(f).resolve()
+        if folder.parent != root:
+            raise UsageError(f"{f} is not a folder directly under the product's studies/",
+                             "move the study folder into studies/ first")
+        st = load_study(folder, "full")
+        if st.name in folders and folders[st.name] != folder.name:
+            raise UsageError(f"study name {st.name!r} is already registered for studies/{folders[st.name]}",
+                             "give the study another name in its study.yaml")
+        folders[st.name] = folder.name
     out = {}
-    for name, rec in sorted(registry().items()):
-        folder = studies_root() / rec["folder"]
-        out[name] = {"folder": rec["folder"], "files": plugin.files_digest(plugin.study_files(folder))}
+    for name, rel in sorted(folders.items()):
+        out[name] = {"folder": rel, "files": plugin.files_digest(plugin.study_files(studies_root() / rel))}
     return {"schema": "kbrepro/study-registry", "schema_version": 1, "studies": out}
 
 

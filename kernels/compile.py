@@ -40,7 +40,7 @@ _INCLUDE_RE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.MULTILINE)
 
 @dataclass(frozen=True)
 class CompileVariant:
-    """One way of compiling the tails.
+    """One way of compiling a study's kernel sources.
 
     ``route`` is ``"nvrtc"`` (direct NVRTC, the options below plus the device arch and
     ``--no-cache``) or ``"cupy_rawmodule"`` (``cupy.RawModule(code=..., options=...)``, the
@@ -387,7 +387,7 @@ def compile_cupy_rawmodule(source: bytes, variant: CompileVariant, kernel_names:
     ours = [c for c in spy.compiles if c["source"] == text and c["cubin"]]
     if not ours:
         raise EnvironmentUnavailableError(
-            f"no NVRTC compile of the tail source was observed for variant {variant.name!r}",
+            f"no NVRTC compile of the kernel source was observed for variant {variant.name!r}",
             "this CuPy version compiles differently; the effective options cannot be recorded")
     final = ours[-1]
     version = nvrtc_version()

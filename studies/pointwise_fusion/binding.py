@@ -72,6 +72,8 @@ class PointwiseFusion(StudyBinding):
     custom_schema = "schemas/custom.schema.json"
     scope_names = ("tail",)
     section_names = ("tail_controls",)
+    import_log_file = "run_all.log"  # the post's scripts' log (importer.LOG_FILE)
+    nan_input_paths = ("boundaries_and_nonfinite", "tail_controls[0]", "tiny_value_controls")
 
     # ------------------------------------------------------------------ static
     def kernel_names(self, study) -> tuple[str, ...]:
