@@ -472,7 +472,9 @@ class {cls}(StudyBinding):
       documents (default: none); ``provenance(documents, files)``: problems found from the
       bundle's raw bytes, e.g. sizes read from the KernelBench task files (default: none);
     * ``import_originals(folder)``: an importer of an author's original result files
-      (default: none).
+      (default: none), ``import_log_file``: the name of their run log among them;
+    * ``nan_input_paths``: JSON-path fragments of records whose inputs hold NaN or infinity,
+      for the predicate audit (default: none).
     """
 
     def kernel_names(self, study) -> tuple[str, ...]:

@@ -27,7 +27,7 @@ from click.testing import CliRunner
 from conftest import ROOT, SHARED_RUN
 
 RESULTS = ROOT / "examples" / "results-full-h200"
-BUNDLE = ROOT / "examples" / "pointwise-fusion-ftz-full-20261201T012005.tar"
+BUNDLE = ROOT / "examples" / "pointwise-fusion-ftz-full-20261201T121600.tar"
 DIGEST_FILE = BUNDLE.with_name(BUNDLE.name + ".sha256-digest")
 DIGEST = "87f1c03b0eab2e047810a840c0bfd08d4d8eda4e3810bdbbf3ee274eab3b492b"
 LONG = "x" * 300  # longer than NAME_MAX (255) on every common file system
@@ -613,14 +613,14 @@ def test_json_naming_an_input_is_refused_and_the_input_survives(tmp_path):
     import shutil
 
     archive = tmp_path / "same.tar"
-    shutil.copy(ROOT / "examples" / "pointwise-fusion-ftz-full-20261201T012005.tar", archive)
+    shutil.copy(ROOT / "examples" / "pointwise-fusion-ftz-full-20261201T121600.tar", archive)
     before = archive.read_bytes()
     r = subprocess.run([sys.executable, str(ROOT / "verify_bundle.py"), str(archive), "--level", "fast", "--json",
                         str(archive)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "is one of this command's inputs" in r.stderr and "Traceback" not in r.stderr
     assert archive.read_bytes() == before
     digest = tmp_path / "d.sha256-digest"
-    shutil.copy(ROOT / "examples" / "pointwise-fusion-ftz-full-20261201T012005.tar.sha256-digest", digest)
+    shutil.copy(ROOT / "examples" / "pointwise-fusion-ftz-full-20261201T121600.tar.sha256-digest", digest)
     r = subprocess.run([sys.executable, str(ROOT / "verify_bundle.py"), str(archive), "--level", "fast",
                         "--expect-digest", str(digest), "--json", str(digest)], capture_output=True, text=True,
                        timeout=120)

@@ -21,7 +21,7 @@ from kbrepro.kernels.compile import CompileVariant
 
 EXAMPLES = ROOT / "examples"
 RESULTS = EXAMPLES / "results-full-h200"
-FULL = next(iter(sorted(EXAMPLES.glob("*-full-*.tar"))), None)
+FULL = next(iter(sorted(EXAMPLES.glob("pointwise-fusion-ftz-full-*.tar"))), None)
 EXTENDED = next(iter(sorted(EXAMPLES.glob("*-extended-*.tar"))), None)
 
 

@@ -139,10 +139,10 @@ def load_good(good: Path) -> Good:
 
 
 def find_good_bundles(root: Path) -> list[Path]:
-    """Candidate good bundles of a checkout: ``root/examples/*-full-*.tar``, or while only the
-    development placeholder is there, ``root/examples/*-full.tar``."""
+    """Candidate good bundles of a checkout: the published study's full-profile bundle
+    ``root/examples/pointwise-fusion-ftz-full-*.tar`` (the corpus forges that study's records)."""
     ex = Path(root) / "examples"
-    return sorted(ex.glob("*-full-*.tar")) or sorted(ex.glob("*-full.tar"))
+    return sorted(ex.glob("pointwise-fusion-ftz-full-*.tar")) or sorted(ex.glob("pointwise-fusion-ftz-full.tar"))
 
 
 # ------------------------------------------------------------------------------ writers
