@@ -909,6 +909,7 @@ def _expected_blocks(study, documents, binding=None) -> dict[str, dict]:
     """id -> {"kind", "protocol" (doc), "arms" (or None)} of every block the study gives:
     the engine's (full program and every scope of the binding, cold-L2 twins, extra
     shapes) and the binding's own (:meth:`StudyBinding.expected_blocks`)."""
+    from kbrepro.harness.records import BlockKey
     from kbrepro.harness.timing import AdaptiveRule, TimingProtocol
 
     doc = study.doc
@@ -935,12 +936,12 @@ def _expected_blocks(study, documents, binding=None) -> dict[str, dict]:
     for t in study.tasks:
         for scope in ["full", *scopes]:
             for mode in modes:
-                bid = f"{t}.{scope}.{mode}"
+                bid = BlockKey(t, scope, mode).id
                 out[bid] = {"kind": "study", "protocol": proto(mode, bid), "arms": None}
         if ex.get("cold_l2"):
             for scope in [*scopes, "full"]:
                 for mode in (("graph",) if scope == "full" else ("events", "graph")):
-                    bid = f"{t}.{scope}.{mode}.cold"
+                    bid = BlockKey(t, scope, mode, "cold_l2").id
                     out[bid] = {"kind": "cold_l2", "protocol": proto(mode, bid, "cold"), "arms": None}
     for es in doc.get("extra_shapes") or []:
         label = binding.size_label(es["size"]) if binding is not None else None
@@ -948,7 +949,7 @@ def _expected_blocks(study, documents, binding=None) -> dict[str, dict]:
             for mode in modes:
                 if label is None:
                     continue
-                bid = f"{t}.full.{mode}.{label}"
+                bid = BlockKey(t, "full", mode, "extra_shape", label).id
                 out[bid] = {"kind": "extra_shape", "protocol": study.timing_protocol(mode, rounds=es["rounds"]).to_doc(),
                             "arms": None}
     if binding is not None:

@@ -35,6 +35,7 @@ from kbrepro.bundle import claims as claims_mod
 from kbrepro.bundle import pack, validate
 from kbrepro.harness import fingerprint, jsonio
 from kbrepro.harness.kernelbench import load_lock
+from kbrepro.harness.records import ftz_agrees
 from kbrepro.kernels import compile as kc
 from kbrepro.errors import (EnvironmentUnavailableError, ReproError, UnreadableInputError, UsageError)
 
@@ -954,8 +955,9 @@ def _tier_provenance(b: Bundle, t: Tier) -> None:
         expected = own_ftz[name] if own_ftz is not None else bool(v.get("expected_ftz"))
         says = {}
         w = ev.get("witness") or {}
-        if "flushes" in w:
-            says["witness"] = bool(w["flushes"])
+        # a witness judges only where it discriminates and decided (harness.records.FtzEvidence)
+        if w.get("discriminates") is not False and isinstance(w.get("flushes"), bool):
+            says["witness"] = w["flushes"]
         ptx_ref = v.get("ptx")
         if isinstance(ptx_ref, dict) and f"data/{ptx_ref['file']}" in b.files:
             counts = kc.ptx_ftz_counts(b.files[f"data/{ptx_ref['file']}"])
@@ -970,7 +972,7 @@ def _tier_provenance(b: Bundle, t: Tier) -> None:
             counts = kc.sass_ftz_counts(b.files[f"data/{sass_ref['file']}"].decode("utf-8", "replace"))
             if kc.sass_says_ftz(counts) is not None:
                 says["sass"] = kc.sass_says_ftz(counts)
-        agrees = all(s == expected for s in says.values()) if says else None
+        agrees = ftz_agrees(expected, says)
         if not says:
             t.fail("data/results/compile.json", f"{name}: no FTZ evidence (no witness, PTX or SASS)",
                    path=f"$.variants[{i}].ftz_evidence")
@@ -982,7 +984,9 @@ def _tier_provenance(b: Bundle, t: Tier) -> None:
                    "binary that ran did not have the FTZ mode its name claims, so results labelled with this "
                    "variant do not show what they say (a known cause: NVRTC's compile cache, see the README)",
                    path=f"$.variants[{i}].ftz_evidence", expected=expected, found=says)
-        if ev.get("agrees") is not None and agrees is not None and ev["agrees"] != agrees:
+        strict = b.meta.get("source") == "measured"  # a measured record's 'agrees' is the shared rule's, exactly
+        if (ev.get("agrees") != agrees) if strict else (ev.get("agrees") is not None and agrees is not None
+                                                         and ev["agrees"] != agrees):
             t.fail("data/results/compile.json", f"{name}: recorded 'agrees' does not follow from the evidence",
                    path=f"$.variants[{i}].ftz_evidence.agrees", expected=agrees, found=ev["agrees"])
     by_sha: dict[str, set] = {}

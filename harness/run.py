@@ -38,6 +38,7 @@ from typing import Callable, Mapping
 from kbrepro.harness import checks, fingerprint, jsonio
 from kbrepro.harness.kernelbench import KernelBenchCheckout, load_lock, resolve_checkout
 from kbrepro.harness.plugin import Scope, StudyBinding
+from kbrepro.harness.records import BlockKey, CompileRecord, FileRef, FtzEvidence, WitnessVerdict
 from kbrepro.harness.study import StudyConfig, values
 from kbrepro.harness.timing import AdaptiveRule, ClockWatch, TimingProtocol, run_block
 from kbrepro.kernels import compile as kc
@@ -146,6 +147,7 @@ class StudyRun:
         self.stages: list[dict] = []
         self.kernels: dict[str, KernelSet] = {}
         self.binaries: dict[str, kc.CompiledBinary] = {}
+        self.compile_records: dict[str, CompileRecord] = {}
         self.clocks: ClockWatch | None = None
         self.current_stage: str | None = None
         self.device_index = 0
@@ -347,52 +349,40 @@ class StudyRun:
                 jsonio.atomic_write_bytes(bin_dir / f"{v.name}.sass", sass.encode())
             ptx_counts = kc.ptx_ftz_counts(b.ptx) if b.ptx else None
             sass_counts = kc.sass_ftz_counts(sass) if sass is not None else None
-            records.append({
-                "name": v.name, "route": v.route, "expected_ftz": v.expected_ftz,
-                "requested_options": list(b.requested_options), "effective_options": list(b.effective_options),
-                "nvrtc_version": list(b.nvrtc_version), "arch": b.arch,
-                "source": {"file": src_name, "sha256": b.source_sha256},
-                **({"headers": [{"file": h, "sha256": kc.sha256_hex(d)} for h, d in headers.items()]} if headers else {}),
-                "cubin": {"file": f"binaries/{v.name}.cubin", "sha256": b.cubin_sha256, "bytes": len(b.cubin)},
-                "cubin_complete": ({"file": f"binaries/{v.name}.complete.cubin", "sha256": kc.sha256_hex(b.cubin_complete),
-                                    "bytes": len(b.cubin_complete),
-                                    "loaded_is_prefix": b.cubin_complete.startswith(b.cubin),
-                                    "note": "CuPy's getCUBIN dropped the last byte of the cubin it loaded; this is the "
-                                            "complete cubin NVRTC produced, used for SASS"}
-                                   if b.cubin_complete else None),
-                "ptx": ({"file": f"binaries/{v.name}.ptx", "sha256": b.ptx_sha256, "bytes": len(b.ptx)} if b.ptx else None),
-                "sass": ({"file": f"binaries/{v.name}.sass", "sha256": kc.sha256_hex(sass.encode()), "tool": how}
-                         if sass is not None else None),
-                "program_log": b.program_log,
-                "our_cache": b.cache,
-                "nvrtc_cache_disabled_by": list(b.nvrtc_cache_disabled_by),
-                "ftz_evidence": {
-                    "expected": v.expected_ftz,
-                    "ptx": ({**ptx_counts, "says_ftz": kc.ptx_says_ftz(ptx_counts)} if ptx_counts else None),
-                    "sass": ({**sass_counts, "says_ftz": kc.sass_says_ftz(sass_counts), "tool": how}
-                             if sass_counts else {"unavailable": how}),
-                    "witness": None, "agrees": None,
-                },
-            })
+            ref = FileRef
+            records.append(CompileRecord(
+                name=v.name, route=v.route, expected_ftz=v.expected_ftz,
+                requested_options=tuple(b.requested_options), effective_options=tuple(b.effective_options),
+                nvrtc_version=tuple(b.nvrtc_version), arch=b.arch, source=ref(src_name, b.source_sha256),
+                headers=tuple(ref(h, kc.sha256_hex(d)) for h, d in headers.items()) if headers else None,
+                cubin=ref(f"binaries/{v.name}.cubin", b.cubin_sha256, len(b.cubin)),
+                cubin_complete=(ref(f"binaries/{v.name}.complete.cubin", kc.sha256_hex(b.cubin_complete),
+                                    len(b.cubin_complete), {
+                                        "loaded_is_prefix": b.cubin_complete.startswith(b.cubin),
+                                        "note": "CuPy's getCUBIN dropped the last byte of the cubin it loaded; this is "
+                                                "the complete cubin NVRTC produced, used for SASS"})
+                                if b.cubin_complete else None),
+                ptx=ref(f"binaries/{v.name}.ptx", b.ptx_sha256, len(b.ptx)) if b.ptx else None,
+                sass=(ref(f"binaries/{v.name}.sass", kc.sha256_hex(sass.encode()), None, {"tool": how})
+                      if sass is not None else None),
+                program_log=b.program_log, our_cache=b.cache,
+                nvrtc_cache_disabled_by=tuple(b.nvrtc_cache_disabled_by),
+                ftz_evidence=FtzEvidence(
+                    expected=v.expected_ftz,
+                    ptx=({**ptx_counts, "says_ftz": kc.ptx_says_ftz(ptx_counts)} if ptx_counts else None),
+                    sass=({**sass_counts, "says_ftz": kc.sass_says_ftz(sass_counts), "tool": how}
+                          if sass_counts else {"unavailable": how}))))
             self.progress("compile", "step", f"{v.name}: cubin {b.cubin_sha256[:12]} ({b.cache})")
+        self.compile_records = {r.name: r for r in records}
+        self._compile_doc()
+
+    def _compile_doc(self) -> None:
+        """Render compile.json from the compile records (``agrees`` derived, never stored)
+        and write it."""
         first = self.study.variant_sources[self.study.variants[0].name]
         self.doc("compile", source={"file": first, "sha256": kc.sha256_hex(self.study.file(first))},
-                 variants=records)
-        for rec in records:  # without a witness, the static evidence alone decides
-            self._agree(rec["ftz_evidence"])
+                 variants=[r.to_doc() for r in self.compile_records.values()])
         self.write("compile")
-
-    @staticmethod
-    def _agree(ev: dict) -> None:
-        says = []
-        w = ev.get("witness")
-        if w and w.get("discriminates") and w.get("flushes") is not None:
-            says.append(w["flushes"])
-        if ev["ptx"] and ev["ptx"]["says_ftz"] is not None:
-            says.append(ev["ptx"]["says_ftz"])
-        if ev["sass"] and ev["sass"].get("says_ftz") is not None:
-            says.append(ev["sass"]["says_ftz"])
-        ev["agrees"] = all(s == ev["expected"] for s in says) if says else None
 
     def _witness(self) -> None:
         import torch
@@ -433,14 +423,13 @@ class StudyRun:
                  discriminates=bool(disc), discriminating_elements=disc, verdicts=verdicts,
                  description=run.description + ("" if disc else "; the reference does not depend on subnormal "
                                                 "handling at these inputs, so this witness cannot judge a binary"))
-        for rec in self.docs["compile"]["variants"]:
-            ev = rec["ftz_evidence"]
-            if rec["name"] not in verdicts:
-                continue
-            ev["witness"] = {"task": task, "discriminates": bool(disc), "flushes": verdicts[rec["name"]]["flushes"],
-                             "bit_identical_to_reference": verdicts[rec["name"]]["bit_identical_to_reference"]}
-            self._agree(ev)
-        self.write("witness", "compile")
+        self.compile_records = {
+            name: (rec.with_witness(WitnessVerdict(task, bool(disc), verdicts[name]["flushes"],
+                                                   verdicts[name]["bit_identical_to_reference"]))
+                   if name in verdicts else rec)
+            for name, rec in self.compile_records.items()}
+        self.write("witness")
+        self._compile_doc()
         self.progress("witness", "step", ("does not discriminate; " if not disc else "") + ", ".join(
             f"{n}: {'flushes' if f['flushes'] else 'keeps subnormals' if f['flushes'] is False else 'undecided'}"
             for n, f in verdicts.items()))
@@ -563,7 +552,7 @@ class StudyRun:
         for scope, arms, sc in groups:
             for mode in self.study.doc["timing"]["modes"]:
                 block = self.time_block(arms, self.protocol(mode, arms))
-                self.add_block({"id": f"{task}.{scope}.{mode}", "task": task, "scope": scope, "mode": mode,
+                self.add_block({"id": BlockKey(task, scope, mode).id, "task": task, "scope": scope, "mode": mode,
                                 "shape": self._shape(sc.inputs if sc else inputs), "kind": "study",
                                 **({"bytes_moved": sc.bytes_moved} if sc is not None and sc.bytes_moved else {}),
                                 **block})
@@ -643,7 +632,7 @@ class StudyRun:
             for mode in modes:
                 blk = self.time_block(cold_arms, self.protocol(mode, cold_arms, l2="cold"), flush=flush)
                 self.add_block({
-                    "id": f"{task}.{scope}.{mode}.cold", "task": task, "scope": scope, "mode": mode, "kind": "cold_l2",
+                    "id": BlockKey(task, scope, mode, "cold_l2").id, "task": task, "scope": scope, "mode": mode, "kind": "cold_l2",
                     "shape": self._shape(sc.inputs if sc else inputs), "l2": "cold", "flush_bytes": flush.nbytes,
                     **({"bytes_moved": sc.bytes_moved} if sc is not None and sc.bytes_moved else {}), **blk})
                 self.progress(f"task_{task}", "step", f"cold-L2 timing {scope}/{mode} done ({len(blk['rounds'])} rounds)")
@@ -698,7 +687,8 @@ class StudyRun:
                         arms[n] = lambda fn=fn: fn(*xs)
                 for mode in self.study.doc["timing"]["modes"]:
                     block = self.time_block(arms, self.study.timing_protocol(mode, rounds=es["rounds"]))
-                    self.add_block({"id": f"{task}.full.{mode}.{b.size_label(es['size'])}", "task": task, "scope": "full",
+                    key = BlockKey(task, "full", mode, "extra_shape", b.size_label(es["size"]))
+                    self.add_block({"id": key.id, "task": task, "scope": "full",
                                     "mode": mode, "shape": list(sc.shape), "kind": "extra_shape", **sc.case, **block})
                 del model, xs, ref, ts, cands, sc
                 torch.cuda.empty_cache()

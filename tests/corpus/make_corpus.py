@@ -241,7 +241,7 @@ COMPILE = "data/results/compile.json"
 WITNESS = "data/results/witness.json"
 CLAIMS = "data/claims.json"
 KB_TASK = "data/inputs/kernelbench/KernelBench/level2/53_Gemm_Scaling_Hardtanh_GELU.py"
-KERNEL_SRC = "data/inputs/kernels/fused_tails.cu"
+KERNEL_SRC = "data/inputs/study/fused_tails.cu"
 # a letter inside a free-text string of correctness.json that no check or claim reads
 FREE_TEXT_ANCHOR = b'"domain": "'
 
