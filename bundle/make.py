@@ -208,10 +208,12 @@ def _sources_check(rs: ResultSet) -> list[str]:
         data = rs.study.files.get(name) if name else None
         if data is not None and hashlib.sha256(data).hexdigest() == sha:
             continue
+        if rs.source == "imported" and sha in {hashlib.sha256(d).hexdigest() for d in rs.study.files.values()}:
+            continue
         if rs.source == "measured":
             raise InvalidResultsError(f"{name} of study {rs.study.name} differs from the source the run compiled "
                                       f"(sha256 {sha})", "pack on the product commit that ran the study, or rerun it")
-        note = (f"the imported results compiled a source with sha256 {sha}, not study {rs.study.name}'s {name}")
+        note = f"the imported results compiled a source with sha256 {sha}, which is none of study {rs.study.name}'s files"
         if note not in notes:
             notes.append(note)
     return notes

@@ -485,8 +485,8 @@ def _tier_documents(b: Bundle, t: Tier) -> None:
 _PACKER_NOTES = (
     re.compile(r"KernelBench task files not included \(no verified checkout at [A-Za-z0-9._-]{1,100}/\): the "
                r"imported results are packed with the lock only"),
-    re.compile(r"the imported results compiled a source with sha256 [0-9a-f]{64}, not study [A-Za-z0-9._-]{1,100}'s "
-               r"[A-Za-z0-9._/-]{1,200}"),
+    re.compile(r"the imported results compiled a source with sha256 [0-9a-f]{64}, which is none of study "
+               r"[A-Za-z0-9._-]{1,100}'s files"),
 )
 
 

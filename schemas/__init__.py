@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -58,6 +59,27 @@ def load(name: str, check: bool = False) -> dict:
     return schema
 
 
+#: the ``$id`` prefix of a study's own schemas: ``<prefix><folder>/schemas/<name>.schema.json``
+#: names the file of the product's ``studies/<folder>/`` (so that a study schema's relative
+#: ``$ref`` to a sibling resolves)
+STUDY_ID_PREFIX = "https://kbrepro.invalid/studies/"
+_STUDIES_DIR = Path(__file__).resolve().parent.parent / "studies"
+_STUDY_SCHEMA_REL = re.compile(r"^([A-Za-z_][A-Za-z0-9_]{0,80})/schemas/([A-Za-z0-9][A-Za-z0-9._-]{0,120}\.schema\.json)$")
+
+
+def _retrieve(uri: str):
+    """Resolve a study schema's ``$id`` to the product's own copy of that file (and nothing
+    else: no network, no other path)."""
+    from referencing import Resource
+    from referencing.exceptions import NoSuchResource
+
+    m = _STUDY_SCHEMA_REL.match(uri[len(STUDY_ID_PREFIX):]) if uri.startswith(STUDY_ID_PREFIX) else None
+    path = _STUDIES_DIR / m.group(1) / "schemas" / m.group(2) if m else None
+    if path is None or not path.is_file():
+        raise NoSuchResource(ref=uri)
+    return Resource.from_contents(json.loads(path.read_text(encoding="utf-8")))
+
+
 @lru_cache(maxsize=None)
 def _registry():
     from referencing import Registry, Resource
@@ -66,7 +88,7 @@ def _registry():
     for name in available():
         schema = load(name)
         resources.append((schema.get("$id", ID_PREFIX + f"{name}.schema.json"), Resource.from_contents(schema)))
-    return Registry().with_resources(resources)
+    return Registry(retrieve=_retrieve).with_resources(resources)
 
 
 def _strict_integer(_checker, instance) -> bool:
