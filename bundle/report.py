@@ -320,11 +320,18 @@ def extras_section(documents: Mapping[str, Mapping]) -> str:
     return ("## Beyond the post\n\n" + "\n".join(parts)) if parts else ""
 
 
+#: the heading above the sections a study's binding renders: a reader sees where the product's
+#: own rendering stops (for a study the verifier does not ship, what follows is the author's)
+STUDY_SECTIONS_HEADING = ("## Study sections\n\nRendered by the study's own binding (`binding.py` of its "
+                          "folder) from the documents above. A verifier re-renders them only for a study it "
+                          "ships; for any other study they are the author's text, not verified.\n")
+
+
 def render(meta: Mapping, documents: Mapping[str, Mapping], claims: Mapping | None, plots: list[str],
            sections: list[str] | None = None) -> str:
     """REPORT.md text. ``meta`` is the bundle metadata (bundle.json); ``sections``: the
     study binding's own Markdown sections (``StudyBinding.report_sections``), placed after
-    the timings."""
+    the timings under :data:`STUDY_SECTIONS_HEADING`."""
     env = documents.get("environment", {})
     run = documents.get("run", {})
     kb = run.get("kernelbench", {})
@@ -345,7 +352,9 @@ def render(meta: Mapping, documents: Mapping[str, Mapping], claims: Mapping | No
         lines.append(correctness_section(documents["correctness"]))
     if "timings" in documents:
         lines.append(timing_section(documents["timings"]))
-    lines += list(sections or [])
+    if sections:
+        lines.append(STUDY_SECTIONS_HEADING)
+        lines += list(sections)
     lines.append(extras_section(documents))
     if plots:
         lines.append("## Plots\n\n" + "".join(f"![{p}]({p})\n\n" for p in plots))

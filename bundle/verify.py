@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
-from kbrepro import manifests
+from kbrepro import manifests, schemas
 from kbrepro.bundle import archive as arc
 from kbrepro.bundle import claims as claims_mod
 from kbrepro.bundle import pack, validate
@@ -366,9 +366,15 @@ def _author_schemas(b: Bundle, t: Tier, names: list[str]) -> dict[str, list[dict
             t.fail(f"{STUDY_PREFIX}{rel}", f"the study document {n}.json has no schema in the bundled study folder")
             continue
         try:
-            out[n] = [jsonio.loads_strict(raw, rel, max_bytes=1024 * 1024)]
+            sch = jsonio.loads_strict(raw, rel, max_bytes=1024 * 1024)
         except UnreadableInputError as exc:
             t.fail(f"{STUDY_PREFIX}{rel}", exc.message)
+            continue
+        why = schemas.untrusted_schema_problems(sch)
+        for w in why:
+            t.fail(f"{STUDY_PREFIX}{rel}", f"the author's schema of {n}.json cannot judge anything: {w}")
+        if not why:
+            out[n] = [sch]
     if out:
         b.partial.append("the study's own documents (" + ", ".join(sorted(out)) + ") are judged by the author's "
                          "schemas only")
@@ -399,7 +405,12 @@ def _tier_documents(b: Bundle, t: Tier) -> None:
                                       max_bytes=MAX_DOCUMENT_BYTES)
     except UnreadableInputError:
         run_doc = {}
-    _study_definition(b, t, run_doc if isinstance(run_doc, dict) else {})
+    run_doc = run_doc if isinstance(run_doc, dict) else {}
+    if not isinstance(run_doc.get("study", {}), dict) or not isinstance((run_doc.get("study") or {}).get("files", {}),
+                                                                         dict):
+        t.fail("data/results/run.json", "the run's study record is not an object with a files mapping", path="$.study")
+        return
+    _study_definition(b, t, run_doc)
     if t.status == "FAIL":
         return
     study_docs = _study_document_names(b)
@@ -547,7 +558,7 @@ def _imported(b: Bundle, t: Tier, docs: dict) -> None:
 #: what makes a string active in Markdown or HTML wherever REPORT.md shows it: the start of an
 #: HTML tag or comment, a link or image, a code-span backtick (line breaks, control and bidi
 #: characters are refused separately)
-_MD_ACTIVE = re.compile(r"<[A-Za-z!/?]|\]\(|\]\[|!\[|`|&(#|[A-Za-z][A-Za-z0-9]*;)")
+_MD_ACTIVE = re.compile(r"<[A-Za-z!/?]|\]\(|\]\[|\]:|!\[|`|&(#|[A-Za-z][A-Za-z0-9]*;)")
 #: in the fields REPORT.md shows in its tables, header and notes, emphasis, strike-through and
 #: autolinks too
 _MD_STRICT = re.compile(r"\*|~~|__|https?://|www\.", re.IGNORECASE)
@@ -813,7 +824,7 @@ def _study_definition(b: Bundle, t: Tier, run_doc: Mapping) -> None:
                          "claims are the author's, checked for consistency with the data but not judged by the "
                          "verifier's own definitions")
         try:
-            b.author_study = load_study(b.root / "data" / "inputs" / "study", profile, files=files)
+            b.author_study = load_study(b.root / "data" / "inputs" / "study", profile, files=files, untrusted=True)
         except ReproError as exc:
             t.fail(rel, exc.message)
         t.details["study"] = {"name": name, "profile": profile, "judged_by": "author"}
@@ -906,6 +917,30 @@ def _tier_provenance(b: Bundle, t: Tier) -> None:
             known = False
     if b.meta.get("source") == "measured" and not sources:
         t.fail("data/results/compile.json", "the compile records name no kernel source")
+    if b.study is not None and b.meta.get("source") == "measured":
+        # which file each variant compiles is the study definition's, not the record's
+        for i, v in enumerate(comp.get("variants", [])):
+            name = v.get("name")
+            want = b.study.variant_sources.get(name)
+            got = (v.get("source") or comp.get("source") or {}).get("file")
+            if want is not None and got != want:
+                t.fail("data/results/compile.json", f"{safe_text(name)}: the study compiles {want} for this variant; "
+                       f"the record names {safe_text(got)}", path=f"$.variants[{i}].source.file", expected=want,
+                       found=got)
+            want_h = list(b.study.variant_headers.get(name, ()))
+            got_h = [(h or {}).get("file") for h in (v.get("headers") or [])]
+            if want is not None and got_h != want_h:
+                t.fail("data/results/compile.json", f"{safe_text(name)}: the headers compiled are not the study's",
+                       path=f"$.variants[{i}].headers", expected=want_h, found=got_h)
+            for j, h in enumerate(v.get("headers") or []):
+                data = b.study_files.get((h or {}).get("file"))
+                if data is None or hashlib.sha256(data).hexdigest() != (h or {}).get("sha256"):
+                    t.fail("data/results/compile.json", f"{safe_text(name)}: header {safe_text((h or {}).get('file'))} "
+                           "differs from the bundled study file", path=f"$.variants[{i}].headers[{j}]")
+        first = b.study.variant_sources.get(b.study.variants[0].name) if b.study.variants else None
+        if first is not None and (comp.get("source") or {}).get("file") != first:
+            t.fail("data/results/compile.json", f"the compile record's source is not the study's first variant's "
+                   f"({first})", path="$.source.file", expected=first, found=(comp.get("source") or {}).get("file"))
     t.details["kernel_source_known"] = known
     b.kernel_source_known = known
     if sources and not known and b.trusted is not None and b.meta.get("source") == "measured":
@@ -1100,6 +1135,13 @@ def _tier_claims(b: Bundle, t: Tier) -> None:
     got = hashlib.sha256(raw).hexdigest()
     if spec_ref.get("sha256") != got:
         t.fail(rel, "claims spec differs from the sha256 bundle.json records", expected=spec_ref.get("sha256"), found=got)
+    own_claims = b.study_files.get(b.study.claims_file) if b.study is not None else None
+    if own_claims is not None and raw != own_claims:
+        if b.trusted is None:
+            b.partial.append(f"the claims evaluated ({safe_text(spec_ref.get('file'))}) are not the study folder's "
+                             f"{safe_text(b.study.claims_file)}: the author chose them when packing")
+        else:
+            t.notes.append("the claims spec packed is not the study's own claims file; the verifier judges with its own")
     recorded = b.documents.get("claims") or {}
     if (recorded.get("spec") or {}).get("sha256") != got:
         t.fail("data/claims.json", "claims.json was evaluated from another claims spec",
@@ -1155,8 +1197,9 @@ def _tier_claims(b: Bundle, t: Tier) -> None:
                 sections = list(b.binding.report_sections(b.own_study.doc, docs))
                 want = report_mod.render(b.meta, docs, claims_now, plots, sections).encode("utf-8")
             else:
-                want = _author_sections_report(b, t, report, report_mod.render(
-                    b.meta, docs, claims_now, plots, [_SECTIONS_MARK]).encode("utf-8"))
+                want = _author_sections_report(
+                    b, t, report, report_mod.render(b.meta, docs, claims_now, plots, []).encode("utf-8"),
+                    report_mod.render(b.meta, docs, claims_now, plots, [_SECTIONS_MARK]).encode("utf-8"))
         except Exception as exc:  # the renderer meets documents that passed every check before it
             t.fail("data/REPORT.md", f"the verifier cannot render a report from these records: "
                    f"{type(exc).__name__}: {exc}")
@@ -1178,21 +1221,25 @@ def _tier_claims(b: Bundle, t: Tier) -> None:
 
 #: where the study's own sections go in a report the verifier renders for a study it does not ship
 _SECTIONS_MARK = "\x00study-sections\x00"
-#: what the author's sections of REPORT.md may not hold: HTML, links, images, autolinks,
-#: control and bidi characters (tables, headings, emphasis and code spans are allowed)
-_AUTHOR_ACTIVE = re.compile(r"<[A-Za-z!/?]|\]\(|\]\[|!\[|&(#|[A-Za-z][A-Za-z0-9]*;)|https?://|www\.", re.IGNORECASE)
+#: what the author's sections of REPORT.md may not hold: any '<', '>' or square bracket (HTML,
+#: links, images, link reference definitions that would turn bracketed text of the verifier's
+#: own sections into links), entities, code fences (which would swallow what follows), any
+#: URL scheme, 'www.' and '@' (GFM autolinks); control and bidi characters are refused apart.
+#: Tables, headings, emphasis and inline code are allowed.
+_AUTHOR_ACTIVE = re.compile(r"[<>\[\]@]|&(#|[A-Za-z][A-Za-z0-9]*;)|```|~~~|[A-Za-z][A-Za-z0-9+.-]*:/|www\.",
+                            re.IGNORECASE)
 
 
-def _author_sections_report(b: Bundle, t: Tier, report: bytes, framed: bytes) -> bytes:
+def _author_sections_report(b: Bundle, t: Tier, report: bytes, bare: bytes, framed: bytes) -> bytes:
     """For a study the verifier does not ship, its binding's report sections cannot be
     re-rendered without running the author's code: every other byte of REPORT.md is the
     verifier's rendering (``framed`` holds :data:`_SECTIONS_MARK` where the sections go),
-    and the author's sections between them must be inert Markdown. Returns the bytes
-    REPORT.md must equal (the bundle's own sections in place when they pass)."""
+    and the author's sections between them must be inert Markdown. ``bare``: the rendering
+    without sections. Returns the bytes REPORT.md must equal (the bundle's own sections in
+    place when they pass)."""
     import unicodedata
 
     head, _, tail = framed.partition(_SECTIONS_MARK.encode())
-    bare = head + tail[1:]  # no sections: the two "\n" joins around the mark are one
     if report == bare:
         return bare
     if not (report.startswith(head) and report.endswith(tail) and len(report) > len(head) + len(tail)):

@@ -142,7 +142,7 @@ class StudyConfig:
         return (self.doc.get("custom") or {}).get(key, default)
 
 
-def _problems(doc, what: str, files: Mapping[str, bytes]) -> None:
+def _problems(doc, what: str, files: Mapping[str, bytes], untrusted: bool = False) -> None:
     from kbrepro import schemas
 
     found = [str(p) for p in schemas.validate(doc, "study")]
@@ -150,9 +150,13 @@ def _problems(doc, what: str, files: Mapping[str, bytes]) -> None:
         from kbrepro.harness import jsonio
 
         try:
-            custom = jsonio.loads_strict(files[CUSTOM_SCHEMA], where=CUSTOM_SCHEMA)
+            custom = jsonio.loads_strict(files[CUSTOM_SCHEMA], where=CUSTOM_SCHEMA, max_bytes=1024 * 1024)
         except Exception as exc:
             raise UsageError(f"{what}: {CUSTOM_SCHEMA} is not valid JSON: {exc}", "fix the study's schema") from exc
+        why = schemas.untrusted_schema_problems(custom) if untrusted else []
+        if why:
+            raise UsageError(f"{what}: {CUSTOM_SCHEMA} cannot be applied: {why[0]}",
+                             "a study this verifier does not ship may use only plain JSON Schema keywords")
         found = [f"$.custom{p.path[1:]}: {p.message}" for p in schemas.validate_with(doc["custom"], custom, "custom")]
     if found:
         raise UsageError(f"{what} is not a valid study definition: {found[0]}"
@@ -170,7 +174,7 @@ def _resolve_path(path: str | Path | None) -> tuple[Path, Path]:
 
 
 def load_study(path: str | Path | None = None, profile: str = "full", *,
-               files: Mapping[str, bytes] | None = None) -> StudyConfig:
+               files: Mapping[str, bytes] | None = None, untrusted: bool = False) -> StudyConfig:
     """Load, validate and resolve a study (default: the published study's folder).
 
     ``path``: a study folder or its ``study.yaml``. ``files``: the study's files when they
@@ -180,6 +184,8 @@ def load_study(path: str | Path | None = None, profile: str = "full", *,
     merge keys or tags), UsageError if it or the resolved profile violates the schema, names
     an unknown profile, or is inconsistent (a path that is not a file of the folder, a task
     id used at two levels, repeated variant names, a variant source not in ``sources``).
+    ``untrusted``: the files are a stranger's (a bundle's study the verifier does not ship):
+    its ``custom`` schema must pass :func:`kbrepro.schemas.untrusted_schema_problems`.
     """
     from kbrepro.harness import bounded, plugin
 
@@ -202,13 +208,13 @@ def load_study(path: str | Path | None = None, profile: str = "full", *,
     name = f"{folder.name}/{STUDY_FILE}"
     # bounded: a study YAML may come from a bundle (replay); no anchors, aliases, merge keys or tags
     base = bounded.load_yaml(raw, f"study {name}")
-    _problems(base, f"study {name}", files)
+    _problems(base, f"study {name}", files, untrusted)
     profiles = base.get("profiles", {"full": {}})
     if profile not in profiles:
         raise UsageError(f"study {name} has no profile {profile!r}", f"profiles: {', '.join(sorted(profiles))}")
     resolved = deep_merge({k: v for k, v in base.items() if k != "profiles"}, profiles[profile])
     resolved["profile"] = profile
-    _problems(resolved, f"study {name} with profile {profile!r}", files)
+    _problems(resolved, f"study {name} with profile {profile!r}", files, untrusted)
     levels: dict[int, int] = {}
     for t in resolved["tasks"]:
         lv, tid = task_key(t)

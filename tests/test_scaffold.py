@@ -160,7 +160,9 @@ def test_every_profile_loads_with_the_generic_loader(study):
         assert doc["precision"] == {"allow_tf32_matmul": False, "allow_tf32_cudnn": False,
                                     "float32_matmul_precision": "highest"}
         assert cfg.claims_file == "claims.yaml" and cfg.lock_file == "kernelbench.lock.json"
-        assert "__init__.py" in cfg.files and "binding.py" in cfg.files
+        # the folder's __init__.py is packaging only: written, but not a file of the study
+        assert "binding.py" in cfg.files and "__init__.py" not in cfg.files and (study / "__init__.py").is_file()
+        assert sorted(cfg.files) == sorted(f for f in scaffold.FILES if f != "__init__.py")
     full, quick = load_study(study, "full").doc, load_study(study, "quick").doc
     assert len(full["correctness"]["seeds"]) > 1 and quick["correctness"]["seeds"] == [0]
     assert quick["timing"]["rounds"] < full["timing"]["rounds"]
