@@ -425,12 +425,15 @@ def build_payload(rs: ResultSet, *, kernelbench: str | None = None, study_path: 
     for n, doc in rs.documents.items():
         payload[DOC_PATHS[n]] = jsonio.dumps(doc).encode()
     payload.update(rs.files)
+    # the study first: results of another study must be refused as such, before the lock check
+    # would blame the (right) lock of the (wrong) study
+    study_files, study_info = _study_input(rs)
+    notes_src = _sources_check(rs)
     kb_files, kb_info = _kernelbench_inputs(rs, kernelbench)
     payload.update(kb_files)
     if kb_info.get("reason"):
         notes.append(kb_info["reason"])
-    notes += _sources_check(rs)
-    study_files, study_info = _study_input(rs)
+    notes += notes_src
     payload.update(study_files)
     if claims_path:
         spec, spec_raw = claims_mod.load_spec(claims_path)
@@ -620,6 +623,7 @@ def run_and_make(out: Path | None, *, study_path: str | None, profile: str, kern
     if study_path is not None:
         check_input_path(study_path, "--study")
     study = load_study(study_path, profile)
+    binding = study.binding()  # imports and validates the binding: a bad study fails before the GPU
     if claims_path is not None:
         check_input_file(claims_path, "--claims")
         claims_mod.load_spec(claims_path)
@@ -633,7 +637,8 @@ def run_and_make(out: Path | None, *, study_path: str | None, profile: str, kern
     pool = start_workers()  # before CUDA initialises; warm by the time packing starts
     stage = "run"
     try:
-        run_doc = run_study(study, rdir, kernelbench=kernelbench, cache_dir=cache_dir, progress=progress)
+        run_doc = run_study(study, rdir, kernelbench=kernelbench, cache_dir=cache_dir, progress=progress,
+                            binding=binding)
         stage = "pack"
         made = make_from_results(rdir, out, kernelbench=kernelbench, study_path=study_path, claims_path=claims_path,
                                  name=name, with_plots=with_plots, pool=pool)

@@ -74,6 +74,7 @@ def run(study, profile, out, kernelbench, cache_dir) -> None:
     if kernelbench:
         check_input_dir(kernelbench, "--kernelbench")
     cfg = load_study(study, profile)
+    binding = cfg.binding()  # imports and validates the binding: a bad study fails before the GPU
     # the outputs before the GPU (inputs 3, outputs 2, then 4), checked without leaving a folder
     for path, what, empty in ((cache_dir, "--cache-dir", False), (out, "--out", True)):
         if path:
@@ -84,7 +85,7 @@ def run(study, profile, out, kernelbench, cache_dir) -> None:
     out_p, created = prepare_output_dir(out, "--out")
     try:
         doc = run_study(cfg, out_p, kernelbench=kernelbench, cache_dir=Path(cache_dir) if cache_dir else None,
-                        progress=echo_progress)
+                        progress=echo_progress, binding=binding)
     except KeyboardInterrupt:
         remove_created(created)
         try:

@@ -130,6 +130,12 @@ class StudyBinding:
     nan_input_paths: tuple[str, ...] = ()
 
     # ------------------------------------------------------------------ static
+    def validate(self, study) -> list[str]:
+        """Problems of the resolved study definition that only the binding can see (e.g. a
+        ``custom`` setting naming a variant the study does not compile), as one-line
+        messages; called when the binding is loaded, before any GPU work. Default: none."""
+        return []
+
     def kernel_names(self, study) -> tuple[str, ...]:
         """Entry points of the compiled module every variant must export."""
         raise NotImplementedError("a binding must name its kernels (kernel_names)")

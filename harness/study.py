@@ -116,13 +116,24 @@ class StudyConfig:
 
     def binding(self):
         """The study's :class:`~kbrepro.harness.plugin.StudyBinding` (imports its module).
-        Raises UsageError if the study has no folder or its binding does not import."""
+        Raises UsageError if the study has no folder, its binding does not import, or the
+        binding's :meth:`~kbrepro.harness.plugin.StudyBinding.validate` finds a problem in
+        the resolved definition."""
         from kbrepro.harness import plugin
 
         if self.folder is None:
             raise UsageError(f"study {self.name} has no folder to load its binding from",
                              "load the study from its folder")
-        return plugin.load_binding(self.folder, self.doc["binding"])
+        binding = plugin.load_binding(self.folder, self.doc["binding"])
+        try:
+            problems = list(binding.validate(self))
+        except Exception as exc:  # a binding's own checks must not crash the loader
+            problems = [f"its binding's validate() failed: {type(exc).__name__}: {exc}"]
+        if problems:
+            raise UsageError(f"study {self.name}: {problems[0]}" + (f" (and {len(problems) - 1} more)"
+                                                                   if len(problems) > 1 else ""),
+                             "fix study.yaml (the binding checks what the generic schema cannot)")
+        return binding
 
     def variant(self, name: str) -> CompileVariant:
         for v in self.variants:

@@ -15,6 +15,7 @@ skip (saying so) when the tests run as root.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -29,7 +30,8 @@ from conftest import ROOT, SHARED_RUN
 RESULTS = ROOT / "examples" / "results-full-h200"
 BUNDLE = ROOT / "examples" / "pointwise-fusion-ftz-full-20261201T121600.tar"
 DIGEST_FILE = BUNDLE.with_name(BUNDLE.name + ".sha256-digest")
-DIGEST = "140775f806c807596509caaaec9fbccb1b9f5b1fb1767c0fc8714748fe0fde85"
+#: the committed digest of the example bundle (the one 64-hex digest of its digest file)
+DIGEST = re.search(r"[0-9a-f]{64}", DIGEST_FILE.read_text()).group(0)
 LONG = "x" * 300  # longer than NAME_MAX (255) on every common file system
 AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 ROOT_SKIP = "running as root: root reads and writes regardless of mode bits, so chmod cannot make a path unreadable"

@@ -194,6 +194,16 @@ class PointwiseFusion(StudyBinding):
                            "shape": [x.shape[0], lin.weight.shape[0]],
                            "flops": 2 * x.shape[0] * x.shape[1] * lin.weight.shape[0], **blk})
 
+    def validate(self, study) -> list[str]:
+        """The FTZ-cost probe times two variants of the study against each other."""
+        names = [v.name for v in study.variants]
+        fc = study.custom("ftz_cost") or {}
+        out = [f"custom.ftz_cost names variant {n!r}, which the study does not compile (variants: "
+               f"{', '.join(names)})" for n in fc.get("variants", []) if n not in names]
+        if fc and len(set(fc.get("variants", []))) != 2:
+            out.append("custom.ftz_cost must name two different variants")
+        return out
+
     # ------------------------------------------------------------------ probes
     @staticmethod
     def ftz_cost_protocol(study) -> TimingProtocol:

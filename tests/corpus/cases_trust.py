@@ -25,7 +25,7 @@ NAMES = (
     "trust_report_hidden_rows", "trust_report_number_changed", "trust_report_raw_html",
     "trust_ftz_expectation_edited", "trust_notes_injected",
     "trust_study_file_added", "trust_study_checks_edited", "trust_study_lock_edited",
-    "trust_compile_source_sha_forged", "trust_unknown_study_lock_not_in_pin",
+    "trust_compile_source_sha_forged", "trust_bundle_lock_not_study_lock", "trust_unknown_study_lock_not_in_pin",
 )
 
 #: a bundle of a study this verifier does not ship (PARTIAL, exit 5), for the cases that must
@@ -303,7 +303,7 @@ def build(g, kit) -> list:
         new += b"\n\ndef problems(study, documents, imported):\n    return []\n"
         set_study_file(f, "checks.py", new)
 
-    def lock_with_task(f, lock_name: str, lock_rels: list[str], task_rel: str) -> None:
+    def lock_with_task(f, lock_rels: list[str], task_rel: str) -> None:
         """The bundled task file ``task_rel`` (relative to the KernelBench checkout) changed
         by one byte, and every copy of the lock made to list its new hash (the study folder's
         through :func:`set_study_file`), so the bundle agrees with itself and only the
@@ -326,8 +326,10 @@ def build(g, kit) -> list:
 
     def study_lock(f):
         meta = _meta(f)
-        lock_name = "kernelbench.lock.json"
-        lock_with_task(f, lock_name, ["data/" + meta["kernelbench"]["lock_file"], STUDY_PREFIX + lock_name], task53)
+        lock_with_task(f, ["data/" + meta["kernelbench"]["lock_file"], STUDY_PREFIX + "kernelbench.lock.json"], task53)
+
+    def bundle_lock_only(f):
+        lock_with_task(f, ["data/" + _meta(f)["kernelbench"]["lock_file"]], task53)
 
     def compile_source(f):
         # the compile records say another source was compiled than the study's (the study folder intact)
@@ -345,7 +347,7 @@ def build(g, kit) -> list:
         meta = _meta(f)
         lock_file = meta["kernelbench"]["lock_file"]
         task = next(r for r in meta["kernelbench"]["files"] if r.startswith("KernelBench/"))
-        lock_with_task(f, "kernelbench.lock.json", ["data/" + lock_file, STUDY_PREFIX + "kernelbench.lock.json"], task)
+        lock_with_task(f, ["data/" + lock_file, STUDY_PREFIX + "kernelbench.lock.json"], task)
         name = "trust_unknown_study_lock_not_in_pin"
         data = kit.repack(g2, f)
         if data == g2.raw:
@@ -425,5 +427,9 @@ def build(g, kit) -> list:
              STUDY_PREFIX + "fused_tails.cu",
              "compile.json's source sha256 (top level and every variant's) set to that of another source; the study "
              "folder intact", compile_source),
+        case("trust_bundle_lock_not_study_lock", "provenance", 1, "the KernelBench lock differs from the study's own "
+             "lock file (kernelbench.lock.json)", "data/inputs/kernelbench/kernelbench.lock.json",
+             "one byte of the bundled task 53 file flipped and the bundle's KernelBench lock (inputs/kernelbench, not "
+             "the study folder's copy) made to list its new hash, one not in the pin", bundle_lock_only),
         user_study_lock_case(),
     ]
