@@ -474,7 +474,9 @@ class {cls}(StudyBinding):
     * ``import_originals(folder)``: an importer of an author's original result files
       (default: none), ``import_log_file``: the name of their run log among them;
     * ``nan_input_paths``: JSON-path fragments of records whose inputs hold NaN or infinity,
-      for the predicate audit (default: none).
+      for the predicate audit (default: none);
+    * ``validate(study)``: problems of study.yaml only the binding can see, e.g. a ``custom``
+      setting naming a variant that does not exist (default: none).
     """
 
     def kernel_names(self, study) -> tuple[str, ...]:
