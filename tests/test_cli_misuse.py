@@ -28,7 +28,7 @@ from click.testing import CliRunner
 from conftest import ROOT, SHARED_RUN
 
 RESULTS = ROOT / "examples" / "results-full-h200"
-BUNDLE = ROOT / "examples" / "pointwise-fusion-ftz-full-20261201T121600.tar"
+BUNDLE = ROOT / "examples" / "pointwise-fusion-ftz-full-20261201T124959.tar"
 DIGEST_FILE = BUNDLE.with_name(BUNDLE.name + ".sha256-digest")
 #: the committed digest of the example bundle (the one 64-hex digest of its digest file)
 DIGEST = re.search(r"[0-9a-f]{64}", DIGEST_FILE.read_text()).group(0)
@@ -648,14 +648,14 @@ def test_json_naming_an_input_is_refused_and_the_input_survives(tmp_path):
     import shutil
 
     archive = tmp_path / "same.tar"
-    shutil.copy(ROOT / "examples" / "pointwise-fusion-ftz-full-20261201T121600.tar", archive)
+    shutil.copy(ROOT / "examples" / "pointwise-fusion-ftz-full-20261201T124959.tar", archive)
     before = archive.read_bytes()
     r = subprocess.run([sys.executable, str(ROOT / "verify_bundle.py"), str(archive), "--level", "fast", "--json",
                         str(archive)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "is one of this command's inputs" in r.stderr and "Traceback" not in r.stderr
     assert archive.read_bytes() == before
     digest = tmp_path / "d.sha256-digest"
-    shutil.copy(ROOT / "examples" / "pointwise-fusion-ftz-full-20261201T121600.tar.sha256-digest", digest)
+    shutil.copy(ROOT / "examples" / "pointwise-fusion-ftz-full-20261201T124959.tar.sha256-digest", digest)
     r = subprocess.run([sys.executable, str(ROOT / "verify_bundle.py"), str(archive), "--level", "fast",
                         "--expect-digest", str(digest), "--json", str(digest)], capture_output=True, text=True,
                        timeout=120)
