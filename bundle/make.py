@@ -550,6 +550,11 @@ def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench
     if kernelbench is not None:
         check_input_dir(kernelbench, "--kernelbench", KB_HINT)
     rs = load_results(Path(results_dir), study_path)
+    ran = ((rs.documents.get("run") or {}).get("study") or {}).get("name")
+    if rs.source == "measured" and ran and ran != rs.study.name:
+        raise InvalidResultsError(f"the results are of study {ran!r}; --study names study {rs.study.name!r}",
+                                  "pass --study with the folder of the study that ran, or leave it out for a shipped study")
+    _study_input(rs)  # the run used this study folder (else InvalidResultsError), before the lock is consulted
     if kernelbench is not None:
         # a checkout the user named is used or refused, never skipped with a note
         lock = load_lock(rs.study.folder / rs.study.lock_file)

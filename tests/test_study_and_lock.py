@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from kbrepro.studies.pointwise_fusion.tasks import spec
 from kbrepro.errors import KernelBenchPinError, UnreadableInputError, UsageError
 
 FIX = Path(__file__).resolve().parent / "fixtures"
+ROOT = Path(__file__).resolve().parent.parent
 PUBLISHED = default_study_path()
 PIN = manifests.path("kernelbench.pin.json")
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "__init__.py")
@@ -125,10 +127,17 @@ def test_custom_settings_are_checked_by_the_studys_own_schema(tmp_path):
 
 
 def test_unknown_ftz_cost_variant(tmp_path):
+    """The generic schema cannot know the published study's FTZ-cost setting; its binding's
+    validate() refuses it when the binding is loaded, which the CLIs do before any GPU work."""
     doc = _published_doc()
     doc["custom"]["ftz_cost"]["variants"] = ["nvrtc_ftz_true", "ghost"]
-    with pytest.raises(UsageError, match="ghost"):
-        load_study(_write(tmp_path, doc))
+    st = load_study(_write(tmp_path, doc))
+    with pytest.raises(UsageError, match="custom.ftz_cost names variant 'ghost'"):
+        st.binding()
+    r = subprocess.run([sys.executable, "-m", "kbrepro.harness", "run", "--study", str(tmp_path / "study"),
+                        "--profile", "quick", "--out", str(tmp_path / "o")], capture_output=True, text=True,
+                       cwd=ROOT)
+    assert r.returncode == 2 and "ghost" in r.stderr.splitlines()[0] and not (tmp_path / "o").exists()
 
 
 def test_bad_or_missing_study_yaml(tmp_path):

@@ -113,7 +113,7 @@ def build(g, kit) -> list:
 
     forged("rt_kernel_source_rewritten", "redteam", 1, "documents",
            "differs from this verifier's own in fused_tails.cu; a bundle cannot redefine a study the verifier ships",
-           "data/inputs/study/study.yaml",
+           "data/inputs/study/fused_tails.cu",
            "the study's kernel source (a file of the shipped study's folder) changed, and every record of it "
            "(compile.json's source sha256s, bundle.json's and run.json's study.files) updated to match: code the "
            "verifier does not know under the name of a study it ships", source)

@@ -412,15 +412,15 @@ def build(g, kit) -> list:
         case("trust_notes_injected", "documents", 1, "notes of a measured bundle", BUNDLE,
              "bundle.json notes: 'Independently verified on three GPUs by the kbrepro maintainers.'", notes),
         case("trust_study_file_added", "documents", 1, "differs from this verifier's own in extra_checks.py; a bundle "
-             "cannot redefine a study the verifier ships", STUDY_PREFIX + "study.yaml",
+             "cannot redefine a study the verifier ships", STUDY_PREFIX + "extra_checks.py",
              "an extra file extra_checks.py in the bundled folder of the shipped study (its sha256 added to "
              "bundle.json's and run.json's study.files)", add_study_file),
         case("trust_study_checks_edited", "documents", 1, "differs from this verifier's own in checks.py; a bundle "
-             "cannot redefine a study the verifier ships", STUDY_PREFIX + "study.yaml",
+             "cannot redefine a study the verifier ships", STUDY_PREFIX + "checks.py",
              "the shipped study's checks.py (its cross-checks) edited to find no problem (its sha256 updated in "
              "bundle.json's and run.json's study.files)", edit_checks),
         case("trust_study_lock_edited", "documents", 1, "differs from this verifier's own in kernelbench.lock.json; a "
-             "bundle cannot redefine a study the verifier ships", STUDY_PREFIX + "study.yaml",
+             "bundle cannot redefine a study the verifier ships", STUDY_PREFIX + "kernelbench.lock.json",
              "one byte of the bundled task 53 file flipped, and both copies of the shipped study's KernelBench lock "
              "list its new hash (one not in the pin; the study's file hashes updated)", study_lock),
         case("trust_compile_source_sha_forged", "provenance", 1, "kernel source differs from the compile records",
