@@ -125,6 +125,18 @@ def check_input_file(path, what: str, hint: str | None = None):
     return p
 
 
+def check_input_path(path, what: str, hint: str | None = None):
+    """``path`` as a readable folder or regular file (a study: its folder or its study.yaml);
+    returns it as a Path. Raises InputPathError."""
+    import stat
+    from pathlib import Path
+
+    st, _ = _stat(Path(path))
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        return check_input_dir(path, what, hint)
+    return check_input_file(path, what, hint)
+
+
 def check_input_dir(path, what: str, hint: str | None = None):
     """``path`` as a folder whose entries can be listed; returns it as a Path. Raises InputPathError."""
     import os

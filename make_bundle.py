@@ -60,7 +60,7 @@ RUN_ONLY = ("profile", "results_dir", "cache_dir")
 
 @click.command(cls=_Command, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--study", type=click.Path(), default=None,
-              help="study YAML [default: manifests/study_fusion.yaml]")
+              help="study folder (studies/<name>) or its study.yaml [default: studies/pointwise_fusion]")
 @click.option("--profile", default=None, help="profile of the study for a new run: full (default), quick, extended")
 @click.option("--out", type=click.Path(), default=None,
               help="archive to write (.tar or .tar.gz) [default: <bundle name>.tar]")
@@ -71,12 +71,12 @@ RUN_ONLY = ("profile", "results_dir", "cache_dir")
 @click.option("--results-dir", type=click.Path(), default=None,
               help="where a new run writes its documents [default: results/<study>-<profile>-<UTC>]")
 @click.option("--claims", type=click.Path(), default=None,
-              help="claims YAML [default: manifests/claims_fusion.yaml]")
+              help="claims YAML [default: the study's own claims file]")
 @click.option("--cache-dir", type=click.Path(), default=None, help="our cubin cache [default: none]")
 @click.option("--name", default=None, help="bundle name [default: <study>-<profile>-<run start UTC>]")
 @click.option("--no-plots", is_flag=True, help="leave plots out")
 @click.option("--self-test", "self_test", is_flag=True,
-              help="only run the harness self-tests (known-bad tails it must catch) on this GPU; takes no other option")
+              help="only run the harness self-tests (known-bad kernels it must catch) on this GPU; takes no other option")
 @click.pass_context
 def main(ctx, study, profile, out, kernelbench, from_results, results_dir, claims, cache_dir, name, no_plots,
          self_test) -> None:
@@ -93,7 +93,7 @@ def main(ctx, study, profile, out, kernelbench, from_results, results_dir, claim
 
         sys.exit(run_selftest_cli(None))
     from kbrepro.bundle import make
-    from kbrepro.errors import check_input_dir, check_input_file, prepare_output_dir, remove_created
+    from kbrepro.errors import check_input_dir, check_input_file, check_input_path, prepare_output_dir, remove_created
 
     # usage first, then the inputs (exit 3), then the outputs (exit 2), all before any work
     if from_results:
@@ -105,7 +105,7 @@ def main(ctx, study, profile, out, kernelbench, from_results, results_dir, claim
                              + ", ".join(extra))
         check_input_dir(from_results, "--from-results", "pass the folder a run wrote, e.g. results/<name>")
     if study:
-        check_input_file(study, "--study")
+        check_input_path(study, "--study")
     if claims:
         check_input_file(claims, "--claims")
     if kernelbench:

@@ -131,14 +131,16 @@ DIGEST_HINT = "give the 64-hex bundle digest, sha256:<hex>, or the <bundle>.sha2
 
 
 def study_profiles() -> list[str]:
-    """The profile names the verifier's own study defines (manifests/study_fusion.yaml)."""
-    import yaml
+    """The profile names the studies this verifier ships define (their ``study.yaml``
+    files, through the registry ``manifests/studies.json``)."""
+    from kbrepro.harness import bounded
+    from kbrepro.harness.study import STUDY_FILE, registry, studies_root
 
-    from kbrepro import manifests
-    from kbrepro.harness import study
-
-    doc = yaml.safe_load(manifests.path(study.DEFAULT_STUDY).read_bytes())
-    return sorted((doc or {}).get("profiles") or {"full": {}})
+    names: set[str] = set()
+    for rec in registry().values():
+        doc = bounded.load_yaml((studies_root() / rec["folder"] / STUDY_FILE).read_bytes(), STUDY_FILE)
+        names |= set((doc or {}).get("profiles") or {}) | {"full"}
+    return sorted(names)
 
 
 def parse_expected_digest(value: str) -> str:
@@ -184,12 +186,14 @@ def parse_expected_digest(value: str) -> str:
               help="fast: archive+manifest; static: + documents, provenance, claims; replay: + rerun on this GPU; "
                    "auto: static, then replay if a GPU is present")
 @click.option("--profile", default=None,
-              help="replay profile (one of the verifier's study: full, quick, extended) [default: the bundle's]; "
+              help="replay profile (one of the bundle's study, e.g. full, quick, extended) [default: the bundle's]; "
                    "'quick' replays in seconds")
 @click.option("--json", "json_out", type=click.Path(), default=None, help="write the verification report")
 @click.option("--expect-digest", default=None,
               help="fail unless the bundle digest is this sha256 (hex, sha256:<hex>, or a .sha256-digest file)")
-@click.option("--trust-bundle-code", is_flag=True, help="let replay execute a kernel source this verifier does not know")
+@click.option("--trust-bundle-code", is_flag=True,
+              help="let replay execute the bundle's own study folder (binding and kernels) when this verifier does "
+                   "not ship that study")
 @click.option("--kernelbench", type=click.Path(), default=None, help="KernelBench checkout for replay")
 @click.option("--ratio-tolerance", type=click.FloatRange(min=0.0, max=10.0), default=0.05, show_default=True,
               help="relative tolerance when comparing replayed timing ratios with the recorded ones")
@@ -222,7 +226,7 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
     if profile is not None:
         names = study_profiles()
         if profile not in names:
-            raise UsageError(f"--profile {profile!r} is not a profile of the verifier's study",
+            raise UsageError(f"--profile {profile!r} is not a profile of any study this verifier ships",
                              f"choose one of: {', '.join(names)}")
     digest_input = expect_digest if expect_digest is not None and os.path.exists(expect_digest) else None
     if expect_digest is not None:

@@ -5,9 +5,9 @@ the reference-scaled (legacy) check is replaced by the official, candidate-scale
     kbrepro-audit FILE_OR_DIR [...] [--json report.json]
     python -m kbrepro.bundle.audit ../shared/data/h200-seed-run
 
-Reads our result documents (``correctness.json``, ``scout.json``), the post's original
-files (fusion results, controls, FTZ cost, scout) and bundle archives (``.tar``/``.tar.gz``,
-read without extraction). For every saved finite case it reports the worst ratio to the
+Reads our result documents (``correctness.json`` and a study's own documents), an author's
+original files (the formats a shipped study's importer reads) and bundle archives
+(``.tar``/``.tar.gz``, read without extraction). For every saved finite case it reports the worst ratio to the
 allowance under each predicate, how close it is to the threshold 1, and whether the
 classification could change.
 
@@ -75,8 +75,28 @@ def _num(v) -> float | None:
         return None
 
 
+_MARKERS: tuple[str, ...] | None = None
+
+
+def _nan_markers() -> tuple[str, ...]:
+    """JSON-path fragments of records whose inputs hold NaN or infinities, as the shipped
+    studies' bindings name them (``StudyBinding.nan_input_paths``)."""
+    global _MARKERS
+    if _MARKERS is None:
+        from kbrepro.harness.study import find_study, load_study, registry
+
+        found: list[str] = []
+        for name in sorted(registry()):
+            try:
+                found += list(getattr(load_study(find_study(name)).binding(), "nan_input_paths", ()) or ())
+            except ReproError:
+                continue
+        _MARKERS = tuple(dict.fromkeys(found))
+    return _MARKERS
+
+
 def _nan_context(path: str) -> bool:
-    return any(s in path for s in ("boundaries_and_nonfinite", "tail_controls[0]", "tiny_value_controls"))
+    return any(s in path for s in _nan_markers())
 
 
 def audit_document(doc: Any, file: str, tol: Tolerance = DEFAULT_TOL) -> FileAudit:
@@ -233,7 +253,7 @@ def main(paths, atol, rtol, json_out, verbose) -> None:
     s = summarise(files)
     if s["cases"] == 0:
         click.echo("error: no saved correctness cases found in the given files\n  -> give result documents "
-                   "(correctness.json, scout.json), the post's original JSON files, or a bundle archive", err=True)
+                   "(correctness.json or a study's own), the post's original JSON files, or a bundle archive", err=True)
         sys.exit(failed[0].exit_code if failed else 3)
     for f in files:
         if not f.cases:

@@ -1,4 +1,4 @@
-"""Claims as checks: evaluate a claims spec (``manifests/claims_*.yaml``) on result documents.
+"""Claims as checks: evaluate a claims spec (a study's ``claims.yaml``) on result documents.
 
 Each claim has checks; each check selects values with JMESPath and decides a verdict:
 
@@ -32,7 +32,6 @@ from typing import Any, Mapping
 
 import jmespath
 
-from kbrepro import manifests
 from kbrepro.harness import bounded
 from kbrepro.harness import checks as hchecks
 from kbrepro.harness import stats
@@ -40,13 +39,17 @@ from kbrepro.harness.jsonio import dec_float
 from kbrepro.errors import InvalidResultsError, UnreadableInputError, UsageError
 
 VERDICTS = ("holds", "fails", "inconclusive", "not_comparable")
-DEFAULT_CLAIMS = "claims_fusion.yaml"
 
 
 def load_spec(path: str | Path | None = None) -> tuple[dict, bytes]:
     """Read and validate a claims spec; returns ``(spec, raw bytes)``.
     Raises UnreadableInputError / UsageError (see :func:`parse_spec`)."""
-    p = Path(path) if path else manifests.path(DEFAULT_CLAIMS)
+    if path is None:
+        from kbrepro.harness.study import load_study
+
+        st = load_study(None, "full")
+        return parse_spec(st.file(st.claims_file), st.claims_file), st.file(st.claims_file)
+    p = Path(path)
     try:
         raw = p.read_bytes()
     except OSError as exc:

@@ -30,12 +30,21 @@ import struct
 from typing import Any, Iterator, Mapping
 
 #: where each document lies in the bag (the packer's layout, bundle/documents.py DOC_PATHS)
-_DOC_FILE = {"environment": "data/environment.json", "claims": "data/claims.json",
-             **{n: f"data/results/{n}.json" for n in ("run", "compile", "witness", "correctness", "timings",
-                                                     "scout", "selftest")}}
-#: documents a measured run writes whatever its profile (harness/run.py); selftest only
-#: with the study's ``extras.self_test`` (checked against the study)
-_MEASURED_REQUIRED = ("run", "environment", "compile", "witness", "correctness", "timings", "scout")
+class _DocFiles(dict):
+    """Bag path of a document by name: ours and any study's (``data/results/<name>.json``)."""
+
+    def __missing__(self, name: str) -> str:
+        return f"data/results/{name}.json"
+
+    def get(self, name, default=None):  # noqa: D401 (dict API)
+        return self[name] if isinstance(name, str) and re.match(r"^[a-z][a-z0-9_-]{0,40}$", name) else default
+
+
+_DOC_FILE = _DocFiles({"environment": "data/environment.json", "claims": "data/claims.json"})
+#: documents a measured run of any study writes whatever its profile (harness/run.py); the
+#: witness (a study with one), selftest (``extras.self_test``) and the study's own documents
+#: are checked against the study
+_MEASURED_REQUIRED = ("run", "environment", "compile", "correctness", "timings")
 _IMPORTED_REQUIRED = ("run", "environment", "compile", "correctness", "timings")
 _ZERO_BITS = ("0x00000000", "0x80000000")
 _CUT = 120
@@ -172,7 +181,7 @@ def document_problems(documents: Mapping[str, dict], files: Mapping[str, bytes],
     ``bag-info.txt``.
 
     ``documents``: name -> parsed document (``"run"``, ``"environment"``, ``"compile"``,
-    ``"witness"``, ``"correctness"``, ``"timings"``, ``"scout"``, ``"selftest"``,
+    ``"witness"``, ``"correctness"``, ``"timings"``, ``"selftest"``, a study's own,
     ``"claims"``); ``files``: every file of the bag by path relative to the bag root
     (``"data/results/run.json"``, ``"bag-info.txt"``, ...), bytes; ``meta``: parsed
     ``data/bundle.json``; ``bag_info``: ``bag-info.txt`` fields. Returns problem dicts
@@ -181,7 +190,7 @@ def document_problems(documents: Mapping[str, dict], files: Mapping[str, bytes],
     Checks: every ``data/results/*.json`` (not ``results/originals/``) and
     ``data/environment.json`` is listed in ``bundle.json`` under its own document name, and
     the documents a run of that source always writes are there (measured: run, environment,
-    compile, witness, correctness, timings, scout; imported: run, environment, compile,
+    compile, correctness, timings (witness when the study has one); imported: run, environment, compile,
     correctness, timings); ``bag-info.txt`` agrees with ``bundle.json`` (name, format,
     version, source, study); ``bundle.json`` agrees with run.json and environment.json
     (source vs run status, study name/profile/sha256 and the bundled study file's sha256,
@@ -481,9 +490,11 @@ def _eligibility_problems(documents, measured) -> list[dict]:
             continue
         for n, rec in sorted(elig.items()):
             oks = [_pass(_d(c.get("checks")).get(n), "official") for c in fp if _d(c.get("case")).get("task") == _int(t)]
-            oks += [_pass(_d(_d(c).get("checks")).get(n), _d(c).get("criterion")) for c in _l(td.get("tail_controls"))]
-            oks += [_pass(_d(_d(td.get("timing_input")).get("checks")).get(n), "official"),
-                    _pass(_d(_d(td.get("graph_mutation")).get("checks")).get(n), "official")]
+            oks += [_pass(_d(_d(c).get("checks")).get(n), _d(c).get("criterion"))
+                    for sec in td.values() if isinstance(sec, list) for c in sec]
+            oks.append(_pass(_d(_d(td.get("timing_input")).get("checks")).get(n), "official"))
+            if "graph_mutation" in td:
+                oks.append(_pass(_d(_d(td.get("graph_mutation")).get("checks")).get(n), "official"))
             if any(o is False for o in oks):
                 want = False
             elif all(o is True for o in oks):
@@ -497,17 +508,20 @@ def _eligibility_problems(documents, measured) -> list[dict]:
         if not measured:
             continue
         ts = _d(td.get("torchscript"))
-        ts_ok = _pass(ts.get("full"), "official") is True and _pass(ts.get("tail"), "official") is True
+        ts_ok = bool(ts) and all(_pass(c, "official") is True for c in ts.values())
         ind = _d(td.get("inductor"))
         for i, b in enumerate(blocks):
             if b.get("kind") not in ("study", "cold_l2") or str(b.get("task")) != str(t):
                 continue
             scope = b.get("scope")
-            sfx = "" if scope == "full" else "_tail"
+            sfx = "" if scope == "full" else f"_{scope}"
             want = (["l2_flush_only"] if b.get("kind") == "cold_l2" else []) + [f"eager{sfx}"]
             if ts_ok:
                 want.append(f"torchscript{sfx}")
-            want += [n for n, e in elig.items() if e is True]
+            # the engine times the variants in the study's (compile) order; the JSON keys are sorted
+            order = [v.get("name") for v in _variants(documents)]
+            want += sorted((n for n, e in elig.items() if e is True),
+                           key=lambda n: (order.index(n) if n in order else len(order), n))
             if ind and _pass(ind.get(scope), "official") is True:
                 want.append(f"inductor{sfx}")
             if b.get("arms") != want:
@@ -518,24 +532,26 @@ def _eligibility_problems(documents, measured) -> list[dict]:
         if b.get("kind") == "extra_shape" and measured:
             es = [c for c in _l(cor.get("extra_shapes")) if isinstance(c, dict)
                   and _d(c.get("case")).get("task") == b.get("task")
-                  and _d(c.get("case")).get("shape_B_K_H") == b.get("shape_B_K_H")]
+                  and all(b.get(k) == v for k, v in _d(c.get("case")).items() if k not in ("task", "seed"))]
             if len(es) == 1:
                 chk = _d(es[0].get("checks"))
+                order = [v.get("name") for v in _variants(documents)]
                 want = ["eager"] + (["torchscript"] if _pass(chk.get("torchscript"), "official") else []) + \
-                    [n for n in chk if n not in ("torchscript",) and _pass(chk[n], "official") is True]
+                    sorted((n for n in chk if n not in ("torchscript",) and _pass(chk[n], "official") is True),
+                           key=lambda n: (order.index(n) if n in order else len(order), n))
                 if b.get("arms") != want:
                     out.append(_p(_DOC_FILE["timings"], f"$.blocks[{i}].arms", f"block {_cut(b.get('id'))}: the arms "
                                   "are not the variants that passed at this shape", expected=want, found=b.get("arms")))
-        if b.get("kind") == "ftz_cost":
+        if "checks" in b and b.get("kind") not in ("study", "cold_l2", "extra_shape"):  # a probe checked first
             chk = _d(b.get("checks"))
             passes = [_pass(c, "official") for c in chk.values()]
             timed = bool(_l(b.get("rounds")))
             if passes and all(p is True for p in passes) and not timed:
                 out.append(_p(_DOC_FILE["timings"], f"$.blocks[{i}].rounds", f"block {_cut(b.get('id'))}: every "
-                              "variant passed its check, yet the FTZ cost was not timed"))
+                              "variant passed its check, yet the block was not timed"))
             if any(p is False for p in passes) and timed:
                 out.append(_p(_DOC_FILE["timings"], f"$.blocks[{i}].rounds", f"block {_cut(b.get('id'))}: a variant "
-                              "failed its check on the timing input, yet the FTZ cost was timed"))
+                              "failed its check on the timing input, yet the block was timed"))
     return out
 
 
@@ -558,17 +574,17 @@ def _norm(x: Any) -> Any:
     return x
 
 
-def study_problems(study, documents: Mapping[str, dict]) -> list[dict]:
+def study_problems(study, documents: Mapping[str, dict], binding=None) -> list[dict]:
     """Tier 3: the documents against the verifier's OWN resolved study.
 
     ``study``: a :class:`kbrepro.harness.study.StudyConfig` the verifier loaded from its own
-    ``manifests/study_fusion.yaml`` with the profile the run recorded (never the bundle's
+    study folder (``studies/<name>``) with the profile the run recorded (never the bundle's
     copy); ``documents`` as for :func:`document_problems`. Returns problem dicts; raises
     nothing.
 
     Checks: study name and profile; (measured) the resolved definition run.json recorded
     equals the verifier's, key by key; the stage list; selftest.json present exactly when
-    the study's ``extras.self_test`` says so; one KernelBench file per studied and scouted
+    the study's ``extras.self_test`` says so; one KernelBench file per task the study uses
     task in run.json's list; precision modes (run.json, environment.json); predicate
     atol/rtol, names and definitions (argument order included) equal the verifier's own
     ``harness.checks.PREDICATES``, and the predicate-direction witness gives the verdicts
@@ -583,7 +599,7 @@ def study_problems(study, documents: Mapping[str, dict]) -> list[dict]:
     blocks: the exact set of block ids the study gives, each block's protocol (mode,
     warmups, rounds unless adaptive, invocations per pair, order seed, adaptive rule, L2
     regime) equal to the verifier's, FTZ-cost arms; the witness task and inputs (as
-    float32 bits) and its output set; the scout's case set.
+    float32 bits) and its output set; then the binding's own checks of its documents.
 
     Imported results are not held to what an import cannot have: the resolved definition,
     the stage list, the KernelBench file list, the witness, per-case variant sets (the
@@ -593,30 +609,40 @@ def study_problems(study, documents: Mapping[str, dict]) -> list[dict]:
     """
     out: list[dict] = []
     imported = _imported(documents)
-    out += _study_identity(study, documents, imported)
+    out += _study_identity(study, documents, imported, binding)
     out += _study_predicate(study, documents)
     out += _study_variants(study, documents, imported)
-    out += _study_cases(study, documents, imported)
-    out += _study_blocks(study, documents, imported)
-    out += _study_witness_scout(study, documents, imported)
+    out += _study_cases(study, documents, imported, binding)
+    out += _study_blocks(study, documents, imported, binding)
+    out += _study_witness(study, documents, imported)
+    if binding is not None:
+        try:
+            out += list(binding.crosscheck(study, documents, imported))
+        except Exception as exc:  # a study's checks must not crash the verifier
+            out.append(_p(None, None, f"the study's own checks failed on these documents: {type(exc).__name__}: "
+                          f"{_cut(str(exc))}"))
     return out
 
 
-def _stages(study) -> list[str]:
+def _stages(study, binding=None) -> list[str]:
+    """The stages harness/run.py runs for ``study``, in order."""
     ex = study.doc.get("extras", {}) or {}
-    names = ["setup", "compile", "witness"]
+    names = ["setup", "compile"] + (["witness"] if study.doc.get("witness") else [])
     if ex.get("measurement_floor"):
         names.append("measurement_floor")
     if ex.get("roofline") or ex.get("self_test"):
         names.append("copy_bandwidth")
     names += [f"task_{t}" for t in study.tasks]
-    names += ["extra_shapes", "tiny_value_controls", "ftz_cost", "scout"]
+    if study.doc.get("extra_shapes"):
+        names.append("extra_shapes")
+    if binding is not None:
+        names += list(binding.stage_names(study))
     if ex.get("self_test"):
         names.append("self_test")
     return names
 
 
-def _study_identity(study, documents, imported) -> list[dict]:
+def _study_identity(study, documents, imported, binding=None) -> list[dict]:
     out = []
     f = _DOC_FILE["run"]
     run = _d(documents.get("run"))
@@ -636,17 +662,23 @@ def _study_identity(study, documents, imported) -> list[dict]:
                 out.append(_p(f, f"$.study.resolved.{k}", f"the run's resolved study differs from the verifier's "
                               f"in '{_cut(k)}'", expected=own.get(k), found=resolved.get(k)))
         names = [_d(s).get("name") for s in _l(run.get("stages"))]
-        if run.get("status") == "complete" and names != _stages(study):
+        if run.get("status") == "complete" and binding is not None and names != _stages(study, binding):
             out.append(_p(f, "$.stages", "the stages are not the ones the study runs, in order",
-                          expected=_stages(study), found=names))
+                          expected=_stages(study, binding), found=names))
+        if ("witness" in documents) != bool(study.doc.get("witness")):
+            out.append(_p(_DOC_FILE["witness"], None, "witness.json " + ("is missing although the study has a "
+                          "witness" if "witness" not in documents else "is present although the study has no witness")))
+        for dname in sorted((binding.documents if binding is not None else {})):
+            if dname not in documents:
+                out.append(_p(_DOC_FILE[dname], None, f"{dname}.json, a document of the study, is missing"))
         has_self = "selftest" in documents
         if has_self != bool(ex.get("self_test")):
             out.append(_p(_DOC_FILE["selftest"], None, "selftest.json " + ("is missing although the study runs the "
                           "self-tests" if not has_self else "is present although the study runs no self-tests")))
         kb_files = [x for x in _l(_d(run.get("kernelbench")).get("files")) if isinstance(x, str)]
-        level = _d(study.doc.get("kernelbench")).get("level", 2)
-        for t in sorted(set(study.tasks) | set(study.doc.get("scout", {}).get("tasks", []))):
-            hits = [x for x in kb_files if re.match(rf"^KernelBench/level{level}/{t}_[^/]+\.py$", x)]
+        keys = binding.kernelbench_tasks(study) if binding is not None else study.task_keys
+        for lv, t in sorted(set(keys)):
+            hits = [x for x in kb_files if re.match(rf"^KernelBench/level{lv}/{t}_[^/]+\.py$", x)]
             if len(hits) != 1:
                 out.append(_p(f, "$.kernelbench.files", f"task {t}: run.json lists {len(hits)} KernelBench files "
                               "for it; the study uses exactly one", expected=1, found=len(hits)))
@@ -776,9 +808,7 @@ def _criterion_of(vals: list) -> str:
     return "equal_nan_stress" if any(isinstance(v, float) and math.isnan(v) for v in vals) else "official"
 
 
-def _study_cases(study, documents, imported) -> list[dict]:
-    from kbrepro.harness import tasks as tasks_mod
-    from kbrepro.harness.study import values
+def _study_cases(study, documents, imported, binding=None) -> list[dict]:
 
     out = []
     f = _DOC_FILE["correctness"]
@@ -825,33 +855,23 @@ def _study_cases(study, documents, imported) -> list[dict]:
     if sorted(tdocs) != sorted(str(t) for t in study.tasks):
         out.append(_p(f, "$.tasks", "the task controls are not the study's tasks",
                       expected=[str(t) for t in study.tasks], found=sorted(tdocs)))
-    bnd = doc["controls"]["boundary"]
-    bvals = values(bnd["values"])
-    mut = doc["controls"]["graph_mutation"]
+    mut = (doc.get("controls") or {}).get("graph_mutation")
+    sections = set(binding.section_names) if binding is not None else None
     for t in study.tasks:
         td = tdocs.get(str(t))
         if not isinstance(td, dict):
             continue
         base = f'$.tasks["{t}"]'
-        spec = tasks_mod.TASKS.get(t)
-        tcs = [c for c in _l(td.get("tail_controls")) if isinstance(c, dict)]
-        if [c.get("name") for c in tcs] != ["boundaries_and_nonfinite", "actual_linear_output"]:
-            out.append(_p(f, f"{base}.tail_controls", f"task {t}: the tail controls are not the study's",
-                          expected=["boundaries_and_nonfinite", "actual_linear_output"], found=[c.get("name") for c in tcs]))
-        for j, c in enumerate(tcs):
-            vset(c.get("checks"), f"{base}.tail_controls[{j}].checks", f"task {t} control {_cut(c.get('name'))}")
-            if c.get("name") == "boundaries_and_nonfinite":
-                shape = c.get("shape")
-                if shape is not None and spec is not None:
-                    ok = (isinstance(shape, list) and len(shape) == 2 and shape[0] == bnd["bias_task_rows"]) \
-                        if spec.has_bias else shape == [bnd["rows"], len(bvals)]
-                    if not ok:
-                        out.append(_p(f, f"{base}.tail_controls[{j}].shape", f"task {t}: the boundary control's shape "
-                                      "is not the study's", expected=[bnd["bias_task_rows"], "out_features"]
-                                      if spec.has_bias else [bnd["rows"], len(bvals)], found=shape))
-                if not imported and c.get("criterion") != _criterion_of(bvals):
-                    out.append(_p(f, f"{base}.tail_controls[{j}].criterion", f"task {t}: the boundary control is "
-                                  "decided by the wrong criterion", expected=_criterion_of(bvals), found=c.get("criterion")))
+        if sections is not None and not imported:
+            got_sections = sorted(k for k, v in td.items() if isinstance(v, list))
+            if got_sections != sorted(sections):
+                out.append(_p(f, base, f"task {t}: the control sections are not the study's",
+                              expected=sorted(sections), found=got_sections))
+        for sec, recs in sorted(td.items()):
+            if not isinstance(recs, list):
+                continue
+            for j, c in enumerate(recs):
+                vset(_d(c).get("checks"), f"{base}.{sec}[{j}].checks", f"task {t} control {_cut(_d(c).get('name'))}")
         ti = _d(td.get("timing_input"))
         if "seed" in ti and ti.get("seed") != doc["timing"]["seed"]:
             out.append(_p(f, f"{base}.timing_input.seed", f"task {t}: timing-input seed differs from the study",
@@ -859,66 +879,40 @@ def _study_cases(study, documents, imported) -> list[dict]:
         if ti:
             vset(ti.get("checks"), f"{base}.timing_input.checks", f"task {t} timing input")
         gm = _d(td.get("graph_mutation"))
+        if mut is None and gm and not imported:
+            out.append(_p(f, f"{base}.graph_mutation", f"task {t}: a graph-mutation control the study does not run"))
         if gm.get("mutation") is not None and _norm(gm.get("mutation")) != _norm(mut):
             out.append(_p(f, f"{base}.graph_mutation.mutation", f"task {t}: graph-mutation parameters differ from "
                           "the study", expected=mut, found=gm.get("mutation")))
         if gm:
             vset(gm.get("checks"), f"{base}.graph_mutation.checks", f"task {t} graph mutation")
         ts = td.get("torchscript")
-        if not imported and (not isinstance(ts, dict) or sorted(ts) != ["full", "tail"]):
-            out.append(_p(f, f"{base}.torchscript", f"task {t}: TorchScript full and tail checks expected",
-                          expected=["full", "tail"], found=sorted(_d(ts))))
+        want_ts = sorted(["full", *(binding.scope_names if binding is not None else ())])
+        if not imported and binding is None and (not isinstance(ts, dict) or "full" not in ts):
+            out.append(_p(f, f"{base}.torchscript", f"task {t}: no TorchScript check of the full "
+                          "program, which the engine always makes"))
+        if not imported and binding is not None and (not isinstance(ts, dict) or sorted(ts) != want_ts):
+            out.append(_p(f, f"{base}.torchscript", f"task {t}: TorchScript checks of the full program and every "
+                          "scope expected", expected=want_ts, found=sorted(_d(ts))))
         if not imported and ("inductor" in td) != inductor:
             out.append(_p(f, f"{base}.inductor", f"task {t}: Inductor checks " + ("missing although the study "
                           "compiles with Inductor" if inductor else "present although the study has no Inductor")))
-    want_es = [(t, es["seed"], [es["batch"], es["in_features"], es["out_features"]])
-               for es in doc["extra_shapes"] for t in study.tasks]
-    got_es = [(_d(c.get("case")).get("task"), _d(c.get("case")).get("seed"), _d(c.get("case")).get("shape_B_K_H"))
+    want_es = [(t, es["seed"]) for es in doc.get("extra_shapes") or [] for t in study.tasks]
+    got_es = [(_d(c.get("case")).get("task"), _d(c.get("case")).get("seed"))
               for c in _l(cor.get("extra_shapes")) if isinstance(c, dict)]
-    if got_es != want_es and not (imported and [(a, c) for a, _, c in got_es] == [(a, c) for a, _, c in want_es]):
+    if got_es != want_es and not (imported and [a for a, _ in got_es] == [a for a, _ in want_es]):
         out.append(_p(f, "$.extra_shapes", "the extra-shape cases are not the study's",
                       expected=[list(x) for x in want_es], found=[list(x) for x in got_es]))
     for i, c in enumerate(_l(cor.get("extra_shapes"))):
         vset(_d(c).get("checks"), f"$.extra_shapes[{i}].checks", f"extra shape {i}", ("torchscript",))
-    tv = doc["controls"]["tiny_value"]
-    ls = tv["linspace"]
-    tvals = values(tv["extra_values"])
-    domain = (f"linspace({ls['start']}, {ls['stop']}, {ls['count']}) plus {len(tv['extra_values'])} "
-              "subnormal, signed-zero, infinite and NaN values, tiled")
-    tvc = _d(cor.get("tiny_value_controls"))
-    if sorted(tvc) != sorted(str(t) for t in study.tasks):
-        out.append(_p(f, "$.tiny_value_controls", "the tiny-value controls are not the study's tasks",
-                      expected=[str(t) for t in study.tasks], found=sorted(tvc)))
-    for t in study.tasks:
-        c = tvc.get(str(t))
-        if not isinstance(c, dict):
-            continue
-        base = f'$.tiny_value_controls["{t}"]'
-        spec = tasks_mod.TASKS.get(t)
-        if c.get("shape") is not None and c.get("shape") != list(tv["shape"]):
-            out.append(_p(f, f"{base}.shape", f"task {t}: tiny-value shape differs from the study",
-                          expected=list(tv["shape"]), found=c.get("shape")))
-        if not imported:
-            if spec is not None and c.get("bias") != ("zero" if spec.has_bias else None):
-                out.append(_p(f, f"{base}.bias", f"task {t}: tiny-value bias is not the study's",
-                              expected="zero" if spec.has_bias else None, found=c.get("bias")))
-            if c.get("criterion") != _criterion_of(tvals):
-                out.append(_p(f, f"{base}.criterion", f"task {t}: tiny-value control decided by the wrong criterion",
-                              expected=_criterion_of(tvals), found=c.get("criterion")))
-            if c.get("domain") != domain:
-                out.append(_p(f, f"{base}.domain", f"task {t}: tiny-value domain is not the study's",
-                              expected=domain, found=c.get("domain")))
-            names = vnames
-            cross = sorted(f"{b}_vs_{a}" for i, a in enumerate(names) for b in names[i + 1:])
-            if sorted(_d(c.get("cross"))) != cross:
-                out.append(_p(f, f"{base}.cross", f"task {t}: the variant cross-comparisons are not the study's pairs",
-                              expected=cross, found=sorted(_d(c.get("cross")))))
-        vset(c.get("checks"), f"{base}.checks", f"task {t} tiny-value control", ("inductor_tail",) if inductor else ())
     return out
 
 
-def _expected_blocks(study, documents) -> dict[str, dict]:
-    """id -> {"kind", "protocol" (doc), "arms" (or None)} of every block the study gives."""
+def _expected_blocks(study, documents, binding=None) -> dict[str, dict]:
+    """id -> {"kind", "protocol" (doc), "arms" (or None)} of every block the study gives:
+    the engine's (full program and every scope of the binding, cold-L2 twins, extra
+    shapes) and the binding's own (:meth:`StudyBinding.expected_blocks`)."""
+    from kbrepro.harness.records import BlockKey
     from kbrepro.harness.timing import AdaptiveRule, TimingProtocol
 
     doc = study.doc
@@ -926,14 +920,14 @@ def _expected_blocks(study, documents) -> dict[str, dict]:
     ad = ex.get("adaptive")
     blocks = {_d(b).get("id"): _d(b) for b in _l(_d(documents.get("timings")).get("blocks"))}
     vnames = [v.name for v in study.variants]
-    base_names = ("eager", "torchscript", "inductor", "eager_tail", "torchscript_tail", "inductor_tail", "l2_flush_only")
+    scopes = list(binding.scope_names) if binding is not None else []
 
     def proto(mode: str, bid: str, l2: str = "warm") -> dict:
         base = study.timing_protocol(mode)
         if not ad:
             return TimingProtocol(**{**base.__dict__, "l2": l2}).to_doc()
         arms = [a for a in _l(blocks.get(bid, {}).get("arms")) if isinstance(a, str)]
-        pairs = tuple((v, b) for v in [a for a in arms if a in vnames] for b in [a for a in arms if a in base_names])
+        pairs = tuple((v, b) for v in [a for a in arms if a in vnames] for b in [a for a in arms if a not in vnames])
         rule = AdaptiveRule(target_rel_half_width=ad["target_rel_half_width"], min_rounds=ad.get("min_rounds", 10),
                             max_rounds=ad["max_rounds"], max_seconds=ad["max_seconds"], pairs=pairs)
         return TimingProtocol(mode=mode, warmups=base.warmups, rounds=rule.min_rounds,
@@ -943,33 +937,30 @@ def _expected_blocks(study, documents) -> dict[str, dict]:
     out: dict[str, dict] = {}
     modes = doc["timing"]["modes"]
     for t in study.tasks:
-        for scope in ("full", "tail"):
+        for scope in ["full", *scopes]:
             for mode in modes:
-                bid = f"{t}.{scope}.{mode}"
+                bid = BlockKey(t, scope, mode).id
                 out[bid] = {"kind": "study", "protocol": proto(mode, bid), "arms": None}
         if ex.get("cold_l2"):
-            for scope, ms in (("tail", ("events", "graph")), ("full", ("graph",))):
-                for mode in ms:
-                    bid = f"{t}.{scope}.{mode}.cold"
+            for scope in [*scopes, "full"]:
+                for mode in (("graph",) if scope == "full" else ("events", "graph")):
+                    bid = BlockKey(t, scope, mode, "cold_l2").id
                     out[bid] = {"kind": "cold_l2", "protocol": proto(mode, bid, "cold"), "arms": None}
-        if ex.get("roofline"):
-            for mode in ("events", "graph"):
-                out[f"{t}.gemm.{mode}"] = {"kind": "gemm", "protocol": study.timing_protocol(mode).to_doc(),
-                                           "arms": ["gemm"]}
-    for es in doc["extra_shapes"]:
+    for es in doc.get("extra_shapes") or []:
+        label = binding.size_label(es["size"]) if binding is not None else None
         for t in study.tasks:
             for mode in modes:
-                bid = f"{t}.full.{mode}.B{es['batch']}K{es['in_features']}H{es['out_features']}"
+                if label is None:
+                    continue
+                bid = BlockKey(t, "full", mode, "extra_shape", label).id
                 out[bid] = {"kind": "extra_shape", "protocol": study.timing_protocol(mode, rounds=es["rounds"]).to_doc(),
                             "arms": None}
-    fc = doc["ftz_cost"]
-    for t in study.tasks:
-        out[f"{t}.ftz_cost.{fc['mode']}"] = {"kind": "ftz_cost", "protocol": study.ftz_cost_protocol().to_doc(),
-                                              "arms": list(fc["variants"])}
+    if binding is not None:
+        out.update(binding.expected_blocks(study))
     return out
 
 
-def _study_blocks(study, documents, imported) -> list[dict]:
+def _study_blocks(study, documents, imported, binding=None) -> list[dict]:
     out = []
     f = _DOC_FILE["timings"]
     doc = study.doc
@@ -979,8 +970,9 @@ def _study_blocks(study, documents, imported) -> list[dict]:
         # the post's ids and arms differ; the protocol of each kind must still be the study's
         by_kind = {"study": [study.timing_protocol(m).to_doc() for m in doc["timing"]["modes"]],
                    "extra_shape": [study.timing_protocol(m, rounds=es["rounds"]).to_doc()
-                                   for es in doc["extra_shapes"] for m in doc["timing"]["modes"]],
-                   "ftz_cost": [study.ftz_cost_protocol().to_doc()]}
+                                   for es in doc.get("extra_shapes") or [] for m in doc["timing"]["modes"]]}
+        for w in (binding.expected_blocks(study).values() if binding is not None else ()):
+            by_kind.setdefault(w["kind"], []).append(w["protocol"])
         for i, b in enumerate(blocks):
             allowed = by_kind.get(b.get("kind"))
             if allowed is None:
@@ -990,7 +982,14 @@ def _study_blocks(study, documents, imported) -> list[dict]:
                 out.append(_p(f, f"$.blocks[{i}].protocol", f"block {_cut(b.get('id'))}: protocol is not the "
                               f"study's for {b.get('kind')} blocks", expected=allowed[0], found=b.get("protocol")))
         return out
-    want = _expected_blocks(study, documents)
+    want = _expected_blocks(study, documents, binding)
+    authors: set = set()
+    if binding is None:
+        # a study this verifier does not ship: the engine's full-program blocks (and their
+        # cold-L2 twins) follow from the study definition alone and are required; blocks of
+        # the binding's scopes, extra shapes and probes are the author's (the result is partial)
+        want = {k: v for k, v in want.items() if k.split(".")[1] == "full" and v["kind"] in ("study", "cold_l2")}
+        authors = {b.get("id") for b in blocks if b.get("id") not in want}
     ids = [b.get("id") for b in blocks]
     seen = set()
     for i, b in enumerate(blocks):
@@ -1000,6 +999,8 @@ def _study_blocks(study, documents, imported) -> list[dict]:
             continue
         seen.add(bid)
         w = want.get(bid)
+        if w is None and bid in authors:
+            continue
         if w is None:
             kind = b.get("kind")
             if (kind == "floor" and ex.get("measurement_floor")) or \
@@ -1034,60 +1035,75 @@ def _study_blocks(study, documents, imported) -> list[dict]:
     return out
 
 
-def _study_witness_scout(study, documents, imported) -> list[dict]:
-    from kbrepro.harness.study import values
+def _study_witness(study, documents, imported) -> list[dict]:
+    """The witness ran the study's task at its inputs (float32 bits) for the reference and
+    every variant (and Inductor); whether it discriminates follows from its CPU references;
+    verdicts follow from the bits (harness/run.py ``witness_flushes``)."""
+    from kbrepro.harness.run import witness_flushes
+    from kbrepro.harness.study import task_key, values
 
     out = []
     ex = study.doc.get("extras", {}) or {}
-    w = study.doc["witness"]
+    w = study.doc.get("witness")
     wit = documents.get("witness")
     f = _DOC_FILE["witness"]
-    if isinstance(wit, dict):
-        if wit.get("task") != int(w["task"]):
-            out.append(_p(f, "$.task", "the witness ran another task than the study's", expected=int(w["task"]),
-                          found=wit.get("task")))
-        want_bits = [_f32_bits(v) for v in values(w["inputs"])]
-        got_bits = [_d(r).get("bits") for r in _l(wit.get("inputs"))]
-        if got_bits != want_bits:
-            out.append(_p(f, "$.inputs", "the witness inputs are not the study's (float32 bits)", expected=want_bits,
-                          found=got_bits))
-        outs = _d(wit.get("outputs"))
-        want_out = ["reference"] + [v.name for v in study.variants] + (["inductor_tail"] if ex.get("inductor") else [])
-        if sorted(outs) != sorted(want_out) and not imported:
-            out.append(_p(f, "$.outputs", "the witness outputs are not the reference and the study's variants",
-                          expected=sorted(want_out), found=sorted(outs)))
-        for k, rows in sorted(outs.items()):
-            if len(_l(rows)) != len(want_bits):
-                out.append(_p(f, f"$.outputs.{k}", f"{_cut(k)}: {len(_l(rows))} witness outputs for "
-                              f"{len(want_bits)} inputs", expected=len(want_bits), found=len(_l(rows))))
-        if sorted(_d(wit.get("verdicts"))) != sorted(k for k in outs if k != "reference"):
-            out.append(_p(f, "$.verdicts", "the witness verdicts are not one per output",
-                          expected=sorted(k for k in outs if k != "reference"), found=sorted(_d(wit.get("verdicts")))))
-        for i, v in enumerate(_variants(documents)):
-            wt = _d(_d(v.get("ftz_evidence")).get("witness")).get("task")
-            if wt is not None and wt != wit.get("task"):
-                out.append(_p(_DOC_FILE["compile"], f"$.variants[{i}].ftz_evidence.witness.task",
-                              f"{_cut(v.get('name'))}: the compile record's witness task differs from witness.json",
-                              expected=wit.get("task"), found=wt))
-    sc = study.doc["scout"]
-    scout = documents.get("scout")
-    if isinstance(scout, dict):
-        want = [(t, s) for t in sc["tasks"] for s in sc["seeds"]]
-        got = [(_d(_d(c).get("case")).get("task"), _d(_d(c).get("case")).get("seed")) for c in _l(scout.get("cases"))]
-        if got != want:
-            out.append(_p(_DOC_FILE["scout"], "$.cases", "the scout cases are not the study's tasks x seeds",
-                          expected=[list(x) for x in want], found=[list(x) for x in got]))
-        for i, c in enumerate(_l(scout.get("cases"))):
-            if sorted(_d(_d(c).get("checks"))) != ["fp32", "fp64_accumulated"]:
-                out.append(_p(_DOC_FILE["scout"], f"$.cases[{i}].checks", "scout checks are fp32 and "
-                              "fp64_accumulated", expected=["fp32", "fp64_accumulated"], found=sorted(_d(_d(c).get("checks")))))
+    if not (isinstance(wit, dict) and w):
+        return out
+    if wit.get("task") != task_key(w["task"])[1]:
+        out.append(_p(f, "$.task", "the witness ran another task than the study's", expected=task_key(w["task"])[1],
+                      found=wit.get("task")))
+    want_bits = [_f32_bits(v) for v in values(w["inputs"])]
+    got_bits = [_d(r).get("bits") for r in _l(wit.get("inputs"))]
+    if got_bits != want_bits:
+        out.append(_p(f, "$.inputs", "the witness inputs are not the study's (float32 bits)", expected=want_bits,
+                      found=got_bits))
+    outs = _d(wit.get("outputs"))
+    want_out = ["reference"] + [v.name for v in study.variants] + (["inductor"] if ex.get("inductor") else [])
+    if sorted(outs) != sorted(want_out) and not imported:
+        out.append(_p(f, "$.outputs", "the witness outputs are not the reference and the study's variants",
+                      expected=sorted(want_out), found=sorted(outs)))
+    n = len(_l(outs.get("reference")))
+    for k, rows in sorted(outs.items()):
+        if len(_l(rows)) != n:
+            out.append(_p(f, f"$.outputs.{k}", f"{_cut(k)}: {len(_l(rows))} witness outputs, the reference has {n}",
+                          expected=n, found=len(_l(rows))))
+    if sorted(_d(wit.get("verdicts"))) != sorted(k for k in outs if k != "reference"):
+        out.append(_p(f, "$.verdicts", "the witness verdicts are not one per output",
+                      expected=sorted(k for k in outs if k != "reference"), found=sorted(_d(wit.get("verdicts")))))
+    rc = _d(wit.get("reference_cpu"))
+    keep, flush = _l(rc.get("keep")), _l(rc.get("flush"))
+    if "reference_cpu" in wit and (len(keep) != n or len(flush) != n):
+        out.append(_p(f, "$.reference_cpu", "the CPU references do not have one value per output",
+                      expected=n, found=[len(keep), len(flush)]))
+    elif "reference_cpu" in wit:
+        disc = [i for i, (a, b) in enumerate(zip(keep, flush)) if _d(a).get("bits") != _d(b).get("bits")]
+        if wit.get("discriminating_elements") != disc or wit.get("discriminates") != bool(disc):
+            out.append(_p(f, "$.discriminating_elements", "the discriminating elements are not where the CPU "
+                          "references with denormals kept and flushed differ", expected=disc,
+                          found=wit.get("discriminating_elements")))
+        for name, ver in sorted(_d(wit.get("verdicts")).items()):
+            rows = _l(outs.get(name))
+            try:
+                want = witness_flushes(rows, keep, flush, disc) if len(rows) == n else None
+            except (KeyError, TypeError, ValueError, IndexError):
+                continue
+            if _d(ver).get("flushes") != want:
+                out.append(_p(f, f"$.verdicts.{_cut(name)}.flushes", f"{_cut(name)}: the FTZ verdict does not follow "
+                              "from the recorded values", expected=want, found=_d(ver).get("flushes")))
+    for i, v in enumerate(_variants(documents)):
+        ev_w = _d(_d(v.get("ftz_evidence")).get("witness"))
+        if ev_w.get("task") is not None and ev_w.get("task") != wit.get("task"):
+            out.append(_p(_DOC_FILE["compile"], f"$.variants[{i}].ftz_evidence.witness.task",
+                          f"{_cut(v.get('name'))}: the compile record's witness task differs from witness.json",
+                          expected=wit.get("task"), found=ev_w.get("task")))
     return out
 
 
 # ------------------------------------------------------------------------ tier 4: provenance
 
 
-def provenance_problems(documents: Mapping[str, dict], files: Mapping[str, bytes], meta: Mapping) -> list[dict]:
+def provenance_problems(documents: Mapping[str, dict], files: Mapping[str, bytes], meta: Mapping,
+                        binding=None) -> list[dict]:
     """Tier 4 (provenance): contradictions the verifier derives from bytes and numbers.
 
     ``documents``, ``files`` (bag-root relative paths -> bytes) and ``meta`` as for
@@ -1102,7 +1118,7 @@ def provenance_problems(documents: Mapping[str, dict], files: Mapping[str, bytes
     KernelBench file run.json lists as used is in the bundle (measured results, or
     whenever bundle.json says the files are included; an imported bundle has none to
     carry); every witness value is its recorded float32 bits; in every check record
-    (correctness, scout) the bit-identity count, max abs error, worst ratios, failing counts
+    (correctness, a study's own documents) the bit-identity count, max abs error, worst ratios, failing counts
     and non-finite counts are consistent with one another under the predicates' definitions
     (e.g. all bits identical forces max abs error 0, max abs error > 0 forces a differing
     element); element counts and shapes follow from the bundled KernelBench task files'
@@ -1117,7 +1133,11 @@ def provenance_problems(documents: Mapping[str, dict], files: Mapping[str, bytes
     out += _kernelbench_listed(documents, files, meta)
     out += _witness_bits(documents)
     out += _check_arithmetic(documents)
-    out += _shape_problems(documents, files)
+    if binding is not None:
+        try:
+            out += list(binding.provenance(documents, files))
+        except Exception as exc:  # a study's checks must not crash the verifier
+            out.append(_p(None, None, f"the study's provenance checks failed: {type(exc).__name__}: {_cut(str(exc))}"))
     out += _privacy_problems(files)
     return out
 
@@ -1264,7 +1284,7 @@ def _check_arithmetic(documents) -> list[dict]:
     out = []
     pred = _d(_d(documents.get("correctness")).get("predicate"))
     atol, rtol = _num(pred.get("atol")), _num(pred.get("rtol"))
-    for name in ("correctness", "scout"):
+    for name in sorted(n for n in documents if n not in ("claims", "run", "environment", "compile", "timings")):
         f = _DOC_FILE[name]
         for path, c in _checks_of(documents.get(name)):
             n, bits = c.get("element_count"), c.get("bit_identical_count")
@@ -1352,124 +1372,6 @@ def _check_arithmetic(documents) -> list[dict]:
             if isinstance(disc, bool) and mar is not None and atol is not None and disc != (mar > atol):
                 bad(f"discriminating={disc} contradicts max |reference| {mar:g} vs atol {atol:g}", ".discriminating",
                     mar > atol, disc)
-    return out
-
-
-_ASSIGN_INT = re.compile(rb"^([A-Za-z_]\w*)\s*=\s*(\d+)\s*(?:#.*)?$", re.MULTILINE)
-
-
-def _task_sizes(data: bytes) -> dict[str, int]:
-    """Module-level integer constants of a KernelBench task file (``batch_size = 2048``),
-    read from lines that start in column 0; the last assignment wins, as in Python."""
-    return {m.group(1).decode(): int(m.group(2)) for m in _ASSIGN_INT.finditer(data)}
-
-
-def _shape_problems(documents, files) -> list[dict]:
-    """Element counts and shapes vs the bundled task files' batch/in/out sizes."""
-    from kbrepro.harness import tasks as tasks_mod
-
-    out = []
-    sizes: dict[int, dict] = {}
-    for p, data in files.items():
-        m = re.match(r"^data/inputs/kernelbench/KernelBench/level\d+/(\d+)_[^/]+\.py$", p)
-        if m:
-            s = _task_sizes(data)
-            b, k = s.get("batch_size"), s.get("in_features", s.get("input_size"))
-            h = s.get("out_features", s.get("hidden_size"))
-            if b and k and h:
-                sizes[int(m.group(1))] = {"B": b, "K": k, "H": h}
-    if not sizes:
-        return out
-    cor = _d(documents.get("correctness"))
-    f = _DOC_FILE["correctness"]
-
-    def counts(checks: Any, path: str, what: str, want: int) -> None:
-        for v, c in sorted(_d(checks).items()):
-            if not (isinstance(c, dict) and "element_count" in c):
-                continue
-            if c.get("element_count") != want:
-                out.append(_p(f, f"{path}.{v}.element_count", f"{what}: {c.get('element_count')} elements, the task's "
-                              f"output has {want}", expected=want, found=c.get("element_count")))
-                return
-
-    for i, c in enumerate(_l(cor.get("full_program"))):
-        case = _d(_d(c).get("case"))
-        s = sizes.get(case.get("task")) if case.get("task") in tasks_mod.TASKS else None
-        if s is None:
-            continue
-        if case.get("shape") is not None and case["shape"] != [s["B"], s["K"]]:
-            out.append(_p(f, f"$.full_program[{i}].case.shape", f"task {case['task']}: input shape is not the task "
-                          "file's (batch_size, in_features)", expected=[s["B"], s["K"]], found=case["shape"]))
-        counts(_d(c).get("checks"), f"$.full_program[{i}].checks", f"full-program case {i}", s["B"] * s["H"])
-    for t, td in sorted(_d(cor.get("tasks")).items()):
-        s = sizes.get(_int(t))
-        if s is None or _int(t) not in tasks_mod.TASKS:
-            continue
-        td = _d(td)
-        base = f'$.tasks["{t}"]'
-        bh = s["B"] * s["H"]
-        ti = _d(td.get("timing_input"))
-        if ti.get("shape") is not None and ti["shape"] != [s["B"], s["K"]]:
-            out.append(_p(f, f"{base}.timing_input.shape", f"task {t}: timing-input shape is not the task file's",
-                          expected=[s["B"], s["K"]], found=ti["shape"]))
-        counts(ti.get("checks"), f"{base}.timing_input.checks", f"task {t} timing input", bh)
-        counts(_d(td.get("graph_mutation")).get("checks"), f"{base}.graph_mutation.checks", f"task {t} graph mutation", bh)
-        ts = _d(td.get("torchscript"))
-        counts({k: ts[k] for k in ("full", "tail") if k in ts}, f"{base}.torchscript", f"task {t} TorchScript", bh)
-        ind = _d(td.get("inductor"))
-        counts({k: ind[k] for k in ("full", "tail") if k in ind}, f"{base}.inductor", f"task {t} Inductor", bh)
-        for j, tc in enumerate(_l(td.get("tail_controls"))):
-            tc = _d(tc)
-            shape = tc.get("shape")
-            if tc.get("name") == "actual_linear_output" and shape is not None and shape != [s["B"], s["H"]]:
-                out.append(_p(f, f"{base}.tail_controls[{j}].shape", f"task {t}: the Linear output's shape is not "
-                              "(batch_size, out_features)", expected=[s["B"], s["H"]], found=shape))
-            if tc.get("name") == "boundaries_and_nonfinite" and tasks_mod.TASKS[_int(t)].has_bias and \
-                    isinstance(shape, list) and len(shape) == 2 and shape[1] != s["H"]:
-                out.append(_p(f, f"{base}.tail_controls[{j}].shape", f"task {t}: the boundary control spans the bias "
-                              "columns", expected=s["H"], found=shape[1]))
-            if isinstance(shape, list) and shape and all(_is_int(x) for x in shape):
-                counts(tc.get("checks"), f"{base}.tail_controls[{j}].checks", f"task {t} control "
-                       f"{_cut(tc.get('name'))}", math.prod(shape))
-    for t, tv in sorted(_d(cor.get("tiny_value_controls")).items()):
-        shape = _d(tv).get("shape")
-        if isinstance(shape, list) and shape and all(_is_int(x) for x in shape):
-            counts(_d(tv).get("checks"), f'$.tiny_value_controls["{t}"].checks', f"task {t} tiny-value control",
-                   math.prod(shape))
-    for i, c in enumerate(_l(cor.get("extra_shapes"))):
-        shp = _d(_d(c).get("case")).get("shape_B_K_H")
-        if isinstance(shp, list) and len(shp) == 3 and all(_is_int(x) for x in shp):
-            counts(_d(c).get("checks"), f"$.extra_shapes[{i}].checks", f"extra shape {i}", shp[0] * shp[2])
-    tf = _DOC_FILE["timings"]
-    for i, b in enumerate(_l(_d(documents.get("timings")).get("blocks"))):
-        b = _d(b)
-        t = b.get("task")
-        s = sizes.get(t) if t in tasks_mod.TASKS else None
-        if s is None:
-            continue
-        kind, scope, shape = b.get("kind"), b.get("scope"), b.get("shape")
-        want = None
-        if kind in ("study", "cold_l2") and scope in ("full", "tail"):
-            want = [s["B"], s["K"]]
-        elif kind == "ftz_cost":
-            want = [s["B"], s["H"]]
-        elif kind == "extra_shape" and isinstance(b.get("shape_B_K_H"), list) and len(b["shape_B_K_H"]) == 3:
-            want = [b["shape_B_K_H"][0], b["shape_B_K_H"][2]]
-        if want is not None and shape is not None and shape != want:
-            out.append(_p(tf, f"$.blocks[{i}].shape", f"block {_cut(b.get('id'))}: shape does not follow from the task "
-                          "file's sizes", expected=want, found=shape))
-        if scope == "tail" and kind in ("study", "cold_l2") and "bytes_moved" in b:
-            moved = 2 * s["B"] * s["H"] * 4 + (s["H"] * 4 if tasks_mod.TASKS[t].has_bias else 0)
-            if b["bytes_moved"] != moved:
-                out.append(_p(tf, f"$.blocks[{i}].bytes_moved", f"block {_cut(b.get('id'))}: bytes moved by the tail "
-                              "(read + write float32, + bias) do not follow from the task's sizes", expected=moved,
-                              found=b["bytes_moved"]))
-    for i, c in enumerate(_l(_d(documents.get("scout")).get("cases"))):
-        case = _d(_d(c).get("case"))
-        s = sizes.get(case.get("task"))
-        if s is not None and case.get("shape") is not None and case["shape"] != [s["B"], s["K"]]:
-            out.append(_p(_DOC_FILE["scout"], f"$.cases[{i}].case.shape", f"scout task {case.get('task')}: input shape "
-                          "is not the task file's", expected=[s["B"], s["K"]], found=case["shape"]))
     return out
 
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
-from kbrepro import manifests
 from kbrepro.bundle import claims as claims_mod
 from kbrepro.bundle import pack, report, scrub, validate
 from kbrepro.harness import jsonio
@@ -34,6 +33,8 @@ class ResultSet:
     files: Mapping[str, bytes]
     log: bytes | None
     notes: tuple[str, ...] = ()
+    study: object = None  # the StudyConfig (full profile) the results belong to
+    binding: object = None  # its StudyBinding
 
 
 @dataclass(frozen=True)
@@ -73,18 +74,46 @@ def _exists(p: Path) -> bool:
         return False
 
 
-def load_results(results_dir: Path) -> ResultSet:
-    """Read a results folder: ours (``run.json`` naming ``kbrepro/run``) or the post's
-    original files. Raises UnreadableInputError if neither is there, or if any file that
-    would go into the bundle cannot be read (a folder or FIFO named like a result file, a
-    file without read permission): nothing is dropped silently."""
+def resolve_study(run_doc: Mapping | None, study_path: str | None):
+    """``(StudyConfig at the run's profile, its binding)`` for results: the study folder
+    ``study_path`` names, else the shipped study the run names (registry), else the default
+    (published) study. Raises UsageError if the run names a study this product does not ship
+    and no ``--study`` is given."""
+    from kbrepro.harness.study import default_study_path, find_study, load_study
+
+    st = (run_doc or {}).get("study") or {}
+    if study_path is not None:
+        path = Path(study_path)
+    elif st.get("name"):
+        path = find_study(st["name"])
+        if path is None:
+            raise UsageError(f"the results are of study {st['name']!r}, which this product does not ship",
+                             "pass --study with that study's folder")
+    else:
+        path = default_study_path()
+    profile = st.get("profile") or "full"
+    try:
+        study = load_study(path, profile)
+    except UsageError:
+        study = load_study(path, "full")
+    return study, study.binding()
+
+
+def load_results(results_dir: Path, study_path: str | None = None) -> ResultSet:
+    """Read a results folder: ours (``run.json`` naming ``kbrepro/run``) or an author's
+    original files (the study's importer). Raises UnreadableInputError if neither is there,
+    or if any file that would go into the bundle cannot be read (a folder or FIFO named like
+    a result file, a file without read permission): nothing is dropped silently."""
     from kbrepro.errors import check_input_dir
+    from kbrepro.bundle.documents import study_documents
 
     d = check_input_dir(Path(results_dir), "results folder", "pass the folder a run wrote, e.g. results/<name>")
     run_path = d / "run.json"
     if _exists(run_path):
+        run_doc = jsonio.loads_strict(_regular_file(run_path, "result file"), where="run.json")
+        study, binding = resolve_study(run_doc if isinstance(run_doc, dict) else None, study_path)
         docs = {}
-        for name in OUR_DOCUMENTS:
+        for name in (*OUR_DOCUMENTS, *study_documents(binding)):
             p = d / f"{name}.json"
             if _exists(p):
                 docs[name] = jsonio.loads_strict(_regular_file(p, "result file"), where=p.name)
@@ -106,10 +135,12 @@ def load_results(results_dir: Path) -> ResultSet:
                     files[f"binaries/{f.name}"] = _regular_file(f, "binary")
         log_path = d / "logs" / "run.log"
         log = _regular_file(log_path, "run log") if _exists(log_path) else None
-        return ResultSet(source="measured", documents=docs, files=files, log=log)
-    from kbrepro.bundle import importer
-
-    imp = importer.import_post_run(d)
+        return ResultSet(source="measured", documents=docs, files=files, log=log, study=study, binding=binding)
+    study, binding = resolve_study(None, study_path)
+    imp = binding.import_originals(d)
+    if imp is None:
+        raise UnreadableInputError(f"{d} holds no run.json, and study {study.name} has no importer of other files",
+                                   "pass the results folder a run wrote")
     missing = [n for n in REQUIRED if n not in imp.documents]
     if missing:
         raise InvalidResultsError(
@@ -117,14 +148,16 @@ def load_results(results_dir: Path) -> ResultSet:
             "put fusion_results.json (and the post's other result files) in the folder; the audit command "
             "'python -m kbrepro.bundle.audit' reads single files")
     files = {f"results/originals/{name}": data for name, data in imp.originals.items()}
-    return ResultSet(source="imported", documents=imp.documents, files=files, log=imp.log, notes=tuple(imp.notes))
+    return ResultSet(source="imported", documents=imp.documents, files=files, log=imp.log, notes=tuple(imp.notes),
+                     study=study, binding=binding)
 
 
 def check_results(rs: ResultSet, schema_problems: list[str] | None = None) -> None:
     """Schema and consistency of every document. Raises InvalidResultsError listing every
     problem with its file and JSON path. ``schema_problems``: already computed elsewhere."""
+    extra = validate.study_schemas(rs.study, rs.binding) if rs.study is not None else {}
     problems = list(schema_problems) if schema_problems is not None else \
-        [p for name, doc in rs.documents.items() for p in validate.schema_problems(name, doc)]
+        [p for name, doc in rs.documents.items() for p in validate.schema_problems(name, doc, extra)]
     problems += validate.consistency_problems(rs.documents, rs.files)
     if problems:
         shown = "\n".join(f"  {p}" for p in problems[:60])
@@ -134,8 +167,8 @@ def check_results(rs: ResultSet, schema_problems: list[str] | None = None) -> No
 
 
 def _kernelbench_inputs(rs: ResultSet, kernelbench: str | None) -> tuple[dict[str, bytes], dict]:
-    lock_path = manifests.path("kernelbench.lock.json")
-    lock_raw = lock_path.read_bytes()
+    lock_path = rs.study.folder / rs.study.lock_file
+    lock_raw = rs.study.file(rs.study.lock_file)
     lock = load_lock(lock_path)
     run_kb = rs.documents["run"].get("kernelbench") or {}
     out = {"inputs/kernelbench/kernelbench.lock.json": lock_raw}
@@ -164,33 +197,47 @@ def _kernelbench_inputs(rs: ResultSet, kernelbench: str | None) -> tuple[dict[st
     return out, info
 
 
-def _kernel_source(rs: ResultSet) -> tuple[dict[str, bytes], list[str]]:
-    src = (rs.documents["compile"].get("source") or {})
-    name, sha = src.get("file"), src.get("sha256")
-    if not name:
-        return {}, ["the compile records name no kernel source file"]
-    path = kc.SOURCE_PATH.parent / name
-    data = path.read_bytes() if path.is_file() else None
-    if data is not None and hashlib.sha256(data).hexdigest() == sha:
-        return {f"inputs/kernels/{name}": data}, []
-    if rs.source == "measured":
-        raise InvalidResultsError(f"kernels/{name} differs from the source the run compiled (sha256 {sha})",
-                                  "pack on the product commit that ran the study, or rerun it")
-    return {}, [f"the imported results compiled a source with sha256 {sha}, not this product's kernels/{name}; "
-                "the source is not included"]
+def _sources_check(rs: ResultSet) -> list[str]:
+    """The compiled sources the compile records name must be the study's files, byte for
+    byte (measured results: else InvalidResultsError); for imported results a differing
+    source is a note."""
+    notes = []
+    for v in (rs.documents["compile"].get("variants") or []):
+        src = v.get("source") or rs.documents["compile"].get("source") or {}
+        name, sha = src.get("file"), src.get("sha256")
+        data = rs.study.files.get(name) if name else None
+        if data is not None and hashlib.sha256(data).hexdigest() == sha:
+            continue
+        if rs.source == "imported" and sha in {hashlib.sha256(d).hexdigest() for d in rs.study.files.values()}:
+            continue
+        if rs.source == "measured":
+            raise InvalidResultsError(f"{name} of study {rs.study.name} differs from the source the run compiled "
+                                      f"(sha256 {sha})", "pack on the product commit that ran the study, or rerun it")
+        note = f"the imported results compiled a source with sha256 {sha}, which is none of study {rs.study.name}'s files"
+        if note not in notes:
+            notes.append(note)
+    return notes
 
 
-def _study_input(rs: ResultSet, study_path: str | None) -> tuple[dict[str, bytes], dict]:
+def _study_input(rs: ResultSet) -> tuple[dict[str, bytes], dict]:
+    """Every file of the study folder, under ``inputs/study/``; the run must have used this
+    very ``study.yaml`` (and, for a measured run, these very files)."""
+    from kbrepro.harness.plugin import files_digest
+
     st = rs.documents["run"].get("study", {})
-    p = Path(study_path) if study_path else manifests.path(st.get("source_name") or "study_fusion.yaml")
-    raw = p.read_bytes() if p.is_file() else None
-    if raw is None:
-        raise UnreadableInputError(f"study definition {p} not found", "pass --study")
+    raw = rs.study.source_bytes
     if st.get("sha256") and hashlib.sha256(raw).hexdigest() != st["sha256"]:
-        raise InvalidResultsError(f"{p.name} differs from the study definition the run used",
-                                  "pack on the product commit that ran, or pass --study with the file the run used")
-    return {f"inputs/study/{p.name}": raw}, {"name": st.get("name"), "profile": st.get("profile"),
-                                              "file": f"inputs/study/{p.name}", "sha256": hashlib.sha256(raw).hexdigest()}
+        raise InvalidResultsError(f"study {rs.study.name}'s study.yaml differs from the study definition the run used",
+                                  "pack on the product commit that ran, or pass --study with the folder the run used")
+    digest = files_digest(rs.study.files)
+    if rs.source == "measured" and st.get("files") is not None and st["files"] != digest:
+        bad = sorted(k for k in set(digest) | set(st["files"]) if digest.get(k) != st["files"].get(k))
+        raise InvalidResultsError(f"study {rs.study.name}'s files differ from the ones the run used ({', '.join(bad[:5])})",
+                                  "pack with the study folder the run used")
+    files = {f"inputs/study/{rel}": data for rel, data in rs.study.files.items()}
+    return files, {"name": st.get("name") or rs.study.name, "profile": st.get("profile") or "full",
+                   "file": "inputs/study/study.yaml", "sha256": hashlib.sha256(raw).hexdigest(),
+                   "files": digest}
 
 
 def bundle_name(rs: ResultSet) -> str:
@@ -201,8 +248,8 @@ def bundle_name(rs: ResultSet) -> str:
     return f"{study}-{label}-{stamp}"
 
 
-def _schema_problems(name: str, doc: dict) -> list[str]:
-    return validate.schema_problems(name, doc)
+def _schema_problems(name: str, doc: dict, extra=None) -> list[str]:
+    return validate.schema_problems(name, doc, extra)
 
 
 def _die_with_parent() -> None:
@@ -318,7 +365,7 @@ class _PlotWorker:
     consistency and evaluates the claims. Falls back to doing everything here if no worker
     process can be started."""
 
-    def __init__(self, documents: Mapping[str, dict], with_plots: bool = True, pool=None):
+    def __init__(self, documents: Mapping[str, dict], with_plots: bool = True, pool=None, extra=None):
         import os
         from concurrent.futures import ProcessPoolExecutor
 
@@ -338,14 +385,15 @@ class _PlotWorker:
             self._pool = pool or ProcessPoolExecutor(
                 max_workers=max(1, min(len(jobs) + len(documents), os.cpu_count() or 1, 8)))
             docs = dict(documents)
-            self._schema = [self._pool.submit(_schema_problems, n, d) for n, d in documents.items()]
+            self._extra = extra or {}
+            self._schema = [self._pool.submit(_schema_problems, n, d, self._extra) for n, d in documents.items()]
             self._futures = [self._pool.submit(self._plots.render_job, job, docs) for job in jobs]
         except (OSError, RuntimeError, NotImplementedError):
             self._pool = None
 
     def schema_problems(self) -> list[str]:
         if self._pool is None:
-            return [p for n, d in self._documents.items() for p in validate.schema_problems(n, d)]
+            return [p for n, d in self._documents.items() for p in validate.schema_problems(n, d, self._extra)]
         return [p for f in self._schema for p in f.result()]
 
     def results(self, claims_doc: Mapping) -> dict[str, bytes]:
@@ -377,17 +425,23 @@ def build_payload(rs: ResultSet, *, kernelbench: str | None = None, study_path: 
     for n, doc in rs.documents.items():
         payload[DOC_PATHS[n]] = jsonio.dumps(doc).encode()
     payload.update(rs.files)
+    # the study first: results of another study must be refused as such, before the lock check
+    # would blame the (right) lock of the (wrong) study
+    study_files, study_info = _study_input(rs)
+    notes_src = _sources_check(rs)
     kb_files, kb_info = _kernelbench_inputs(rs, kernelbench)
     payload.update(kb_files)
     if kb_info.get("reason"):
         notes.append(kb_info["reason"])
-    src_files, src_notes = _kernel_source(rs)
-    payload.update(src_files)
-    notes += src_notes
-    study_files, study_info = _study_input(rs, study_path)
+    notes += notes_src
     payload.update(study_files)
-    spec, spec_raw = claims_mod.load_spec(claims_path)
-    spec_name = Path(claims_path).name if claims_path else claims_mod.DEFAULT_CLAIMS
+    if claims_path:
+        spec, spec_raw = claims_mod.load_spec(claims_path)
+        spec_name = Path(claims_path).name
+    else:
+        spec_raw = rs.study.file(rs.study.claims_file)
+        spec_name = Path(rs.study.claims_file).name
+        spec = claims_mod.parse_spec(spec_raw, spec_name)
     payload[f"inputs/claims/{spec_name}"] = spec_raw
     claims_doc = claims_mod.evaluate(spec, rs.documents, source="recorded")
     claims_doc["spec"] = {"file": f"inputs/claims/{spec_name}", "sha256": claims_mod.spec_sha256(spec_raw)}
@@ -396,7 +450,7 @@ def build_payload(rs: ResultSet, *, kernelbench: str | None = None, study_path: 
         payload["logs/run.log"] = scrub.scrub_bytes(rs.log)
     env = rs.documents.get("environment", {}).get("fields", {})
     meta = {
-        "schema": "kbrepro/bundle", "schema_version": 1, "format": pack.FORMAT_NAME,
+        "schema": "kbrepro/bundle", "schema_version": 2, "format": pack.FORMAT_NAME,
         "format_version": pack.FORMAT_VERSION, "name": name or bundle_name(rs), "source": rs.source,
         "study": study_info,
         "claims": claims_doc["spec"],
@@ -419,7 +473,8 @@ def build_payload(rs: ResultSet, *, kernelbench: str | None = None, study_path: 
     import json as _json
 
     canon = {n: _json.loads(payload[DOC_PATHS[n]]) for n in rs.documents}
-    payload["REPORT.md"] = report.render(meta, canon, _json.loads(payload["claims.json"]), plots).encode()
+    sections = rs.binding.report_sections(rs.study.doc, canon) if rs.binding is not None else []
+    payload["REPORT.md"] = report.render(meta, canon, _json.loads(payload["claims.json"]), plots, sections).encode()
     payload["bundle.json"] = jsonio.dumps(meta).encode()
     from kbrepro import schemas
 
@@ -478,7 +533,7 @@ def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench
     digest cannot be written, the archive is removed again. A pool from
     :func:`start_workers` is used if given, else one is started here and shut down.
     """
-    from kbrepro.errors import OutputPathError, check_input_dir, check_input_file
+    from kbrepro.errors import OutputPathError, check_input_dir, check_input_file, check_input_path
 
     t0 = time.perf_counter()
     _check_name(name)
@@ -487,17 +542,22 @@ def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench
     if study_path is not None:
         from kbrepro.harness.study import load_study
 
-        check_input_file(study_path, "--study")
-        load_study(study_path, "full")  # refuse a study file that is not a valid study before packing it
+        check_input_path(study_path, "--study")
+        load_study(study_path, "full")  # refuse a study that is not a valid study before packing it
     if claims_path is not None:
         check_input_file(claims_path, "--claims")
         claims_mod.load_spec(claims_path)
     if kernelbench is not None:
         check_input_dir(kernelbench, "--kernelbench", KB_HINT)
-    rs = load_results(Path(results_dir))
+    rs = load_results(Path(results_dir), study_path)
+    ran = ((rs.documents.get("run") or {}).get("study") or {}).get("name")
+    if rs.source == "measured" and ran and ran != rs.study.name:
+        raise InvalidResultsError(f"the results are of study {ran!r}; --study names study {rs.study.name!r}",
+                                  "pass --study with the folder of the study that ran, or leave it out for a shipped study")
+    _study_input(rs)  # the run used this study folder (else InvalidResultsError), before the lock is consulted
     if kernelbench is not None:
         # a checkout the user named is used or refused, never skipped with a note
-        lock = load_lock(manifests.path("kernelbench.lock.json"))
+        lock = load_lock(rs.study.folder / rs.study.lock_file)
         wanted = (rs.documents["run"].get("kernelbench") or {}).get("files") or sorted(lock.files)
         try:
             KernelBenchCheckout(resolve_checkout(kernelbench), lock).verify(wanted)
@@ -510,7 +570,7 @@ def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench
     if own_pool:
         pool = start_workers()
     try:
-        workers = _PlotWorker(rs.documents, with_plots, pool)
+        workers = _PlotWorker(rs.documents, with_plots, pool, validate.study_schemas(rs.study, rs.binding))
         try:
             check_results(rs, workers.schema_problems())
             try:
@@ -566,8 +626,9 @@ def run_and_make(out: Path | None, *, study_path: str | None, profile: str, kern
     if out is not None:
         out = check_out_path(Path(out))
     if study_path is not None:
-        check_input_file(study_path, "--study")
+        check_input_path(study_path, "--study")
     study = load_study(study_path, profile)
+    binding = study.binding()  # imports and validates the binding: a bad study fails before the GPU
     if claims_path is not None:
         check_input_file(claims_path, "--claims")
         claims_mod.load_spec(claims_path)
@@ -581,7 +642,8 @@ def run_and_make(out: Path | None, *, study_path: str | None, profile: str, kern
     pool = start_workers()  # before CUDA initialises; warm by the time packing starts
     stage = "run"
     try:
-        run_doc = run_study(study, rdir, kernelbench=kernelbench, cache_dir=cache_dir, progress=progress)
+        run_doc = run_study(study, rdir, kernelbench=kernelbench, cache_dir=cache_dir, progress=progress,
+                            binding=binding)
         stage = "pack"
         made = make_from_results(rdir, out, kernelbench=kernelbench, study_path=study_path, claims_path=claims_path,
                                  name=name, with_plots=with_plots, pool=pool)

@@ -34,7 +34,7 @@ from kbrepro.harness.jsonio import atomic_write_bytes
 from kbrepro.errors import UsageError
 
 FORMAT_NAME = "kbrepro-bundle"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 BAGIT_TXT = b"BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n"
 TAG_FILES = ("bagit.txt", "bag-info.txt", "manifest-sha256.txt")
 SAFE_COMPONENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")

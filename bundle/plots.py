@@ -1,7 +1,7 @@
 """Plots for REPORT.md (optional: needs matplotlib, the ``plots`` extra).
 
 :func:`render_all` returns PNG bytes by file name: per task, the per-round time
-distribution of every arm (graph-replay tail and full program); the paired-ratio intervals
+distribution of every arm (graph replay, every scope and the full program); the paired-ratio intervals
 the timing claims were decided on; and bit identity by variant. PNGs carry no timestamp or
 software metadata, so the same documents give the same bytes with the same matplotlib.
 Raises ImportError if matplotlib is missing (the caller records that and goes on).

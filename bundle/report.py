@@ -101,24 +101,29 @@ def compile_section(compile_doc: Mapping) -> str:
                      f"{sass.get('fmul_ffma_ftz')}/{sass.get('fmul_ffma')}" if "fmul_ffma" in sass else "n/a",
                      _fmt(ev.get("expected")), f"**{_fmt(ev.get('agrees'))}**"])
     return ("## Compile variants and FTZ evidence\n\n"
-            "Evidence of each binary's FTZ mode: the minimal witness (does the tail flush a subnormal intermediate to "
-            "zero?), the PTX (non-approximate f32 instructions carrying `.ftz`, of all such instructions) and the SASS "
+            "Evidence of each binary's FTZ mode: the witness (does the binary's output follow the reference computed "
+            "with denormals flushed? only where the witness discriminates), the PTX (non-approximate f32 instructions carrying `.ftz`, of all such instructions) and the SASS "
             "(FMUL/FFMA carrying `.FTZ`, of all FMUL/FFMA; other `.FTZ` instructions appear in both modes and do not "
-            "decide). 'derived' marks a witness taken from the tiny-value control where none was recorded.\n\n"
+            "decide). 'derived' marks a witness an importer derived from the author's files.\n\n"
             + _table(["variant", "route", "options in effect", "cubin sha256", "witness flushes", "PTX .ftz / f32 ops",
                       "SASS FMUL/FFMA .FTZ / all", "FTZ expected", "evidence agrees"], rows))
 
 
 def witness_section(w: Mapping | None) -> str:
     if not w:
-        return ("## Minimal witness\n\nNo minimal witness was recorded in these results; each variant's witness in "
-                "the compile table is derived from the task-81 tiny-value control instead.\n")
+        return ("## FTZ witness\n\nNo witness was recorded in these results; the FTZ evidence rests on the PTX and "
+                "SASS (and on what an importer derived).\n")
     names = list(w["outputs"])
     rows = []
     for i, inp in enumerate(w["inputs"]):
         rows.append([_fmt(dec_float(inp["value"]))] + [f"{_fmt(dec_float(w['outputs'][n][i]['value']))} (`{w['outputs'][n][i]['bits']}`)"
                                                        for n in names])
-    return (f"## Minimal witness (task {w['task']} tail)\n\n" + _table(["input"] + names, rows))
+    rows = rows if len(rows) <= 16 else rows[:16]
+    disc = ("The reference at these inputs depends on subnormal handling (elements "
+            + ", ".join(str(i) for i in w.get("discriminating_elements", [])[:16]) + "), so the witness judges each binary."
+            if w.get("discriminates") else "The reference at these inputs does not depend on subnormal handling: "
+            "this witness cannot judge a binary's FTZ mode.")
+    return (f"## FTZ witness (task {w['task']})\n\n{disc}\n\n" + _table(["input"] + names, rows))
 
 
 def correctness_section(c: Mapping) -> str:
@@ -145,18 +150,6 @@ def correctness_section(c: Mapping) -> str:
            f"Official check: `torch.allclose(reference, candidate, atol={p.get('atol')}, rtol={p.get('rtol')})` "
            "(relative term scaled by the candidate). Bit identity: integer equality of the int32 views.\n\n"
            + _table(["variant", "task", "official pass", "bit-identical cases", "min bit-identical fraction", "max abs error"], rows))
-    tv = c.get("tiny_value_controls", {})
-    if tv:
-        rows = []
-        for t, d in sorted(tv.items()):
-            for v, x in d["checks"].items():
-                rows.append([t, f"`{v}`", f"{_fmt(x.get('bit_identical_count'))}/{_fmt(x.get('element_count'))}",
-                             _fmt(dec_float(x["max_abs_error"]) if x.get("max_abs_error") is not None else None)])
-            for k, x in (d.get("cross") or {}).items():
-                rows.append([t, f"`{k}`", f"{_fmt(x.get('bit_identical_count'))}/{_fmt(x.get('element_count'))}",
-                             _fmt(dec_float(x["max_abs_error"]) if x.get("max_abs_error") is not None else None)])
-        out += "\n### Tiny-value controls (tails on subnormal-producing inputs)\n\n" + _table(
-            ["task", "variant / pair", "bit-identical", "max abs error"], rows)
     return out
 
 
@@ -175,11 +168,11 @@ def timing_section(t: Mapping) -> str:
             for a in b["arms"]:
                 s = stats.summary(stats.arm_samples(b, a))
                 cells.append(f"{a}: {s['median_ms']:.4f} [{s['q25_ms']:.4f}, {s['q75_ms']:.4f}]")
-            base = "eager" if "eager" in b["arms"] else ("eager_tail" if "eager_tail" in b["arms"] else None)
+            base = next((a for a in b["arms"] if a == "eager" or a.startswith("eager_")), None)
             ratios = []
             if base:
                 for a in b["arms"]:
-                    if a not in (base, "torchscript", "torchscript_tail", "l2_flush_only") and a in b["arms"]:
+                    if a != base and not a.startswith("torchscript") and a != "l2_flush_only":
                         r = stats.paired_ratios(b, base, a)
                         if r:
                             ratios.append(f"{base}/{a} {stats.summary(r)['median_ms']:.3f}x")
@@ -216,23 +209,19 @@ def _inductor_part(documents: Mapping[str, Mapping]) -> str:
         return ""
     rows = []
     for task, rec in sorted(ind.items()):
-        for part in ("full", "tail"):
+        for part in [k for k in rec if k not in ("settings", "compile_seconds")]:
             chk = rec[part]
             rows.append([task, part, f"{rec['compile_seconds'][part]:.1f}", _fmt(chk["official"]["pass"]),
                          f"{chk['bit_identical_count']:,}/{chk['element_count']:,}"])
-    tv = c.get("tiny_value_controls") or {}
-    tiny = ", ".join(f"task {k}: {v['checks']['inductor_tail']['bit_identical_count']:,}/"
-                     f"{v['checks']['inductor_tail']['element_count']:,} bit-identical"
-                     for k, v in sorted(tv.items()) if "inductor_tail" in v["checks"])
-    w = (documents.get("witness") or {}).get("verdicts", {}).get("inductor_tail")
-    wit = "" if not w else (" Minimal witness: the Inductor tail "
-                            + ("flushes subnormals (FTZ)." if w["flushes"] else "keeps subnormals."))
+    w = (documents.get("witness") or {}).get("verdicts", {}).get("inductor")
+    wit = "" if not w or w["flushes"] is None else (" FTZ witness: the Inductor program "
+                                                    + ("flushes subnormals (FTZ)." if w["flushes"] else "keeps subnormals."))
     s = next(iter(ind.values()))["settings"]
     head = (f"torch {s.get('torch')}, Triton {s.get('triton')}, mode {s.get('mode')}, dynamic={s.get('dynamic')}. "
             "Compile time is measured apart, never inside a timing.")
     return ("### Inductor (torch.compile) baseline\n\n" + head + "\n\n"
             + _table(["task", "program", "compile s", "official pass", "bit-identical"], rows)
-            + "\nTiny-value controls of the Inductor tail: " + (tiny or "none") + "." + wit + "\n")
+            + wit + "\n")
 
 
 def _cold_part(blocks: list, flush_bytes: int) -> str:
@@ -243,7 +232,7 @@ def _cold_part(blocks: list, flush_bytes: int) -> str:
     rows = []
     for key in sorted(cold):
         cb = cold[key]
-        base = "eager" if key[1] == "full" else "eager_tail"
+        base = "eager" if key[1] == "full" else f"eager_{key[1]}"
         for arm in cb["arms"]:
             if arm in (base, "l2_flush_only"):
                 continue
@@ -261,7 +250,7 @@ def _roofline_part(blocks: list) -> str:
     bw = max(copy["bytes_moved"] / (stats.summary(stats.arm_samples(copy, a))["median_ms"] * 1e-3) for a in copy["arms"])
     rows = []
     for b in blocks:
-        if b.get("kind") not in ("study", "cold_l2") or b.get("scope") != "tail" or not b.get("bytes_moved"):
+        if b.get("kind") not in ("study", "cold_l2") or b.get("scope") == "full" or not b.get("bytes_moved"):
             continue
         flush = (stats.summary(stats.arm_samples(b, "l2_flush_only"))["median_ms"]
                  if "l2_flush_only" in b["arms"] else 0.0)
@@ -280,8 +269,8 @@ def _roofline_part(blocks: list) -> str:
             gem.append([b["task"], b["mode"], f"{med:.3f}", f"{b['flops'] / (med * 1e-3) / 1e12:.1f}"])
     return (f"### Roofline\n\nDevice copy bandwidth measured in this run: {bw / 1e9:.0f} GB/s (bytes read + written; "
             "the faster of cudaMemcpy and an elementwise copy kernel). "
-            "Tails move 4 bytes read and 4 written per element (plus the bias row). Cold-L2 rows have the flush-only "
-            "arm's median subtracted.\n\n"
+            "Bytes moved per call are the least the scope must read and write (the study's binding gives them). "
+            "Cold-L2 rows have the flush-only arm's median subtracted.\n\n"
             + _table(["block", "arm", "median ms", "GB/s", "fraction of copy bandwidth"], rows)
             + "\nGEMM alone (FP32, TF32 off):\n\n" + _table(["task", "mode", "median ms", "TFLOP/s"], gem))
 
@@ -315,7 +304,7 @@ def _misc_parts(blocks: list, selftest: Mapping | None) -> list[str]:
     if selftest:
         rows = [[r["name"], r["description"], ", ".join(r["expected"]) or "(none: must pass all)",
                  ", ".join(r["failed_checks"]) or "none", f"**{_fmt(r['as_expected'])}**"] for r in selftest["tests"]]
-        out.append("### Self-tests\n\n" + _table(["tail", "what is wrong", "expected to be caught by", "failed checks",
+        out.append("### Self-tests\n\n" + _table(["kernel", "what is wrong", "expected to be caught by", "failed checks",
                                                   "as expected"], rows))
     return out
 
@@ -331,20 +320,18 @@ def extras_section(documents: Mapping[str, Mapping]) -> str:
     return ("## Beyond the post\n\n" + "\n".join(parts)) if parts else ""
 
 
-def scout_section(s: Mapping | None) -> str:
-    if not s:
-        return ""
-    rows = []
-    for c in s.get("cases", []):
-        for k, x in c["checks"].items():
-            off, leg = x.get("official") or {}, x.get("legacy") or {}
-            rows.append([c["case"]["task"], c["case"]["seed"], k, _fmt(off.get("pass")), _fmt(leg.get("pass")),
-                         _fmt(off.get("failing_count")), _fmt(dec_float(x["max_abs_error"]) if x.get("max_abs_error") is not None else None)])
-    return "## Task 14/51 scout\n\n" + _table(["task", "seed", "rewrite", "official pass", "legacy pass", "failing", "max abs error"], rows)
+#: the heading above the sections a study's binding renders: a reader sees where the product's
+#: own rendering stops (for a study the verifier does not ship, what follows is the author's)
+STUDY_SECTIONS_HEADING = ("## Study sections\n\nRendered by the study's own binding (`binding.py` of its "
+                          "folder) from the documents above. A verifier re-renders them only for a study it "
+                          "ships; for any other study they are the author's text, not verified.\n")
 
 
-def render(meta: Mapping, documents: Mapping[str, Mapping], claims: Mapping | None, plots: list[str]) -> str:
-    """REPORT.md text. ``meta`` is the bundle metadata (bundle.json)."""
+def render(meta: Mapping, documents: Mapping[str, Mapping], claims: Mapping | None, plots: list[str],
+           sections: list[str] | None = None) -> str:
+    """REPORT.md text. ``meta`` is the bundle metadata (bundle.json); ``sections``: the
+    study binding's own Markdown sections (``StudyBinding.report_sections``), placed after
+    the timings under :data:`STUDY_SECTIONS_HEADING`."""
     env = documents.get("environment", {})
     run = documents.get("run", {})
     kb = run.get("kernelbench", {})
@@ -365,7 +352,9 @@ def render(meta: Mapping, documents: Mapping[str, Mapping], claims: Mapping | No
         lines.append(correctness_section(documents["correctness"]))
     if "timings" in documents:
         lines.append(timing_section(documents["timings"]))
-    lines.append(scout_section(documents.get("scout")))
+    if sections:
+        lines.append(STUDY_SECTIONS_HEADING)
+        lines += list(sections)
     lines.append(extras_section(documents))
     if plots:
         lines.append("## Plots\n\n" + "".join(f"![{p}]({p})\n\n" for p in plots))

@@ -28,23 +28,53 @@ def _walk_checks(node: Any) -> Iterator[tuple[str, dict]]:
             yield path, d
 
 
-def schema_problems(name: str, doc: Any) -> list[str]:
+def study_schemas(study, binding) -> dict[str, list[dict]]:
+    """The schemas a study adds, by document name: its own documents' schemas and the
+    schemas of its sections of our documents (``StudyBinding.documents`` and
+    ``section_schemas``, files of the study folder). Raises UsageError for a schema file the
+    study does not hold or that is not JSON."""
+    from kbrepro.errors import UsageError
+    from kbrepro.harness import jsonio
+
+    out: dict[str, list[dict]] = {}
+    if binding is None:
+        return out
+    for name, rel in [*sorted((binding.documents or {}).items()), *sorted((binding.section_schemas or {}).items())]:
+        try:
+            out.setdefault(name, []).append(jsonio.loads_strict(study.file(rel), where=rel))
+        except ValueError as exc:
+            raise UsageError(f"study {study.name}: {rel} is not valid JSON: {exc}", "fix the study's schema") from exc
+    return out
+
+
+def schema_problems(name: str, doc: Any, extra: Mapping[str, list] | None = None) -> list[str]:
     """Schema violations of a document that names itself ``kbrepro/<name>``, as
     ``"<name>.json: $.path: message"`` strings; an unsupported ``schema_version`` is reported
-    alone (the schema of another version cannot judge the rest)."""
+    alone (the schema of another version cannot judge the rest). ``extra``: a study's
+    schemas by document name (:func:`study_schemas`); a study's own document is judged by
+    them alone, one of ours by ours and then by the study's section schemas."""
     where = f"{name}.json"
     if not isinstance(doc, dict):
         return [f"{where}: $: not a JSON object"]
     if doc.get("schema") != f"kbrepro/{name}":
         return [f"{where}: $.schema: expected 'kbrepro/{name}', found {doc.get('schema')!r}"]
+    own = list((extra or {}).get(name, []))
     try:
         supported = schemas.supported_version(name)
     except KeyError:
-        return [f"{where}: $.schema: no schema named {name!r}"]
+        if not own:
+            return [f"{where}: $.schema: no schema named {name!r}"]
+        supported = own[0].get("properties", {}).get("schema_version", {}).get("const")
+        if doc.get("schema_version") != supported:
+            return [f"{where}: $.schema_version: unsupported version {doc.get('schema_version')!r} "
+                    f"(this verifier reads {supported})"]
+        return [f"{where}: {v}" for sch in own for v in schemas.validate_with(doc, sch, name)]
     if doc.get("schema_version") != supported:
         return [f"{where}: $.schema_version: unsupported version {doc.get('schema_version')!r} "
                 f"(this verifier reads {supported})"]
-    return [f"{where}: {v}" for v in schemas.validate(doc, name)]
+    out = [f"{where}: {v}" for v in schemas.validate(doc, name)]
+    out += [f"{where}: {v}" for sch in own for v in schemas.validate_with(doc, sch, name)]
+    return out
 
 
 def consistency_problems(documents: Mapping[str, Any], files: Mapping[str, bytes], *,
@@ -92,9 +122,9 @@ def consistency_problems(documents: Mapping[str, Any], files: Mapping[str, bytes
             rounds = b.get("rounds", [])
             if not rounds:
                 chk = b.get("checks") or {}
-                if not (b.get("kind") == "ftz_cost" and b.get("skipped") == FTZ_COST_SKIPPED
+                if not (isinstance(b.get("skipped"), str) and b.get("kind") not in ("study", "cold_l2", "extra_shape")
                         and any((c or {}).get("official", {}).get("pass") is False for c in chk.values())):
-                    out.append(f"timings.json: $.blocks[{i}].rounds: a block without rounds; only an FTZ-cost block "
+                    out.append(f"timings.json: $.blocks[{i}].rounds: a block without rounds; only a probe's block "
                                "whose variant failed its check on the timing input is skipped")
                 continue
             if not proto.get("adaptive") and len(rounds) != proto.get("rounds"):
@@ -105,15 +135,23 @@ def consistency_problems(documents: Mapping[str, Any], files: Mapping[str, bytes
                     break
     wit = documents.get("witness")
     if isinstance(wit, dict) and "outputs" in wit:
+        from kbrepro.harness.run import witness_flushes
+
         ref_bits = [r["bits"] for r in wit["outputs"].get("reference", [])]
+        rc = wit.get("reference_cpu") or {}
+        keep, flush = rc.get("keep") or [], rc.get("flush") or []
+        disc = [i for i, (a, b) in enumerate(zip(keep, flush)) if a.get("bits") != b.get("bits")]
         for n, ver in wit.get("verdicts", {}).items():
-            got = [r["bits"] for r in wit["outputs"].get(n, [])]
+            rows = wit["outputs"].get(n, [])
+            got = [r["bits"] for r in rows]
             if ver.get("bit_identical_to_reference") != (got == ref_bits):
                 out.append(f"witness.json: $.verdicts.{n}.bit_identical_to_reference contradicts the recorded bits")
-            zero = ("0x00000000", "0x80000000")
-            flushed = any(g in zero and r not in zero for g, r in zip(got, ref_bits))
-            if ver.get("flushes") != flushed:
-                out.append(f"witness.json: $.verdicts.{n}.flushes contradicts the recorded bits")
+            try:
+                want = witness_flushes(rows, keep, flush, disc) if len(rows) == len(keep) == len(flush) else None
+            except (KeyError, TypeError, ValueError, IndexError):
+                want = None
+            if ver.get("flushes") != want:
+                out.append(f"witness.json: $.verdicts.{n}.flushes contradicts the recorded values")
     run = documents.get("run")
     if isinstance(run, dict) and run.get("status") not in ("complete", "imported"):
         fail = run.get("failure") or {}

@@ -29,12 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
-from kbrepro import manifests
+from kbrepro import manifests, schemas
 from kbrepro.bundle import archive as arc
 from kbrepro.bundle import claims as claims_mod
 from kbrepro.bundle import pack, validate
 from kbrepro.harness import fingerprint, jsonio
 from kbrepro.harness.kernelbench import load_lock
+from kbrepro.harness.records import ftz_agrees
 from kbrepro.kernels import compile as kc
 from kbrepro.errors import (EnvironmentUnavailableError, ReproError, UnreadableInputError, UsageError)
 
@@ -136,27 +137,60 @@ class Report:
                           for t in self.tiers]}
 
 
+#: where a bundle carries its study folder (every file of it), relative to the bag root
+STUDY_PREFIX = "data/inputs/study/"
+#: the KernelBench pin this verifier ships: the sha256 of every task file and the LICENSE at the
+#: pinned commit, the judge of any study's lock and of every KernelBench file a bundle carries
+PIN_FILE = "kernelbench.pin.json"
+
+
 @dataclass(frozen=True)
 class TrustedStudy:
-    """A study this verifier ships: its own study definition and claims spec (the judges of
-    any bundle that names the study)."""
+    """A study this verifier ships (``manifests/studies.json``): its own folder's files,
+    relative path -> bytes, read from the verifier's installation. ``intact``: the files
+    still have the registry's hashes (an edited copy judges nothing)."""
 
     name: str
-    study_path: Path
-    claims_path: Path
-    study_raw: bytes
-    claims_raw: bytes
+    folder: Path
+    files: Mapping[str, bytes]
+    intact: bool
+    claims_file: str
+    lock_file: str
+
+    @property
+    def study_raw(self) -> bytes:
+        return self.files["study.yaml"]
+
+    @property
+    def claims_raw(self) -> bytes:
+        return self.files[self.claims_file]
 
 
 def trusted_studies() -> dict[str, TrustedStudy]:
-    """The studies this verifier ships (``manifests/``), by study name. Their YAML and
-    claims come from the verifier's own files, never from a bundle."""
-    from kbrepro.harness.study import DEFAULT_STUDY, load_study
+    """The studies this verifier ships, by study name, read from its own ``studies/``
+    folders and compared with the registry's per-file sha256; never from a bundle."""
+    from types import MappingProxyType
 
-    study_path = manifests.path(DEFAULT_STUDY)
-    claims_path = manifests.path(claims_mod.DEFAULT_CLAIMS)
-    st = load_study(study_path, "full")
-    return {st.name: TrustedStudy(st.name, study_path, claims_path, study_path.read_bytes(), claims_path.read_bytes())}
+    from kbrepro.harness import bounded, plugin
+    from kbrepro.harness.study import registry, studies_root
+
+    out = {}
+    for name, rec in sorted(registry().items()):
+        folder = studies_root() / rec["folder"]
+        try:
+            files = plugin.study_files(folder)
+            doc = bounded.load_yaml(files["study.yaml"], "study.yaml")
+            claims_file, lock_file = doc["claims"], doc["kernelbench"]["lock"]
+        except (OSError, KeyError, TypeError, ReproError):
+            continue
+        intact = plugin.files_digest(files) == dict(rec.get("files") or {})
+        out[name] = TrustedStudy(name, folder, MappingProxyType(dict(files)), intact, claims_file, lock_file)
+    return out
+
+
+def own_pin():
+    """The verifier's KernelBench pin (:data:`PIN_FILE`) as a ``KernelBenchLock``."""
+    return load_lock(manifests.path(PIN_FILE))
 
 
 @dataclass
@@ -176,7 +210,14 @@ class Bundle:
     trusted: TrustedStudy | None = None
     own_study: object | None = None
     author_study: object | None = None
+    binding: object | None = None
+    study_files: dict = field(default_factory=dict)
     partial: list[str] = field(default_factory=list)
+
+    @property
+    def study(self):
+        """The study definition that judges the bundle: the verifier's own, else the author's."""
+        return self.own_study if self.own_study is not None else self.author_study
 
 
 # ---------------------------------------------------------------------------------- tiers
@@ -298,6 +339,48 @@ def _schema_problem(t: Tier, file: str, p: str) -> None:
         t.details["unknown_version"] = True
 
 
+def _study_document_names(b: Bundle) -> list[str]:
+    """The study's own document names: the verifier's binding's for a study it ships; for
+    another study, the names bundle.json lists as ``kbrepro/<name>`` under ``results/``."""
+    from kbrepro.bundle.documents import DOC_NAME, OUR_DOCUMENTS, study_documents
+
+    if b.binding is not None:
+        return list(study_documents(b.binding))
+    names = []
+    for rel, schema in sorted((b.meta.get("documents") or {}).items()):
+        n = str(schema).split("/", 1)[-1]
+        if DOC_NAME.match(n) and n not in OUR_DOCUMENTS and n != "claims" and rel == f"results/{n}.json" \
+                and str(schema) == f"kbrepro/{n}":
+            names.append(n)
+    return names
+
+
+def _author_schemas(b: Bundle, t: Tier, names: list[str]) -> dict[str, list[dict]]:
+    """For a study the verifier does not ship: each study document's schema is the author's
+    ``schemas/<name>.schema.json`` of the bundled study folder (the result becomes partial)."""
+    out: dict[str, list[dict]] = {}
+    for n in names:
+        rel = f"schemas/{n}.schema.json"
+        raw = b.study_files.get(rel)
+        if raw is None:
+            t.fail(f"{STUDY_PREFIX}{rel}", f"the study document {n}.json has no schema in the bundled study folder")
+            continue
+        try:
+            sch = jsonio.loads_strict(raw, rel, max_bytes=1024 * 1024)
+        except UnreadableInputError as exc:
+            t.fail(f"{STUDY_PREFIX}{rel}", exc.message)
+            continue
+        why = schemas.untrusted_schema_problems(sch)
+        for w in why:
+            t.fail(f"{STUDY_PREFIX}{rel}", f"the author's schema of {n}.json cannot judge anything: {w}")
+        if not why:
+            out[n] = [sch]
+    if out:
+        b.partial.append("the study's own documents (" + ", ".join(sorted(out)) + ") are judged by the author's "
+                         "schemas only")
+    return out
+
+
 def _tier_documents(b: Bundle, t: Tier) -> None:
     from kbrepro.bundle.documents import DOC_PATHS, OUR_DOCUMENTS, REQUIRED
 
@@ -315,9 +398,34 @@ def _tier_documents(b: Bundle, t: Tier) -> None:
     if t.status == "FAIL":
         return
     b.meta = meta
+    # which study judges the bundle is decided first: the schemas of its documents are the
+    # verifier's own plus (for a study it ships) the study's, from the verifier's own folder
+    try:
+        run_doc = jsonio.loads_strict(b.files.get("data/results/run.json", b"{}"), "data/results/run.json",
+                                      max_bytes=MAX_DOCUMENT_BYTES)
+    except UnreadableInputError:
+        run_doc = {}
+    run_doc = run_doc if isinstance(run_doc, dict) else {}
+    if not isinstance(run_doc.get("study", {}), dict) or not isinstance((run_doc.get("study") or {}).get("files", {}),
+                                                                         dict):
+        t.fail("data/results/run.json", "the run's study record is not an object with a files mapping", path="$.study")
+        return
+    _study_definition(b, t, run_doc)
+    if t.status == "FAIL":
+        return
+    study_docs = _study_document_names(b)
+    if b.own_study is not None:
+        try:
+            extra = validate.study_schemas(b.own_study, b.binding)
+        except ReproError as exc:
+            t.fail(None, f"this verifier's own study {b.own_study.name} is broken: {exc.message}")
+            return
+    else:
+        extra = _author_schemas(b, t, study_docs)
+    known = [*OUR_DOCUMENTS, *study_docs]
     # which document sits where, and which schema judges it, is the verifier's own table: the
     # bundle's list is compared with it, never used to pick a schema
-    present = {n for n in OUR_DOCUMENTS if f"data/{DOC_PATHS[n]}" in b.files}
+    present = {n for n in known if f"data/{DOC_PATHS[n]}" in b.files}
     own_listing = {DOC_PATHS[n]: f"kbrepro/{n}" for n in sorted(present)}
     for rel, schema in sorted(meta["documents"].items()):
         if own_listing.get(rel) != schema:
@@ -331,13 +439,13 @@ def _tier_documents(b: Bundle, t: Tier) -> None:
                    and not p.startswith("data/results/originals/") and p[len("data/"):] not in own_listing)
     for p in stray:
         t.fail(p, "a results document this verifier does not know (not one of "
-               + ", ".join(DOC_PATHS[n] for n in OUR_DOCUMENTS) + ")")
+               + ", ".join(DOC_PATHS[n] for n in known) + ")")
     if meta.get("source") == "measured":
         for n in REQUIRED:
             if n not in present:
                 t.fail(f"data/{DOC_PATHS[n]}", "a measured bundle must carry this document; it is missing")
     docs = {}
-    for name in [n for n in OUR_DOCUMENTS if n in present] + ["claims"]:
+    for name in [n for n in known if n in present] + ["claims"]:
         rel = "claims.json" if name == "claims" else DOC_PATHS[name]
         data = b.files.get(f"data/{rel}")
         if data is None:
@@ -352,7 +460,7 @@ def _tier_documents(b: Bundle, t: Tier) -> None:
             t.fail(f"data/{rel}", "not in the canonical JSON form the packer writes (sorted keys, two-space "
                    "indent, ASCII)")
             continue
-        problems = validate.schema_problems(name, doc)
+        problems = validate.schema_problems(name, doc, extra)
         for p in problems:
             _schema_problem(t, f"data/{rel}", p)
         if not problems:
@@ -362,7 +470,6 @@ def _tier_documents(b: Bundle, t: Tier) -> None:
         return
     _layout(b, t, docs)
     _inert_strings(b, t, docs)
-    _study_definition(b, t, docs)
     if meta.get("source") == "imported":
         _imported(b, t, docs)
     else:
@@ -378,20 +485,19 @@ def _tier_documents(b: Bundle, t: Tier) -> None:
 
     for p in crosscheck.document_problems(docs, b.files, meta, _bag_info(b.files.get("bag-info.txt", b""))):
         t.fail(p.get("file"), p["message"], path=p.get("path"), expected=p.get("expected"), found=p.get("found"))
-    if b.own_study is not None or b.author_study is not None:
-        for p in crosscheck.study_problems(b.own_study if b.own_study is not None else b.author_study, docs):
+    if b.study is not None:
+        for p in crosscheck.study_problems(b.study, docs, b.binding):
             t.fail(p.get("file"), p["message"], path=p.get("path"), expected=p.get("expected"), found=p.get("found"))
     b.documents = docs
     t.details["documents"] = sorted(docs)
 
 
-#: the notes the packer adds to an importer's notes, exactly (bundle.make._kernelbench_inputs, _kernel_source)
+#: the notes the packer adds to an importer's notes, exactly (bundle.make._kernelbench_inputs, _sources_check)
 _PACKER_NOTES = (
     re.compile(r"KernelBench task files not included \(no verified checkout at [A-Za-z0-9._-]{1,100}/\): the "
                r"imported results are packed with the lock only"),
-    re.compile(r"the compile records name no kernel source file"),
-    re.compile(r"the imported results compiled a source with sha256 [0-9a-f]{64}, not this product's "
-               r"kernels/[A-Za-z0-9._-]{1,100}; the source is not included"),
+    re.compile(r"the imported results compiled a source with sha256 [0-9a-f]{64}, which is none of study "
+               r"[A-Za-z0-9._-]{1,100}'s files"),
 )
 
 
@@ -399,27 +505,34 @@ def _imported(b: Bundle, t: Tier, docs: dict) -> None:
     """An imported bundle's documents are derived from the post's original files it carries:
     the verifier runs its own importer on those files (and the bundled log) and requires the
     same documents, byte for byte, and the same notes."""
-    from kbrepro.bundle import importer
     from kbrepro.bundle.documents import DOC_PATHS, NO_PLOTS_NOTE
 
     originals = sorted(p for p in b.files if p.startswith("data/results/originals/"))
     if not originals:
         t.fail("data/results/originals", "an imported bundle must carry the original files its documents come from")
         return
+    if b.binding is None:
+        b.partial.append("imported results of a study this verifier does not ship: its documents are not re-derived "
+                         "from the bundled originals (the verifier has no importer of its own for them)")
+        return
+    log_name = getattr(b.binding, "import_log_file", "run.log")
     work = Path(tempfile.mkdtemp(prefix="kbrepro-import-", dir=b.root.parent))
     try:
         for p in originals:
             name = p.rsplit("/", 1)[1]
-            if name == importer.LOG_FILE or "/" in p[len("data/results/originals/"):]:
+            if name == log_name or "/" in p[len("data/results/originals/"):]:
                 t.fail(p, "not an original result file of the post")
                 continue
             (work / name).write_bytes(b.files[p])
         if "data/logs/run.log" in b.files:
-            (work / importer.LOG_FILE).write_bytes(b.files["data/logs/run.log"])
+            (work / log_name).write_bytes(b.files["data/logs/run.log"])
         try:
-            imp = importer.import_post_run(work)
+            imp = b.binding.import_originals(work)
         except ReproError as exc:
             t.fail("data/results/originals", f"this verifier's importer refuses the bundled originals: {exc.message}")
+            return
+        if imp is None:
+            t.fail("data/results/originals", f"study {b.trusted.name} has no importer: its results cannot be imported")
             return
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -445,7 +558,7 @@ def _imported(b: Bundle, t: Tier, docs: dict) -> None:
 #: what makes a string active in Markdown or HTML wherever REPORT.md shows it: the start of an
 #: HTML tag or comment, a link or image, a code-span backtick (line breaks, control and bidi
 #: characters are refused separately)
-_MD_ACTIVE = re.compile(r"<[A-Za-z!/?]|\]\(|\]\[|!\[|`|&(#|[A-Za-z][A-Za-z0-9]*;)")
+_MD_ACTIVE = re.compile(r"<[A-Za-z!/?]|\]\(|\]\[|\]:|!\[|`|&(#|[A-Za-z][A-Za-z0-9]*;)")
 #: in the fields REPORT.md shows in its tables, header and notes, emphasis, strike-through and
 #: autolinks too
 _MD_STRICT = re.compile(r"\*|~~|__|https?://|www\.", re.IGNORECASE)
@@ -453,7 +566,9 @@ _MD_STRICT = re.compile(r"\*|~~|__|https?://|www\.", re.IGNORECASE)
 _ENV_VALUE = re.compile(r"^[A-Za-z0-9 .,:;()+/=@#_-]{0,200}$")
 #: the longest string REPORT.md may show (longer ones push the report off screen)
 MAX_SHOWN_CHARS = 1000
-_SCRUB_PLACEHOLDER = re.compile(r"<(site-packages|dist-packages|tmp|home)>")
+_SCRUB_PLACEHOLDER = re.compile(r"<(site-packages|dist-packages|tmp|home|path|project)>")
+#: where the engine writes those placeholders: compile options, Inductor's recorded environment
+_SCRUBBED_FIELD = re.compile(r"(\.options|\.inductor\.settings\.env\.[A-Za-z_][A-Za-z0-9_]*$)")
 #: fields REPORT.md never shows, whose product-written text holds formulas ('max |d| <= atol')
 _UNSHOWN = re.compile(r"\.(derived_from|definitions|inequality|imported|program_log)(\.|\[|$)"
                       r"|^\$\.claims\[\d+\]\.checks\[\d+\]\.(select|blocks)$")
@@ -499,7 +614,7 @@ def _inert_strings(b: Bundle, t: Tier, docs: dict) -> None:
     from kbrepro.bundle.documents import DOC_PATHS
 
     own_sentences: set[str] = set()
-    for st in ([b.trusted] if b.trusted is not None else trusted_studies().values()):
+    for st in ([b.trusted] if b.trusted is not None else [x for x in trusted_studies().values() if x.intact]):
         own_sentences |= {c["sentence"] for c in claims_mod.parse_spec(st.claims_raw)["claims"]}
     roots = [("data/bundle.json", b.meta)] + [("data/claims.json" if n == "claims" else f"data/{DOC_PATHS[n]}", d)
                                               for n, d in docs.items()]
@@ -520,7 +635,8 @@ def _inert_strings(b: Bundle, t: Tier, docs: dict) -> None:
                 stack.extend((f"{path}[{i}]", v) for i, v in enumerate(node))
             elif isinstance(node, str):
                 text = node
-                if file.endswith("compile.json") and "options" in path:
+                if (file.endswith("compile.json") and "options" in path) or \
+                        (file.endswith("correctness.json") and _SCRUBBED_FIELD.search(path)):
                     text = _SCRUB_PLACEHOLDER.sub("", text)
                 if file == "data/environment.json" and re.match(r"^\$\.fields\.[^.]+\.value", path) and \
                         not _ENV_VALUE.match(node):
@@ -541,7 +657,7 @@ def _inert_strings(b: Bundle, t: Tier, docs: dict) -> None:
 def _layout(b: Bundle, t: Tier, docs: dict) -> None:
     """The bag holds exactly the files the packer writes for these records: the documents, the
     binaries the compile records name, the inputs bundle.json names (KernelBench files of the
-    verifier's lock, the kernel source, the study and claims files), the run log, the post's
+    study's lock, every file of the study folder, the claims file), the run log, the post's
     originals (imported results only) and the plots the packer renders for these documents
     (PNG). Anything else could be linked from a forum post as if verified."""
     from kbrepro.bundle import plots as plots_mod
@@ -559,13 +675,10 @@ def _layout(b: Bundle, t: Tier, docs: dict) -> None:
             ref = v.get(key)
             if isinstance(ref, dict) and isinstance(ref.get("file"), str):
                 allowed.add(f"data/{ref['file']}")
-    src = ((docs.get("compile") or {}).get("source") or {}).get("file")
-    if src:
-        allowed.add(f"data/inputs/kernels/{src}")
     kb = meta.get("kernelbench") or {}
-    lock = load_lock(manifests.path("kernelbench.lock.json"))
     allowed.add("data/" + kb.get("lock_file", "inputs/kernelbench/kernelbench.lock.json"))
-    allowed |= {f"data/inputs/kernelbench/{rel}" for rel in lock.files}
+    allowed |= {f"data/inputs/kernelbench/{rel}" for rel in _judging_lock(b).files}
+    allowed |= {f"{STUDY_PREFIX}{rel}" for rel in b.study_files}
     for ref in (meta.get("study") or {}, meta.get("claims") or {}):
         if ref.get("file"):
             allowed.add(f"data/{ref['file']}")
@@ -613,24 +726,62 @@ def _notes(b: Bundle, t: Tier) -> None:
                    path=f"$.notes[{i}]", found=n)
 
 
-def _study_definition(b: Bundle, t: Tier, docs: dict) -> None:
-    """The bundled study definition, compared with the verifier's own definition of the study
-    the run names (which then judges the bundle); a study the verifier does not ship makes
-    the result partial."""
-    from kbrepro.harness import bounded
+def _judging_lock(b: Bundle):
+    """The KernelBench lock that says which task files the bundle may carry: the verifier's
+    own copy of its study's lock, else (a study it does not ship) the verifier's whole pin."""
+    if b.trusted is not None:
+        return load_lock(b.trusted.folder / b.trusted.lock_file)
+    return own_pin()
+
+
+def _differing(a: Mapping[str, bytes], b: Mapping[str, bytes]) -> list[str]:
+    return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+
+
+#: a file name a bundled study folder may hold (no hidden files, bounded depth and length)
+_STUDY_FILE = re.compile(r"^([A-Za-z0-9_][A-Za-z0-9._-]{0,80}/){0,3}[A-Za-z0-9_][A-Za-z0-9._-]{0,80}"
+                         r"\.(yaml|yml|json|py|cu|cuh|h|hpp|md|txt)$")
+
+
+def _study_definition(b: Bundle, t: Tier, run_doc: Mapping) -> None:
+    """The bundled study folder (``data/inputs/study/``, every file of it), compared with
+    the records and with the verifier's own folder of the study the run names, which then
+    judges the bundle (its definition, claims, lock, schemas and binding); a study the
+    verifier does not ship is judged by the author's definition and makes the result partial.
+    The bundled files are never imported or executed here."""
+    from kbrepro.harness import bounded, plugin
     from kbrepro.harness.study import load_study
 
     ref = b.meta.get("study") or {}
-    rel = f"data/{ref.get('file')}"
-    raw = b.files.get(rel)
+    rel = f"{STUDY_PREFIX}study.yaml"
+    if ref.get("file") != "inputs/study/study.yaml":
+        t.fail("data/bundle.json", "the study definition is not where the packer puts it", path="$.study.file",
+               expected="inputs/study/study.yaml", found=ref.get("file"))
+        return
+    files = {p[len(STUDY_PREFIX):]: d for p, d in b.files.items() if p.startswith(STUDY_PREFIX)}
+    for name in sorted(files):
+        if not _STUDY_FILE.match(name):
+            t.fail(f"{STUDY_PREFIX}{name}", "not a file name a study folder may hold (source, YAML, JSON, Python, "
+                   "Markdown or text, at most three folders deep)")
+    raw = files.get("study.yaml")
     if raw is None:
         t.fail(rel, "the study definition bundle.json names is missing")
         return
+    b.study_files = files
     got = hashlib.sha256(raw).hexdigest()
     if ref.get("sha256") != got:
         t.fail(rel, "the study definition differs from the sha256 bundle.json records", expected=ref.get("sha256"),
                found=got)
-    run_st = (docs.get("run") or {}).get("study") or {}
+    digest = plugin.files_digest(files)
+    for what, recorded in (("bundle.json", ref.get("files")), ("run.json", (run_doc.get("study") or {}).get("files"))):
+        if recorded is None and what == "run.json":
+            continue
+        if recorded != digest:
+            bad = sorted(k for k in set(digest) | set(recorded or {}) if digest.get(k) != (recorded or {}).get(k))
+            t.fail("data/bundle.json" if what == "bundle.json" else "data/results/run.json",
+                   f"the bundled study files differ from the ones {what} records: "
+                   + ", ".join(safe_text(x, 80) for x in bad[:8]), path="$.study.files")
+    run_st = run_doc.get("study") or {}
     if run_st.get("sha256") not in (None, got):
         t.fail("data/results/run.json", "the run used another study definition than the bundled one",
                path="$.study.sha256", expected=got, found=run_st.get("sha256"))
@@ -648,74 +799,98 @@ def _study_definition(b: Bundle, t: Tier, docs: dict) -> None:
     if ref.get("profile") != profile:
         t.fail("data/bundle.json", "bundle.json and run.json name different profiles", path="$.study.profile",
                expected=profile, found=ref.get("profile"))
+    if t.status == "FAIL":
+        return
     studies = trusted_studies()
     trusted = studies.get(name)
     if trusted is None and isinstance(parsed, dict):
-        from kbrepro.harness import bounded as _b
-
         bare = {k: v for k, v in parsed.items() if k not in ("name", "title")}
         for other in studies.values():
-            theirs = _b.load_yaml(other.study_raw, other.study_path.name)
-            if bare == {k: v for k, v in theirs.items() if k not in ("name", "title")}:
-                t.fail(rel, f"the bundled study definition is this verifier's study {other.name!r} under another name "
+            theirs = bounded.load_yaml(other.study_raw, "study.yaml")
+            same_rest = {k: v for k, v in files.items() if k != "study.yaml"} == \
+                {k: v for k, v in other.files.items() if k != "study.yaml"}
+            if same_rest and bare == {k: v for k, v in theirs.items() if k not in ("name", "title")}:
+                t.fail(rel, f"the bundled study is this verifier's study {other.name!r} under another name "
                        f"({safe_text(name)!r}); it is judged as {other.name!r} and must carry that name",
                        expected=other.name, found=name)
                 return
+    if trusted is not None and not trusted.intact:
+        t.notes.append(f"this verifier's own copy of study {trusted.name!r} differs from its registry "
+                       "(manifests/studies.json): it judges nothing")
+        b.partial.append(f"this verifier's own copy of study {safe_text(name)!r} was edited after it was registered")
+        trusted = None
     if trusted is None:
         b.partial.append(f"study {safe_text(name)!r} is not one this verifier ships: its study definition and its "
                          "claims are the author's, checked for consistency with the data but not judged by the "
                          "verifier's own definitions")
         try:
-            b.author_study = load_study(b.root / "data" / ref["file"], profile)
+            b.author_study = load_study(b.root / "data" / "inputs" / "study", profile, files=files, untrusted=True)
         except ReproError as exc:
             t.fail(rel, exc.message)
+        t.details["study"] = {"name": name, "profile": profile, "judged_by": "author"}
         return
-    if raw != trusted.study_raw:
-        t.fail(rel, f"the bundled definition of study {safe_text(name)!r} differs from this verifier's own; "
-               "a bundle cannot redefine a study the verifier ships", expected=hashlib.sha256(trusted.study_raw).hexdigest(),
-               found=got)
+    diff = _differing(files, trusted.files)
+    if diff:
+        first = diff[0]
+        own, theirs = trusted.files.get(first), files.get(first)
+        t.fail(f"{STUDY_PREFIX}{first}", f"the bundled folder of study {safe_text(name)!r} differs from this "
+               "verifier's own in " + ", ".join(safe_text(x, 80) for x in diff[:8]) + "; a bundle cannot redefine a "
+               "study the verifier ships (a bundle of an earlier version of the study is judged only by a verifier "
+               "of that version)",
+               expected=hashlib.sha256(own).hexdigest() if own is not None else "(no such file)",
+               found=hashlib.sha256(theirs).hexdigest() if theirs is not None else "(no such file)")
         return
     try:
-        b.own_study = load_study(trusted.study_path, profile)
+        b.own_study = load_study(trusted.folder, profile)
+        b.binding = b.own_study.binding()
     except ReproError as exc:
         t.fail("data/results/run.json", f"profile {safe_text(profile)!r}: {exc.message}", path="$.study.profile")
+        b.own_study = None
         return
     b.trusted = trusted
     t.details["study"] = {"name": name, "profile": profile, "judged_by": "verifier"}
 
 
 def _tier_provenance(b: Bundle, t: Tier) -> None:
-    own_lock = load_lock(manifests.path("kernelbench.lock.json"))
+    pin = own_pin()
     kb = b.meta.get("kernelbench", {})
-    lock_raw = b.files.get("data/" + kb.get("lock_file", "inputs/kernelbench/kernelbench.lock.json"))
+    lock_rel = "data/" + kb.get("lock_file", "inputs/kernelbench/kernelbench.lock.json")
+    lock_raw = b.files.get(lock_rel)
+    study_lock = b.study.lock_file if b.study is not None else None
     if lock_raw is None:
-        t.fail("data/inputs/kernelbench/kernelbench.lock.json", "the bundle carries no KernelBench lock")
+        t.fail(lock_rel, "the bundle carries no KernelBench lock")
     else:
+        if study_lock is not None and b.study_files.get(study_lock) != lock_raw:
+            t.fail(lock_rel, "the KernelBench lock differs from the study's own lock file "
+                   f"({safe_text(study_lock)})")
         try:
             blk = jsonio.loads_strict(lock_raw, "kernelbench.lock.json")
         except UnreadableInputError as exc:
             blk = {}
-            t.fail("data/inputs/kernelbench/kernelbench.lock.json", exc.message)
-        if blk.get("commit") != own_lock.commit:
-            t.fail("data/inputs/kernelbench/kernelbench.lock.json", "KernelBench commit differs from the verifier's lock",
-                   expected=own_lock.commit, found=blk.get("commit"))
-        for rel, h in (blk.get("files") or {}).items():
-            if own_lock.files.get(rel) not in (None, h):
-                t.fail("data/inputs/kernelbench/kernelbench.lock.json", f"{rel}: hash differs from the verifier's lock",
-                       expected=own_lock.files.get(rel), found=h)
+            t.fail(lock_rel, exc.message)
+        blk = blk if isinstance(blk, dict) else {}
+        if blk.get("commit") != pin.commit:
+            t.fail(lock_rel, "KernelBench commit differs from the verifier's pin", expected=pin.commit,
+                   found=blk.get("commit"))
+        for rel, h in sorted((blk.get("files") or {}).items()):
+            if pin.files.get(rel) != h:
+                t.fail(lock_rel, f"{safe_text(rel, 120)}: " + ("not a file of KernelBench at the pinned commit"
+                       if rel not in pin.files else "hash differs from the verifier's pin"),
+                       expected=pin.files.get(rel), found=h)
     run_kb = (b.documents.get("run") or {}).get("kernelbench") or {}
-    if run_kb.get("commit") and run_kb["commit"] != own_lock.commit:
+    if run_kb.get("commit") and run_kb["commit"] != pin.commit:
         t.fail("data/results/run.json", "the run used another KernelBench commit", path="$.kernelbench.commit",
-               expected=own_lock.commit, found=run_kb["commit"])
-    included = [p for p in b.files if p.startswith("data/inputs/kernelbench/") and not p.endswith("kernelbench.lock.json")]
+               expected=pin.commit, found=run_kb["commit"])
+    judging = _judging_lock(b)
+    included = [p for p in b.files if p.startswith("data/inputs/kernelbench/") and p != lock_rel]
     for p in included:
         rel = p[len("data/inputs/kernelbench/"):]
-        want = own_lock.files.get(rel)
+        want = judging.files.get(rel) if rel in judging.files else None
         got = hashlib.sha256(b.files[p]).hexdigest()
         if want is None:
-            t.fail(p, "KernelBench file not in the verifier's lock")
-        elif want != got:
-            t.fail(p, "KernelBench file differs from the verifier's lock", expected=want, found=got)
+            t.fail(p, "KernelBench file not in the study's lock")
+        elif want != got or pin.files.get(rel) != got:
+            t.fail(p, "KernelBench file differs from the verifier's pin", expected=pin.files.get(rel), found=got)
     if not included:
         msg = "the bundle carries no KernelBench task files"
         if b.meta.get("source") == "measured":
@@ -723,26 +898,60 @@ def _tier_provenance(b: Bundle, t: Tier) -> None:
         else:
             t.notes.append(msg + f" ({safe_text(kb.get('reason') or 'imported results')})")
     comp = b.documents.get("compile") or {}
-    src = comp.get("source") or {}
-    src_path = f"data/inputs/kernels/{src.get('file')}" if src.get("file") else None
-    if src_path and src_path in b.files:
-        got = hashlib.sha256(b.files[src_path]).hexdigest()
-        if got != src.get("sha256"):
-            t.fail(src_path, "kernel source differs from the compile records", expected=src.get("sha256"), found=got)
-        own = kc.SOURCE_PATH.parent / src["file"]
-        known = own.is_file() and hashlib.sha256(own.read_bytes()).hexdigest() == got
-        t.details["kernel_source_known"] = known
-        b.kernel_source_known = known
-        if not known:
-            t.notes.append(f"kernel source {safe_text(src['file'])} differs from this verifier's kernels/: "
-                           "replay will not execute it without --trust-bundle-code")
-            b.partial.append(f"the kernel source {safe_text(src['file'])} is not this verifier's own: the results "
-                             "come from code the verifier does not know")
-    elif b.meta.get("source") == "measured":
-        t.fail(src_path or "data/inputs/kernels", "the bundle carries no kernel source")
-    else:
-        t.details["kernel_source_known"] = False
-        t.notes.append("no kernel source in the bundle (imported results)")
+    sources = {}
+    for i, v in enumerate(comp.get("variants", [])):
+        src = v.get("source") or comp.get("source") or {}
+        if src.get("file"):
+            sources.setdefault(src["file"], set()).add(src.get("sha256"))
+    known = bool(sources)
+    for fname, shas in sorted(sources.items()):
+        path = f"{STUDY_PREFIX}{fname}"
+        data = b.study_files.get(fname)
+        if data is None:
+            if b.meta.get("source") == "measured":
+                t.fail(path, "the kernel source the compile records name is not in the bundled study folder")
+            known = False
+            continue
+        got = hashlib.sha256(data).hexdigest()
+        if shas != {got}:
+            if b.meta.get("source") == "measured":
+                t.fail(path, "kernel source differs from the compile records", expected=sorted(map(str, shas)),
+                       found=got)
+            known = False
+        if b.trusted is None or b.trusted.files.get(fname) != data:
+            known = False
+    if b.meta.get("source") == "measured" and not sources:
+        t.fail("data/results/compile.json", "the compile records name no kernel source")
+    if b.study is not None and b.meta.get("source") == "measured":
+        # which file each variant compiles is the study definition's, not the record's
+        for i, v in enumerate(comp.get("variants", [])):
+            name = v.get("name")
+            want = b.study.variant_sources.get(name)
+            got = (v.get("source") or comp.get("source") or {}).get("file")
+            if want is not None and got != want:
+                t.fail("data/results/compile.json", f"{safe_text(name)}: the study compiles {want} for this variant; "
+                       f"the record names {safe_text(got)}", path=f"$.variants[{i}].source.file", expected=want,
+                       found=got)
+            want_h = list(b.study.variant_headers.get(name, ()))
+            got_h = [(h or {}).get("file") for h in (v.get("headers") or [])]
+            if want is not None and got_h != want_h:
+                t.fail("data/results/compile.json", f"{safe_text(name)}: the headers compiled are not the study's",
+                       path=f"$.variants[{i}].headers", expected=want_h, found=got_h)
+            for j, h in enumerate(v.get("headers") or []):
+                data = b.study_files.get((h or {}).get("file"))
+                if data is None or hashlib.sha256(data).hexdigest() != (h or {}).get("sha256"):
+                    t.fail("data/results/compile.json", f"{safe_text(name)}: header {safe_text((h or {}).get('file'))} "
+                           "differs from the bundled study file", path=f"$.variants[{i}].headers[{j}]")
+        first = b.study.variant_sources.get(b.study.variants[0].name) if b.study.variants else None
+        if first is not None and (comp.get("source") or {}).get("file") != first:
+            t.fail("data/results/compile.json", f"the compile record's source is not the study's first variant's "
+                   f"({first})", path="$.source.file", expected=first, found=(comp.get("source") or {}).get("file"))
+    t.details["kernel_source_known"] = known
+    b.kernel_source_known = known
+    if sources and not known and b.trusted is not None and b.meta.get("source") == "measured":
+        b.partial.append("a compiled kernel source is not this verifier's own copy of the study's")
+    if not sources or (b.meta.get("source") == "imported" and not known):
+        t.notes.append("the compiled kernel source is not in the bundle (imported results)")
         b.partial.append("no kernel source and no compiled binaries: the FTZ modes and results rest on the "
                          "numbers the post recorded, which only a replay can confirm")
     # which FTZ mode each variant must have is the verifier's own reading of its own study's
@@ -786,8 +995,9 @@ def _tier_provenance(b: Bundle, t: Tier) -> None:
         expected = own_ftz[name] if own_ftz is not None else bool(v.get("expected_ftz"))
         says = {}
         w = ev.get("witness") or {}
-        if "flushes" in w:
-            says["witness"] = bool(w["flushes"])
+        # a witness judges only where it discriminates and decided (harness.records.FtzEvidence)
+        if w.get("discriminates") is not False and isinstance(w.get("flushes"), bool):
+            says["witness"] = w["flushes"]
         ptx_ref = v.get("ptx")
         if isinstance(ptx_ref, dict) and f"data/{ptx_ref['file']}" in b.files:
             counts = kc.ptx_ftz_counts(b.files[f"data/{ptx_ref['file']}"])
@@ -802,7 +1012,7 @@ def _tier_provenance(b: Bundle, t: Tier) -> None:
             counts = kc.sass_ftz_counts(b.files[f"data/{sass_ref['file']}"].decode("utf-8", "replace"))
             if kc.sass_says_ftz(counts) is not None:
                 says["sass"] = kc.sass_says_ftz(counts)
-        agrees = all(s == expected for s in says.values()) if says else None
+        agrees = ftz_agrees(expected, says)
         if not says:
             t.fail("data/results/compile.json", f"{name}: no FTZ evidence (no witness, PTX or SASS)",
                    path=f"$.variants[{i}].ftz_evidence")
@@ -814,7 +1024,9 @@ def _tier_provenance(b: Bundle, t: Tier) -> None:
                    "binary that ran did not have the FTZ mode its name claims, so results labelled with this "
                    "variant do not show what they say (a known cause: NVRTC's compile cache, see the README)",
                    path=f"$.variants[{i}].ftz_evidence", expected=expected, found=says)
-        if ev.get("agrees") is not None and agrees is not None and ev["agrees"] != agrees:
+        strict = b.meta.get("source") == "measured"  # a measured record's 'agrees' is the shared rule's, exactly
+        if (ev.get("agrees") != agrees) if strict else (ev.get("agrees") is not None and agrees is not None
+                                                         and ev["agrees"] != agrees):
             t.fail("data/results/compile.json", f"{name}: recorded 'agrees' does not follow from the evidence",
                    path=f"$.variants[{i}].ftz_evidence.agrees", expected=agrees, found=ev["agrees"])
     by_sha: dict[str, set] = {}
@@ -841,7 +1053,7 @@ def _tier_provenance(b: Bundle, t: Tier) -> None:
     checked = []
     if included:
         checked.append(f"KernelBench pin ({len(included)} files)")
-    if src_path and src_path in b.files:
+    if sources:
         checked.append("kernel source" + ("" if b.kernel_source_known else " (not the verifier's own)"))
     n_bin = sum(1 for v in comp.get("variants", []) for k in ("cubin", "cubin_complete")
                 if isinstance(v.get(k), dict))
@@ -852,7 +1064,7 @@ def _tier_provenance(b: Bundle, t: Tier) -> None:
     t.details["checked"] = checked
     from kbrepro.bundle import crosscheck
 
-    for p in crosscheck.provenance_problems(b.documents, b.files, b.meta):
+    for p in crosscheck.provenance_problems(b.documents, b.files, b.meta, b.binding):
         t.fail(p.get("file"), p["message"], path=p.get("path"), expected=p.get("expected"), found=p.get("found"))
 
 
@@ -928,6 +1140,13 @@ def _tier_claims(b: Bundle, t: Tier) -> None:
     got = hashlib.sha256(raw).hexdigest()
     if spec_ref.get("sha256") != got:
         t.fail(rel, "claims spec differs from the sha256 bundle.json records", expected=spec_ref.get("sha256"), found=got)
+    own_claims = b.study_files.get(b.study.claims_file) if b.study is not None else None
+    if own_claims is not None and raw != own_claims:
+        if b.trusted is None:
+            b.partial.append(f"the claims evaluated ({safe_text(spec_ref.get('file'))}) are not the study folder's "
+                             f"{safe_text(b.study.claims_file)}: the author chose them when packing")
+        else:
+            t.notes.append("the claims spec packed is not the study's own claims file; the verifier judges with its own")
     recorded = b.documents.get("claims") or {}
     if (recorded.get("spec") or {}).get("sha256") != got:
         t.fail("data/claims.json", "claims.json was evaluated from another claims spec",
@@ -977,8 +1196,15 @@ def _tier_claims(b: Bundle, t: Tier) -> None:
         t.fail("data/REPORT.md", "the bundle has no REPORT.md")
     else:
         plots = sorted(p[len("data/"):] for p in b.files if p.startswith("data/plots/"))
+        claims_now = json.loads(jsonio.dumps(expected))
         try:
-            want = report_mod.render(b.meta, docs, json.loads(jsonio.dumps(expected)), plots).encode("utf-8")
+            if b.binding is not None:
+                sections = list(b.binding.report_sections(b.own_study.doc, docs))
+                want = report_mod.render(b.meta, docs, claims_now, plots, sections).encode("utf-8")
+            else:
+                want = _author_sections_report(
+                    b, t, report, report_mod.render(b.meta, docs, claims_now, plots, []).encode("utf-8"),
+                    report_mod.render(b.meta, docs, claims_now, plots, [_SECTIONS_MARK]).encode("utf-8"))
         except Exception as exc:  # the renderer meets documents that passed every check before it
             t.fail("data/REPORT.md", f"the verifier cannot render a report from these records: "
                    f"{type(exc).__name__}: {exc}")
@@ -996,6 +1222,47 @@ def _tier_claims(b: Bundle, t: Tier) -> None:
                    expected=("..." if start else "") + a[start:start + 120],
                    found=("..." if start else "") + g[start:start + 120])
     t.details["recomputed"] = expected
+
+
+#: where the study's own sections go in a report the verifier renders for a study it does not ship
+_SECTIONS_MARK = "\x00study-sections\x00"
+#: what the author's sections of REPORT.md may not hold: any '<', '>' or square bracket (HTML,
+#: links, images, link reference definitions that would turn bracketed text of the verifier's
+#: own sections into links), entities, code fences (which would swallow what follows), any
+#: URL scheme, 'www.' and '@' (GFM autolinks); control and bidi characters are refused apart.
+#: Tables, headings, emphasis and inline code are allowed.
+_AUTHOR_ACTIVE = re.compile(r"[<>\[\]@]|&(#|[A-Za-z][A-Za-z0-9]*;)|```|~~~|[A-Za-z][A-Za-z0-9+.-]*:/|www\.",
+                            re.IGNORECASE)
+
+
+def _author_sections_report(b: Bundle, t: Tier, report: bytes, bare: bytes, framed: bytes) -> bytes:
+    """For a study the verifier does not ship, its binding's report sections cannot be
+    re-rendered without running the author's code: every other byte of REPORT.md is the
+    verifier's rendering (``framed`` holds :data:`_SECTIONS_MARK` where the sections go),
+    and the author's sections between them must be inert Markdown. ``bare``: the rendering
+    without sections. Returns the bytes REPORT.md must equal (the bundle's own sections in
+    place when they pass)."""
+    import unicodedata
+
+    head, _, tail = framed.partition(_SECTIONS_MARK.encode())
+    if report == bare:
+        return bare
+    if not (report.startswith(head) and report.endswith(tail) and len(report) > len(head) + len(tail)):
+        return bare
+    middle = report[len(head):len(report) - len(tail)].decode("utf-8", "replace")
+    for i, line in enumerate(middle.split("\n")):
+        bad = next((c for c in line if unicodedata.category(c)[0] == "C" or unicodedata.category(c) in ("Zl", "Zp")),
+                   None)
+        m = _AUTHOR_ACTIVE.search(line)
+        if bad is not None or m is not None or len(line) > MAX_SHOWN_CHARS:
+            t.fail("data/REPORT.md", "the study's own report sections (the author's) hold "
+                   + (f"a control character (U+{ord(bad):04X})" if bad is not None else
+                      f"active Markdown/HTML ({m.group(0)!r})" if m is not None else "an overlong line"),
+                   found=line[:120])
+            return report
+    b.partial.append("REPORT.md's study sections (after the timings) are the author's rendering, checked to be "
+                     "inert, not re-derived")
+    return report
 
 
 # ---------------------------------------------------------------------------------- replay
@@ -1060,8 +1327,13 @@ def _ratio_ci(block: Mapping, num: str, den: str, boot: Mapping) -> dict:
                                      resamples=boot["resamples"], seed=boot["seed"])
 
 
+#: timing arms that measure a harness overhead alone (the cold-L2 regime's flush), never a baseline
+FLUSH_ONLY_ARMS = ("l2_flush_only",)
+
+
 def compare_replay(recorded: Mapping[str, Mapping], replayed: Mapping[str, Mapping], *, same_profile: bool,
-                   ratio_tolerance: float, boot: Mapping, toolchains: Mapping[str, tuple] | None = None) -> tuple[list[dict], dict]:
+                   ratio_tolerance: float, boot: Mapping, toolchains: Mapping[str, tuple] | None = None,
+                   check_documents: tuple[str, ...] | None = None) -> tuple[list[dict], dict]:
     """Compare recorded and replayed documents; returns ``(problems, details)``.
 
     Comparability comes from what the replay measured, not from the bundle's environment
@@ -1071,9 +1343,12 @@ def compare_replay(recorded: Mapping[str, Mapping], replayed: Mapping[str, Mappi
     -> (recorded header, replayed header)) is a problem; one built by another NVRTC or for
     another architecture is reported as not comparable. Official/legacy verdicts and the
     witness's FTZ behaviour must match everywhere. Timing ratios (per-round paired ratios to
-    the block's first arm, median and bootstrap interval with ``boot``) fail when the two
+    the block's first arm, or in a cold-L2 block to the first arm after the flush-only one;
+    median and bootstrap interval with ``boot``) fail when the two
     intervals, each widened by ``ratio_tolerance`` (relative), do not overlap. Recorded cases
-    the replay did not reproduce are problems at the same profile and listed otherwise."""
+    the replay did not reproduce are problems at the same profile and listed otherwise.
+    ``check_documents``: the documents whose check records are compared case by case
+    (default: every document but the run, environment, compile, timings and claims)."""
     problems: list[dict] = []
     details: dict = {"cases_compared": 0}
     cubins, identical = [], {}
@@ -1102,7 +1377,8 @@ def compare_replay(recorded: Mapping[str, Mapping], replayed: Mapping[str, Mappi
     details["cubins"] = cubins
     details["bits_required_for"] = sorted(n for n, same in identical.items() if same)
     not_replayed = []
-    for doc in ("correctness", "scout"):
+    for doc in (check_documents if check_documents is not None else
+                tuple(n for n in recorded if n not in ("claims", "timings", "compile", "environment", "run"))):
         rc, pc = _check_index(recorded.get(doc) or {}), _check_index(replayed.get(doc) or {})
         for key in sorted(rc):
             if key not in pc:
@@ -1149,6 +1425,10 @@ def compare_replay(recorded: Mapping[str, Mapping], replayed: Mapping[str, Mappi
     for bid in sorted(set(rb) & set(pb)):
         r, b = rb[bid], pb[bid]
         arms = [a for a in r.get("arms", []) if a in b.get("arms", [])]
+        # a cold-L2 block's first arm times the L2 flush alone: every other arm includes that
+        # flush, so ratios to it measure the flush's noise; the base is the next arm (eager)
+        if arms and arms[0] in FLUSH_ONLY_ARMS:
+            arms = arms[1:]
         if len(arms) < 2:
             continue
         base = arms[0]
@@ -1223,39 +1503,44 @@ def _tier_replay(b: Bundle, t: Tier, *, profile: str | None, trust: bool, kernel
         import cupy  # noqa: F401
     except Exception as exc:
         raise EnvironmentUnavailableError(f"replay needs CuPy: {exc}", "pip install 'kbrepro[cuda12]' or '[cuda13]'") from exc
-    from kbrepro.bundle.documents import OUR_DOCUMENTS
+    from kbrepro.bundle.documents import OUR_DOCUMENTS, study_documents
     from kbrepro.harness.run import run_study
     from kbrepro.harness.study import load_study
 
     run = b.documents.get("run") or {}
     recorded_profile = run.get("study", {}).get("profile") or "full"
     prof = profile or recorded_profile
-    # the study replayed is the verifier's own definition; a bundle's own study definition or
-    # kernel source runs only with --trust-bundle-code
-    if b.trusted is not None:
-        study_file = b.trusted.study_path
+    # the study replayed is the verifier's own folder (definition, kernels, binding); a bundle's
+    # own study folder runs only with --trust-bundle-code
+    work = None
+    if b.trusted is not None and b.kernel_source_known:
+        study_folder = b.trusted.folder
     elif trust:
-        study_file = b.root / "data" / b.meta["study"]["file"]
-        t.notes.append("replaying the bundle's own study definition (--trust-bundle-code)")
+        work = Path(tempfile.mkdtemp(prefix="kbrepro-study-"))
+        for rel, data in b.study_files.items():
+            (work / rel).parent.mkdir(parents=True, exist_ok=True)
+            (work / rel).write_bytes(data)
+        study_folder = work
+        t.notes.append("replaying the bundle's own study folder, its binding and kernels (--trust-bundle-code)")
     else:
-        t.fail(None, "replay refused: the bundle's study is not one this verifier ships; pass --trust-bundle-code to "
-               "run its study definition")
+        t.fail(None, "replay refused: " + ("the bundle's study is not one this verifier ships" if b.trusted is None
+               else "the compiled kernel source is not this verifier's own") + "; pass --trust-bundle-code to run "
+               "the bundle's study folder (its Python binding and kernels execute on this machine)")
         return
-    kernel_source = None
-    if not b.kernel_source_known:
-        src = (b.documents.get("compile") or {}).get("source") or {}
-        bundled = b.files.get(f"data/inputs/kernels/{src.get('file')}")
-        if not trust or bundled is None:
-            t.fail(None, "replay refused: the bundle's kernel source is not the verifier's own"
-                   + ("" if bundled is None else "; pass --trust-bundle-code to execute it"))
-            return
-        kernel_source = bundled
-        t.notes.append("executing the bundle's own kernel source (--trust-bundle-code)")
-    study = load_study(study_file, prof)
+    try:
+        study = load_study(study_folder, prof)
+        binding = study.binding()
+    except ReproError as exc:
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
+        t.fail(None, f"replay of study {safe_text(b.meta.get('study', {}).get('name'))!r} at profile "
+               f"{safe_text(prof)!r} refused: {exc.message}")
+        return
     out = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="kbrepro-replay-"))
     try:
-        run_study(study, out, kernelbench=kernelbench, progress=progress, kernel_source=kernel_source)
-        replayed = {n: jsonio.read_json(out / f"{n}.json") for n in OUR_DOCUMENTS if (out / f"{n}.json").is_file()}
+        run_study(study, out, kernelbench=kernelbench, progress=progress, binding=binding)
+        names = (*OUR_DOCUMENTS, *study_documents(binding))
+        replayed = {n: jsonio.read_json(out / f"{n}.json") for n in names if (out / f"{n}.json").is_file()}
         toolchains = {}
         for v in (replayed.get("compile") or {}).get("variants", []):
             rec = next((r for r in (b.documents.get("compile") or {}).get("variants", []) if r.get("name") == v["name"]), {})
@@ -1266,12 +1551,15 @@ def _tier_replay(b: Bundle, t: Tier, *, profile: str | None, trust: bool, kernel
     finally:
         if not keep:
             shutil.rmtree(out, ignore_errors=True)
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
     same_profile = prof == recorded_profile
     judge = claims_mod.parse_spec(b.trusted.claims_raw) if b.trusted is not None else \
         claims_mod.parse_spec(b.files[f"data/{b.meta['claims']['file']}"])
     env_rows = environment_diff(b.documents.get("environment", {}), replayed["environment"])
     problems, details = compare_replay(b.documents, replayed, same_profile=same_profile,
-                                       ratio_tolerance=ratio_tolerance, boot=judge["bootstrap"], toolchains=toolchains)
+                                       ratio_tolerance=ratio_tolerance, boot=judge["bootstrap"], toolchains=toolchains,
+                                       check_documents=("correctness", *study_documents(binding)))
     replay_claims = claims_mod.evaluate(judge, replayed, source="replayed on this GPU")
     recorded_claims = {c["id"]: c["verdict"] for c in (b.documents.get("claims") or {}).get("claims", [])}
     problems += _claim_changes(recorded_claims, {c["id"]: c["verdict"] for c in replay_claims["claims"]}, same_profile)

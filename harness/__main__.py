@@ -1,7 +1,9 @@
-"""``python -m kbrepro.harness``: run a study into a results folder, or rebuild the KernelBench lock.
+"""``python -m kbrepro.harness``: run a study into a results folder, write a new study folder,
+or rebuild a study's KernelBench lock.
 
     python -m kbrepro.harness run --profile quick --out results/quick
-    python -m kbrepro.harness lock --kernelbench KernelBench
+    python -m kbrepro.harness lock --study studies/<name>
+    python -m kbrepro.harness new-study --level 1 --task 19
 
 Exit codes as in DESIGN.md section 6, the same as make_bundle.py's: 0 ok, 1 invalid results,
 2 usage (also: an output path that cannot be written), 3 unreadable input (also: an input
@@ -54,7 +56,7 @@ def _need_gpu(what: str) -> None:
 
 
 @cli.command()
-@click.option("--study", type=click.Path(), default=None, help="study YAML (default: manifests/study_fusion.yaml)")
+@click.option("--study", type=click.Path(), default=None, help="study folder (studies/<name>) or its study.yaml [default: the published study]")
 @click.option("--profile", default="full", show_default=True, help="profile of the study YAML (full, quick, ...)")
 @click.option("--out", "out", type=click.Path(), required=True, help="results folder to write (new or empty)")
 @click.option("--kernelbench", type=click.Path(), default=None,
@@ -64,14 +66,15 @@ def run(study, profile, out, kernelbench, cache_dir) -> None:
     """Run a study on this GPU and write its result documents into OUT."""
     from kbrepro.harness.run import ensure_compile_cache_disabled, run_study
     from kbrepro.harness.study import load_study
-    from kbrepro.errors import check_input_dir, check_input_file, prepare_output_dir, remove_created
+    from kbrepro.errors import check_input_dir, check_input_file, check_input_path, prepare_output_dir, remove_created
 
     ensure_compile_cache_disabled()
     if study:
-        check_input_file(study, "--study")
+        check_input_path(study, "--study")
     if kernelbench:
         check_input_dir(kernelbench, "--kernelbench")
     cfg = load_study(study, profile)
+    binding = cfg.binding()  # imports and validates the binding: a bad study fails before the GPU
     # the outputs before the GPU (inputs 3, outputs 2, then 4), checked without leaving a folder
     for path, what, empty in ((cache_dir, "--cache-dir", False), (out, "--out", True)):
         if path:
@@ -82,7 +85,7 @@ def run(study, profile, out, kernelbench, cache_dir) -> None:
     out_p, created = prepare_output_dir(out, "--out")
     try:
         doc = run_study(cfg, out_p, kernelbench=kernelbench, cache_dir=Path(cache_dir) if cache_dir else None,
-                        progress=echo_progress)
+                        progress=echo_progress, binding=binding)
     except KeyboardInterrupt:
         remove_created(created)
         try:
@@ -94,7 +97,7 @@ def run(study, profile, out, kernelbench, cache_dir) -> None:
 
 
 def run_selftest_cli(json_out: str | None = None) -> int:
-    """Run the self-tests on this GPU, print one line per known-bad tail; returns the exit code.
+    """Run the self-tests on this GPU, print one line per known-bad kernel; returns the exit code.
     Raises ReproError (no GPU: EnvironmentUnavailableError, exit 4; an unwritable ``json_out``:
     OutputPathError, exit 2, checked first) for the CLI edge to report."""
     from kbrepro.errors import deferred_sigint
@@ -139,44 +142,68 @@ def _write_json(path: Path, doc, what: str) -> None:
 @cli.command()
 @click.option("--json", "json_out", type=click.Path(), default=None, help="write the results as JSON")
 def selftest(json_out) -> None:
-    """Run the known-bad tails and show which named check caught each (needs a GPU)."""
+    """Run the known-bad kernels and show which named check caught each (needs a GPU)."""
     sys.exit(run_selftest_cli(json_out))
 
 
 @cli.command()
-@click.option("--kernelbench", type=click.Path(), default=None)
-@click.option("--task", "task_ids", type=int, multiple=True, default=(14, 51, 53, 81, 95), show_default=True)
-@click.option("--level", type=int, default=2, show_default=True)
-def lock(kernelbench, task_ids, level) -> None:
-    """Rewrite manifests/kernelbench.lock.json from a checkout (its git HEAD is the commit)."""
-    from kbrepro import manifests
-    from kbrepro.harness.kernelbench import git_head, make_lock, resolve_checkout
-    from kbrepro.errors import check_input_dir, check_output_file
+@click.option("--study", "study_path", type=click.Path(), default=None,
+              help="study folder whose lock to rewrite [default: the published study]")
+def lock(study_path) -> None:
+    """Rewrite a study's KernelBench lock from the product's pin (manifests/kernelbench.pin.json).
 
-    root = check_input_dir(resolve_checkout(kernelbench), "KernelBench checkout",
-                           "pass --kernelbench, or run 'git submodule update --init KernelBench'")
-    lock_path = check_output_file(manifests.path("kernelbench.lock.json"), "lock file")
-    head = git_head(root)
-    if head is None:
-        raise UnreadableInputError(f"{root} is not a git checkout; cannot tell its commit",
-                                   "pass --kernelbench with a git checkout of KernelBench")
-    paths = []
-    for t in task_ids:
-        try:
-            hits = sorted(root.glob(f"KernelBench/level{level}/{t}_*.py"))
-        except OSError as exc:
-            raise UnreadableInputError(f"cannot list {root}: {(exc.strerror or '').lower()}", "check the checkout") from exc
-        if len(hits) != 1:
-            raise UnreadableInputError(f"task {t} not found in {root}", "check --task and --level")
-        paths.append(str(hits[0].relative_to(root)))
-    paths.append("LICENSE")
-    try:
-        doc = make_lock(root, "https://github.com/ScalingIntelligence/KernelBench.git", head, paths).to_doc()
-    except OSError as exc:
-        raise UnreadableInputError(f"cannot read {exc.filename or 'a file of the checkout'}: "
-                                   f"{(exc.strerror or '').lower()}", "check the checkout") from exc
+    The lock lists the task files the study uses (its binding's ``kernelbench_tasks``) and
+    LICENSE, with the pin's commit and sha256; no checkout is needed."""
+    from kbrepro import manifests
+    from kbrepro.harness.kernelbench import KernelBenchLock, load_lock
+    from kbrepro.harness.study import default_study_path, load_study
+    from kbrepro.errors import check_output_file
+
+    study = load_study(study_path or default_study_path(), "full")
+    pin = load_lock(manifests.path("kernelbench.pin.json"))
+    keys = sorted(set(study.binding().kernelbench_tasks(study)))
+    paths = [pin.task_path(lv, t) for lv, t in keys] + ["LICENSE"]
+    lock_path = check_output_file(study.folder / study.lock_file, "lock file")
+    doc = KernelBenchLock(pin.repository, pin.commit, {p: pin.files[p] for p in paths}).to_doc()
     _write_json(lock_path, doc, "lock file")
-    click.echo(f"lock written for commit {head}: {len(paths)} files")
+    click.echo(f"lock of study {study.name} written for KernelBench {pin.commit}: {len(paths)} files")
+
+
+@cli.command("register-studies")
+@click.option("--add", "add", type=click.Path(), multiple=True,
+              help="a study folder under studies/ to register as shipped (repeatable)")
+def register_studies(add) -> None:
+    """Rewrite manifests/studies.json: re-hash every shipped study's files (and add --add folders).
+
+    Only a study in this registry is judged by the verifier's own definitions; run it after
+    every edit of a shipped study's files."""
+    from kbrepro import manifests
+    from kbrepro.harness.study import REGISTRY_FILE, registry_doc
+    from kbrepro.errors import check_output_file
+
+    doc = registry_doc(add)
+    path = check_output_file(manifests.path(REGISTRY_FILE), "registry")
+    _write_json(path, doc, "registry")
+    click.echo(f"{len(doc['studies'])} studies registered: {', '.join(doc['studies'])}")
+
+
+@cli.command("new-study")
+@click.option("--level", type=click.IntRange(1, 9), required=True, help="KernelBench level of the task")
+@click.option("--task", type=click.IntRange(1, 9999), required=True,
+              help="KernelBench task id (KernelBench/level<L>/<T>_*.py)")
+@click.option("--name", default=None, help="study name [default: from the task file, e.g. l1_t19_relu]")
+@click.option("--out", type=click.Path(), default=None,
+              help="study folder to write, new or empty; its name must be a Python identifier "
+                   "[default: studies/<name>]")
+@click.option("--kernelbench", type=click.Path(), default=None,
+              help="KernelBench checkout (default: $KBREPRO_KERNELBENCH or ./KernelBench)")
+def new_study_cmd(level, task, name, out, kernelbench) -> None:
+    """Write a new study folder for a KernelBench task: study.yaml, a kernel stub, its binding, claims and lock."""
+    from kbrepro.harness.scaffold import new_study, next_steps
+
+    plan = new_study(level, task, name=name, out=out, kernelbench=kernelbench)
+    for line in next_steps(plan):
+        click.echo(line)
 
 
 if __name__ == "__main__":

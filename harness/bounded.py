@@ -41,8 +41,8 @@ from kbrepro.errors import InvalidResultsError, UnreadableInputError, UsageError
 # ------------------------------------------------------------------------------------ YAML
 
 #: Default bounds of :func:`load_yaml`. The committed YAML files are small
-#: (``manifests/claims_fusion.yaml``: 5.9 KB, 276 nodes, 7 levels counting scalars;
-#: ``manifests/study_fusion.yaml``: 3.3 KB, 299 nodes, 6 levels). The bounds leave about
+#: (the published study's ``claims.yaml``: 5.9 KB, 276 nodes, 7 levels counting scalars;
+#: its ``study.yaml``: about 3.3 KB, 300 nodes, 6 levels). The bounds leave about
 #: 40x on size, 30x on nodes and 4x on depth; composing 10 000 nodes takes about 0.3 s with
 #: libyaml and 1.5 s with the pure-Python parser on a slow core.
 MAX_YAML_BYTES = 256 * 1024
@@ -222,7 +222,7 @@ def load_yaml(raw: bytes, where: str, *, max_bytes: int = MAX_YAML_BYTES, max_de
 # -------------------------------------------------------------------------------- JMESPath
 
 #: Default bounds of :func:`compile_query`. The committed selectors
-#: (``manifests/claims_fusion.yaml``) are at most 132 characters, 21 AST nodes and 6 levels
+#: (the published study's ``claims.yaml``) are at most 132 characters, 21 AST nodes and 6 levels
 #: deep; the bounds leave 7x, 9x and 5x.
 MAX_QUERY_CHARS = 1000
 MAX_QUERY_NODES = 200
@@ -297,7 +297,7 @@ def _literal_items(value) -> int:
 
 def compile_query(expr: str, where: str, *, max_chars: int = MAX_QUERY_CHARS, max_nodes: int = MAX_QUERY_NODES,
                   max_depth: int = MAX_QUERY_DEPTH) -> Query:
-    """Compile JMESPath ``expr`` (from ``where``, e.g. ``"claims_fusion.yaml: claim C03"``).
+    """Compile JMESPath ``expr`` (from ``where``, e.g. ``"claims.yaml: claim C03"``).
 
     Refuses an expression that is not a string, longer than ``max_chars`` characters
     (default 1000), that does not parse, or whose AST has more than ``max_nodes`` nodes

@@ -75,7 +75,47 @@ def compare(reference, candidate, tol: Tolerance) -> dict:
                 "bit_identical_count": 0,
                 "official": {"pass": False, "failing_count": int(reference.numel()), "worst_ratio": None},
                 "legacy": {"pass": False, "failing_count": int(reference.numel()), "worst_ratio": None}}
-    ref, cand = reference.detach(), candidate.detach()
+    ref, cand = reference.detach().reshape(-1), candidate.detach().reshape(-1)
+    n = ref.numel()
+    parts = [_chunk(ref[i:i + CHUNK_ELEMENTS], cand[i:i + CHUNK_ELEMENTS], tol)
+             for i in range(0, n, CHUNK_ELEMENTS)] or [_chunk(ref, cand, tol)]
+
+    def total(key):
+        return sum(p[key] for p in parts)
+
+    def most(key):
+        vals = [p[key] for p in parts if p[key] is not None]
+        return max(vals) if vals else None
+
+    official_fail, legacy_fail, stress_fail = total("official_fail"), total("legacy_fail"), total("stress_fail")
+    max_ref = most("max_ref")
+    nonfinite = {k: sum(p["nonfinite"][k] for p in parts) for k in parts[0]["nonfinite"]}
+    return {
+        "shape_match": True,
+        "element_count": int(n),
+        "bit_identical_count": total("bits"),
+        "official": {"pass": official_fail == 0, "failing_count": official_fail,
+                     "worst_ratio": enc_float(most("worst_off") if n else 0.0)},
+        "legacy": {"pass": legacy_fail == 0, "failing_count": legacy_fail,
+                   "worst_ratio": enc_float(most("worst_leg") if n else 0.0)},
+        "equal_nan_stress": {"pass": stress_fail == 0, "failing_count": stress_fail},
+        "max_abs_error": enc_float(most("max_abs")),
+        "max_abs_reference": enc_float(max_ref),
+        "nonfinite": nonfinite,
+        "discriminating": bool(max_ref is not None and max_ref > tol.atol),
+        "null_candidate_passes": all(p["null_passes"] for p in parts),
+    }
+
+
+#: elements compared at a time (float64 temporaries of one chunk: about 1 GiB); sums and
+#: maxima over chunks equal those over the whole tensor, so the result does not depend on it
+CHUNK_ELEMENTS = 1 << 24
+
+
+def _chunk(ref, cand, tol: Tolerance) -> dict:
+    """Sums and maxima of one 1-D chunk (see :func:`compare`)."""
+    import torch
+
     n = ref.numel()
     bits = int((_int_view(ref) == _int_view(cand)).sum().item())
     close = torch.isclose(ref, cand, rtol=tol.rtol, atol=tol.atol, equal_nan=False)
@@ -92,7 +132,7 @@ def compare(reference, candidate, tol: Tolerance) -> dict:
         ratio = torch.where(allow > 0, diff / torch.where(allow > 0, allow, torch.ones_like(allow)),
                             torch.where(diff > 0, torch.full_like(diff, float("inf")), torch.zeros_like(diff)))
         ratio = torch.where(finite, ratio, zero)
-        return float(ratio.max().item()) if n else 0.0
+        return float(ratio.max().item()) if n else None
 
     allow_off = tol.atol + tol.rtol * c64.abs()
     allow_leg = tol.atol + tol.rtol * r64.abs()
@@ -108,27 +148,17 @@ def compare(reference, candidate, tol: Tolerance) -> dict:
     def count(mask):
         return int(mask.sum().item())
 
-    nonfinite = {
-        "reference_nan": count(torch.isnan(ref)), "candidate_nan": count(torch.isnan(cand)),
-        "reference_posinf": count(torch.isposinf(ref)), "reference_neginf": count(torch.isneginf(ref)),
-        "candidate_posinf": count(torch.isposinf(cand)), "candidate_neginf": count(torch.isneginf(cand)),
-        "nan_both": count(torch.isnan(ref) & torch.isnan(cand)),
-        "mismatched": count(~finite & ~special_ok),
-    }
     return {
-        "shape_match": True,
-        "element_count": int(n),
-        "bit_identical_count": bits,
-        "official": {"pass": official_fail == 0, "failing_count": official_fail,
-                     "worst_ratio": enc_float(ratio_max(allow_off))},
-        "legacy": {"pass": legacy_fail == 0, "failing_count": legacy_fail,
-                   "worst_ratio": enc_float(ratio_max(allow_leg))},
-        "equal_nan_stress": {"pass": stress_fail == 0, "failing_count": stress_fail},
-        "max_abs_error": enc_float(max_abs),
-        "max_abs_reference": enc_float(max_ref),
-        "nonfinite": nonfinite,
-        "discriminating": bool(max_ref is not None and max_ref > tol.atol),
-        "null_candidate_passes": null_passes,
+        "bits": bits, "official_fail": official_fail, "stress_fail": stress_fail, "legacy_fail": legacy_fail,
+        "worst_off": ratio_max(allow_off), "worst_leg": ratio_max(allow_leg), "max_abs": max_abs,
+        "max_ref": max_ref, "null_passes": null_passes,
+        "nonfinite": {
+            "reference_nan": count(torch.isnan(ref)), "candidate_nan": count(torch.isnan(cand)),
+            "reference_posinf": count(torch.isposinf(ref)), "reference_neginf": count(torch.isneginf(ref)),
+            "candidate_posinf": count(torch.isposinf(cand)), "candidate_neginf": count(torch.isneginf(cand)),
+            "nan_both": count(torch.isnan(ref) & torch.isnan(cand)),
+            "mismatched": count(~finite & ~special_ok),
+        },
     }
 
 

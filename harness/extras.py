@@ -3,13 +3,13 @@
 * ``measurement_floor``: the cost of an empty CUDA-event pair and of an empty-kernel launch
   (events and graph replay): nothing measured with events is meaningful below these.
 * ``roofline``: device-to-device copy bandwidth measured in the same run (bytes read +
-  written / time), the tails' bytes moved, and each task's GEMM timed alone
+  written / time), the scopes' bytes moved, and each task's GEMM timed alone
   (2*B*K*H FLOP / time) for its achieved FP32 rate.
 * ``cold_l2``: timing with a write of at least twice the L2 size before every timed call
   (:class:`L2Flush`); a flush-only arm runs in the same rounds so that its cost can be
   subtracted round by round.
 * ``inductor``: ``torch.compile`` (Inductor, ``dynamic=False``) of the full program and of
-  the tail, with compile time measured apart from any timing.
+  the kernel, with compile time measured apart from any timing.
 """
 from __future__ import annotations
 

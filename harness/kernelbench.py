@@ -1,8 +1,8 @@
 """The pinned KernelBench checkout: lock verification and task loading.
 
-The project pins KernelBench as a git submodule at the commit named in
-``manifests/kernelbench.lock.json``; the lock also holds the sha256 of every upstream file
-a study uses (task files and LICENSE). A task is loaded only from bytes whose hash matches
+The project pins KernelBench at one commit: ``manifests/kernelbench.pin.json`` holds the
+sha256 of every task file and the LICENSE at that commit, and each study's own lock
+(``kernelbench.lock.json`` in its folder) the subset it uses. A task is loaded only from bytes whose hash matches
 the lock, and the module is executed from exactly those bytes (no second read from disk).
 
 Where the checkout lives: ``--kernelbench PATH``, else the ``KBREPRO_KERNELBENCH``
@@ -50,8 +50,8 @@ class KernelBenchLock:
         hits = [p for p in self.files if p.startswith(prefix) and p.endswith(".py")]
         if len(hits) != 1:
             raise UsageError(f"the KernelBench lock has no file for level {level} task {task}",
-                             "add the task file to manifests/kernelbench.lock.json with "
-                             "'python -m kbrepro.harness lock' or remove the task from the study")
+                             "rewrite the study's lock with 'python -m kbrepro.harness lock --study <folder>', "
+                             "or remove the task from the study")
         return hits[0]
 
 

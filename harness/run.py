@@ -1,51 +1,56 @@
-"""The study, run end to end in one process, writing schema-versioned result documents.
+"""The study engine: any study, run end to end in one process, writing schema-versioned
+result documents.
 
-Stages, in order (each writes its documents atomically when it ends, and ``run.json``
-records the stage and its wall time, so a crash keeps what was measured and never leaves a
-run that looks complete):
+The engine knows no study. It loads the study's binding (:mod:`kbrepro.harness.plugin`)
+and calls it where the contract says. Stages, in order (each writes its documents
+atomically when it ends, and ``run.json`` records the stage and its wall time, so a crash
+keeps what was measured and never leaves a run that looks complete):
 
 1. ``setup``: GPU and CuPy present, precision modes set, NVRTC/driver compile cache off,
-   KernelBench verified against the lock, fingerprint taken.
+   the KernelBench files the binding uses verified against the study's lock, fingerprint.
 2. ``compile``: every variant compiled; cubin, PTX and SASS saved; FTZ evidence from PTX/SASS.
-3. ``witness``: the minimal FTZ witness (task 81 tail at -88 and -87.5) for the reference
-   and every variant; the compile records are completed with it.
-4. per task: ``correctness`` (seeds x distributions, full program, every variant),
-   ``controls`` (boundary/non-finite tail array, the actual Linear output, timing-input
-   correctness, TorchScript full and tail, CUDA-graph replay after mutation), ``timing``
-   (full program and tail, events and graphs, every arm interleaved in the same rounds).
-5. ``extra_shapes``, ``tiny_value_controls``, ``ftz_cost``, ``scout``.
+3. ``witness`` (a study with a witness): the binding's witness for the reference and every
+   variant; whether it discriminates is decided here (reference on the CPU with denormals
+   kept and flushed); only a discriminating witness judges a binary's FTZ mode.
+4. per task: full-program correctness (seeds x distributions, every variant), the binding's
+   controls, the timing-input check, TorchScript (full program and every scope), CUDA-graph
+   replay after mutation, eligibility, timing (full program and every scope, events and
+   graphs, every arm interleaved in the same rounds).
+5. ``extra_shapes``; the binding's own stages; ``self_test`` where the study asks for it.
 
 Documents (``schemas/<name>.schema.json``): ``run.json``, ``environment.json``,
-``compile.json``, ``witness.json``, ``correctness.json``, ``timings.json``, ``scout.json``,
-and ``binaries/<variant>.{cubin,ptx,sass}``.
+``compile.json``, ``witness.json``, ``correctness.json``, ``timings.json``, the binding's
+own documents, and ``binaries/<variant>.{cubin,ptx,sass}``.
 """
 from __future__ import annotations
 
 import gc
 import logging
+import math
 import os
 import struct
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
-from kbrepro import manifests
-from kbrepro.harness import checks, fingerprint, jsonio, tasks
+from kbrepro.harness import checks, fingerprint, jsonio
 from kbrepro.harness.kernelbench import KernelBenchCheckout, load_lock, resolve_checkout
+from kbrepro.harness.plugin import Scope, StudyBinding
+from kbrepro.harness.records import BlockKey, CompileRecord, FileRef, FtzEvidence, WitnessVerdict
 from kbrepro.harness.study import StudyConfig, values
 from kbrepro.harness.timing import AdaptiveRule, ClockWatch, TimingProtocol, run_block
 from kbrepro.kernels import compile as kc
-from kbrepro.errors import EnvironmentUnavailableError, ReproError
-from kbrepro.kernels.launch import KERNEL_NAMES, TailKernels
+from kbrepro.errors import EnvironmentUnavailableError, ReproError, UsageError
+from kbrepro.kernels.launch import KernelSet
 
 log = logging.getLogger("kbrepro.run")
 
-DOCUMENTS = ("run", "environment", "compile", "witness", "correctness", "timings", "scout", "selftest")
+#: documents the engine writes for every study (a study's binding may add its own)
+DOCUMENTS = ("run", "environment", "compile", "witness", "correctness", "timings", "selftest")
 SCHEMA_PREFIX = "kbrepro/"
-
-
+_ZERO_BITS = ("0x00000000", "0x80000000")
 def criterion(inputs) -> str:
     """Which check decides a control: ``"official"`` (allclose), or ``"equal_nan_stress"``
     when the input holds NaN by construction; the official predicate never counts NaN as
@@ -65,7 +70,10 @@ def float_bits(x: float) -> str:
 
 
 def value_record(x: float) -> dict:
-    return {"value": jsonio.enc_float(x), "bits": float_bits(x)}
+    """``{"value", "bits"}`` of ``x`` rounded to float32 (the value a float32 kernel sees:
+    3e-39 in study.yaml is recorded as the float32 2.99999...e-39 it becomes)."""
+    x32 = struct.unpack("<f", struct.pack("<f", x))[0]
+    return {"value": jsonio.enc_float(x32), "bits": float_bits(x32)}
 
 
 @dataclass
@@ -96,14 +104,40 @@ def ensure_compile_cache_disabled() -> dict:
             "nvrtc_no_cache_option": True}
 
 
+
+def _bits_of(t) -> list[str]:
+    return [float_bits(float(v)) for v in t.reshape(-1).cpu()]
+
+
+def witness_flushes(out: list[dict], keep: list[dict], flush: list[dict], elements: list[int]) -> bool | None:
+    """Whether a binary's witness output shows FTZ: at some discriminating element its value
+    is strictly closer to the flushed CPU reference than to the one that kept denormals
+    (``None`` when no element discriminates). Value records as :func:`value_record` gives."""
+    if not elements:
+        return None
+    hit = False
+    for i in elements:
+        o, k, f = (jsonio.dec_float(r[i]["value"]) if isinstance(r[i]["value"], str) else float(r[i]["value"])
+                   for r in (out, keep, flush))
+        if all(math.isfinite(v) for v in (o, k, f)) and abs(o - f) < abs(o - k):
+            hit = True
+    return hit
+
+
 class StudyRun:
-    """One run of a study into ``out_dir``. Use :func:`run_study`."""
+    """One run of a study into ``out_dir``: the engine, and the context a binding gets.
+
+    What a binding may use: ``study``, ``tol`` (:class:`checks.Tolerance`), ``kernels``
+    (variant name -> :class:`kernels.launch.KernelSet`), ``docs`` (documents by name),
+    :meth:`module`, :meth:`compare`, :meth:`checks`, :meth:`doc`, :meth:`write`,
+    :meth:`time_block`, :meth:`add_block`, :meth:`protocol`, :meth:`inductor`,
+    :meth:`criterion`, :meth:`progress` and ``device_index``. Use :func:`run_study`."""
 
     def __init__(self, study: StudyConfig, out_dir: Path, kernelbench: str | None = None,
                  cache_dir: Path | None = None, progress: Progress | None = None,
-                 kernel_source: bytes | None = None):
+                 binding: StudyBinding | None = None):
         self.study = study
-        self.kernel_source = kernel_source
+        self.binding = binding if binding is not None else study.binding()
         self.out = Path(out_dir)
         self.kb_root = resolve_checkout(kernelbench)
         self.cache = kc.CubinCache(cache_dir) if cache_dir else None
@@ -111,20 +145,69 @@ class StudyRun:
         self.tol = study.tolerance
         self.docs: dict[str, dict] = {}
         self.stages: list[dict] = []
-        self.kernels: dict[str, TailKernels] = {}
+        self.kernels: dict[str, KernelSet] = {}
         self.binaries: dict[str, kc.CompiledBinary] = {}
+        self.compile_records: dict[str, CompileRecord] = {}
         self.clocks: ClockWatch | None = None
         self.current_stage: str | None = None
+        self.device_index = 0
 
-    # ------------------------------------------------------------------ documents
-    def _doc(self, name: str, **body) -> dict:
+    # ------------------------------------------------------------------ context API
+    def doc(self, name: str, **body) -> dict:
+        """Start document ``name`` (schema ``kbrepro/<name>``, version 1) with ``body``."""
         d = {"schema": SCHEMA_PREFIX + name, "schema_version": 1, **body}
         self.docs[name] = d
         return d
 
-    def _write(self, *names: str) -> None:
+    def write(self, *names: str) -> None:
+        """Write the named documents atomically into the results folder."""
         for n in names:
             jsonio.write_json(self.out / f"{n}.json", self.docs[n])
+
+    def module(self, task: int, level: int | None = None):
+        """The KernelBench module of ``task`` (the study's level unless ``level`` is given),
+        executed from the bytes the lock pins."""
+        return self.checkout.load_task(level if level is not None else self.study.task_levels[task], task)
+
+    def compare(self, ref, out) -> dict:
+        """:func:`checks.compare` of ``out`` against ``ref`` at the study's tolerance."""
+        return checks.compare(ref, out, self.tol)
+
+    def checks(self, ref, outs: Mapping) -> dict:
+        """``{name: compare(ref, out)}`` for every output."""
+        return {name: checks.compare(ref, out, self.tol) for name, out in outs.items()}
+
+    def criterion(self, x) -> str:
+        return criterion(x)
+
+    def time_block(self, arms: Mapping[str, Callable], protocol: TimingProtocol, flush=None) -> dict:
+        """:func:`timing.run_block` with this run's clock watch."""
+        return run_block(arms, protocol, self.clocks, flush=flush)
+
+    def add_block(self, record: dict) -> None:
+        self.docs["timings"]["blocks"].append(record)
+
+    def inductor(self, fn, *args):
+        """``(compiled fn, compile seconds)`` of ``torch.compile(fn)`` warmed on ``args``."""
+        from kbrepro.harness import extras
+
+        return extras.compile_timed(fn, *args)
+
+    def protocol(self, mode: str, arms: Mapping, l2: str = "warm") -> TimingProtocol:
+        """The study's protocol for ``mode``, adaptive when the study's extras say so: pairs
+        compare each variant with every baseline arm present (every arm that is not a variant)."""
+        base = self.study.timing_protocol(mode)
+        ad = self.study.extra("adaptive")
+        if not ad:
+            return TimingProtocol(**{**base.__dict__, "l2": l2})
+        variants = [a for a in arms if a in self.kernels]
+        baselines = [a for a in arms if a not in self.kernels]
+        pairs = tuple((v, b) for v in variants for b in baselines)
+        rule = AdaptiveRule(target_rel_half_width=ad["target_rel_half_width"], min_rounds=ad.get("min_rounds", 10),
+                            max_rounds=ad["max_rounds"], max_seconds=ad["max_seconds"], pairs=pairs)
+        return TimingProtocol(mode=mode, warmups=base.warmups, rounds=rule.min_rounds,
+                              invocations_per_pair=base.invocations_per_pair, order_seed=base.order_seed,
+                              adaptive=rule, l2=l2)
 
     def _stage(self, name: str, fn: Callable[[], None]) -> None:
         self.current_stage = name
@@ -134,7 +217,7 @@ class StudyRun:
         seconds = time.perf_counter() - t
         self.stages.append({"name": name, "seconds": seconds})
         self.docs["run"]["stages"] = self.stages
-        self._write("run")
+        self.write("run")
         self.progress(name, "end", f"{seconds:.1f} s")
 
     # ------------------------------------------------------------------ run
@@ -142,31 +225,33 @@ class StudyRun:
         import torch
 
         self.out.mkdir(parents=True, exist_ok=True)
-        self._doc("run", study={"name": self.study.name, "profile": self.study.profile,
-                                "source_name": self.study.source_name, "sha256": self.study.sha256,
-                                "resolved": self.study.doc},
-                  status="running", started_utc=utc_now(), finished_utc=None, stages=[],
-                  failure=None, imported=None)
-        self._write("run")
+        from kbrepro.harness.plugin import files_digest
+
+        self.doc("run", study={"name": self.study.name, "profile": self.study.profile,
+                               "source_name": self.study.source_name, "sha256": self.study.sha256,
+                               "files": files_digest(self.study.files), "resolved": self.study.doc},
+                 status="running", started_utc=utc_now(), finished_utc=None, stages=[],
+                 failure=None, imported=None)
+        self.write("run")
         t_all = time.perf_counter()
         try:
             self._stage("setup", self._setup)
             self._stage("compile", self._compile)
-            self._stage("witness", self._witness)
-            self._doc("correctness", predicate=self._predicate_doc(), full_program=[], tasks={},
-                      extra_shapes=[], tiny_value_controls={},
-                      predicate_direction=checks.predicate_direction_witness(self.tol))
-            self._doc("timings", blocks=[], extras={})
+            if self.study.doc.get("witness"):
+                self._stage("witness", self._witness)
+            self.doc("correctness", predicate=self._predicate_doc(), full_program=[], tasks={},
+                     extra_shapes=[], predicate_direction=checks.predicate_direction_witness(self.tol))
+            self.doc("timings", blocks=[], extras={})
             if self.study.extra("measurement_floor"):
                 self._stage("measurement_floor", self._floor)
             if self.study.extra("roofline") or self.study.extra("self_test"):
                 self._stage("copy_bandwidth", self._copy_bandwidth)
             for task in self.study.tasks:
                 self._stage(f"task_{task}", lambda task=task: self._task(task))
-            self._stage("extra_shapes", self._extra_shapes)
-            self._stage("tiny_value_controls", self._tiny_value_controls)
-            self._stage("ftz_cost", self._ftz_cost)
-            self._stage("scout", self._scout)
+            if self.study.doc.get("extra_shapes"):
+                self._stage("extra_shapes", self._extra_shapes)
+            for name, fn in self.binding.stages(self.study):
+                self._stage(name, lambda fn=fn: fn(self))
             if self.study.extra("self_test"):
                 self._stage("self_test", self._self_test)
         except BaseException as exc:
@@ -177,7 +262,7 @@ class StudyRun:
             self.docs["run"]["finished_utc"] = utc_now()
             for name in self.docs:
                 try:
-                    self._write(name)
+                    self.write(name)
                 except Exception:  # keep the original error
                     pass
             raise
@@ -189,7 +274,7 @@ class StudyRun:
         run["wall_seconds"] = time.perf_counter() - t_all
         run["peak_gpu_memory_bytes"] = {"allocated": int(torch.cuda.max_memory_allocated()),
                                         "reserved": int(torch.cuda.max_memory_reserved())}
-        self._write(*[n for n in DOCUMENTS if n in self.docs])
+        self.write(*self.docs)
         return run
 
     def _predicate_doc(self) -> dict:
@@ -217,13 +302,12 @@ class StudyRun:
         torch.set_float32_matmul_precision(p["float32_matmul_precision"])
         torch.set_grad_enabled(False)
         torch.cuda.reset_peak_memory_stats()
-        lock = load_lock(manifests.path(self.study.doc["kernelbench"]["lock"]))
+        self.device_index = torch.cuda.current_device()
+        lock = load_lock(self.study.folder / self.study.lock_file)
         self.checkout = KernelBenchCheckout(self.kb_root, lock)
-        level = self.study.doc["kernelbench"]["level"]
-        used = sorted({lock.task_path(level, t) for t in (*self.study.tasks, *self.study.doc["scout"]["tasks"])}
+        used = sorted({lock.task_path(lv, t) for lv, t in self.binding.kernelbench_tasks(self.study)}
                       | ({"LICENSE"} if "LICENSE" in lock.files else set()))
         self.checkout.verify(used)
-        self.level = level
         self.kb_files = used
         self.docs["run"]["kernelbench"] = {"commit": lock.commit, "repository": lock.repository,
                                            "verified_by": self.checkout.commit_verified_by, "files": used}
@@ -232,28 +316,29 @@ class StudyRun:
                                          "allow_tf32_cudnn": torch.backends.cudnn.allow_tf32,
                                          "float32_matmul_precision": torch.get_float32_matmul_precision()}
         self.docs["environment"] = fingerprint.collect("start")
-        self._write("environment")
-        self.clocks = ClockWatch(torch.cuda.current_device())
+        self.write("environment")
+        self.clocks = ClockWatch(self.device_index)
 
     def _compile(self) -> None:
         import torch
 
-        source = self.kernel_source if self.kernel_source is not None else \
-            kc.read_source(kc.SOURCE_PATH.parent / self.study.doc["source"])
-        self.source = source
-        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        props = torch.cuda.get_device_properties(self.device_index)
         arch = f"sm_{props.major}{props.minor}"
-        names = list(KERNEL_NAMES.values())
+        names = list(self.binding.kernel_names(self.study))
         records = []
         bin_dir = self.out / "binaries"
         for v in self.study.variants:
+            src_name = self.study.variant_sources[v.name]
+            source = self.study.file(src_name)
+            headers = {h: self.study.file(h) for h in self.study.variant_headers[v.name]}
             if v.route == "nvrtc":
-                b = kc.compile_nvrtc(source, v, arch, cache=self.cache)
+                b = kc.compile_nvrtc(source, v, arch, cache=self.cache, program_name=Path(src_name).name,
+                                     **({"headers": headers} if headers else {}))
                 fns = kc.load_cubin(b.cubin, names)
             else:
                 b, fns = kc.compile_cupy_rawmodule(source, v, names)
             self.binaries[v.name] = b
-            self.kernels[v.name] = TailKernels(v.name, fns)
+            self.kernels[v.name] = KernelSet(v.name, fns)
             jsonio.atomic_write_bytes(bin_dir / f"{v.name}.cubin", b.cubin)
             if b.cubin_complete:
                 jsonio.atomic_write_bytes(bin_dir / f"{v.name}.complete.cubin", b.cubin_complete)
@@ -264,499 +349,364 @@ class StudyRun:
                 jsonio.atomic_write_bytes(bin_dir / f"{v.name}.sass", sass.encode())
             ptx_counts = kc.ptx_ftz_counts(b.ptx) if b.ptx else None
             sass_counts = kc.sass_ftz_counts(sass) if sass is not None else None
-            records.append({
-                "name": v.name, "route": v.route, "expected_ftz": v.expected_ftz,
-                "requested_options": list(b.requested_options), "effective_options": list(b.effective_options),
-                "nvrtc_version": list(b.nvrtc_version), "arch": b.arch,
-                "source": {"file": self.study.doc["source"], "sha256": b.source_sha256},
-                "cubin": {"file": f"binaries/{v.name}.cubin", "sha256": b.cubin_sha256, "bytes": len(b.cubin)},
-                "cubin_complete": ({"file": f"binaries/{v.name}.complete.cubin", "sha256": kc.sha256_hex(b.cubin_complete),
-                                    "bytes": len(b.cubin_complete),
-                                    "loaded_is_prefix": b.cubin_complete.startswith(b.cubin),
-                                    "note": "CuPy's getCUBIN dropped the last byte of the cubin it loaded; this is the "
-                                            "complete cubin NVRTC produced, used for SASS"}
-                                   if b.cubin_complete else None),
-                "ptx": ({"file": f"binaries/{v.name}.ptx", "sha256": b.ptx_sha256, "bytes": len(b.ptx)} if b.ptx else None),
-                "sass": ({"file": f"binaries/{v.name}.sass", "sha256": kc.sha256_hex(sass.encode()), "tool": how}
-                         if sass is not None else None),
-                "program_log": b.program_log,
-                "our_cache": b.cache,
-                "nvrtc_cache_disabled_by": list(b.nvrtc_cache_disabled_by),
-                "ftz_evidence": {
-                    "expected": v.expected_ftz,
-                    "ptx": ({**ptx_counts, "says_ftz": kc.ptx_says_ftz(ptx_counts)} if ptx_counts else None),
-                    "sass": ({**sass_counts, "says_ftz": kc.sass_says_ftz(sass_counts), "tool": how}
-                             if sass_counts else {"unavailable": how}),
-                    "witness": None, "agrees": None,
-                },
-            })
+            ref = FileRef
+            records.append(CompileRecord(
+                name=v.name, route=v.route, expected_ftz=v.expected_ftz,
+                requested_options=tuple(b.requested_options), effective_options=tuple(b.effective_options),
+                nvrtc_version=tuple(b.nvrtc_version), arch=b.arch, source=ref(src_name, b.source_sha256),
+                headers=tuple(ref(h, kc.sha256_hex(d)) for h, d in headers.items()) if headers else None,
+                cubin=ref(f"binaries/{v.name}.cubin", b.cubin_sha256, len(b.cubin)),
+                cubin_complete=(ref(f"binaries/{v.name}.complete.cubin", kc.sha256_hex(b.cubin_complete),
+                                    len(b.cubin_complete), {
+                                        "loaded_is_prefix": b.cubin_complete.startswith(b.cubin),
+                                        "note": "CuPy's getCUBIN dropped the last byte of the cubin it loaded; this is "
+                                                "the complete cubin NVRTC produced, used for SASS"})
+                                if b.cubin_complete else None),
+                ptx=ref(f"binaries/{v.name}.ptx", b.ptx_sha256, len(b.ptx)) if b.ptx else None,
+                sass=(ref(f"binaries/{v.name}.sass", kc.sha256_hex(sass.encode()), None, {"tool": how})
+                      if sass is not None else None),
+                program_log=b.program_log, our_cache=b.cache,
+                nvrtc_cache_disabled_by=tuple(b.nvrtc_cache_disabled_by),
+                ftz_evidence=FtzEvidence(
+                    expected=v.expected_ftz,
+                    ptx=({**ptx_counts, "says_ftz": kc.ptx_says_ftz(ptx_counts)} if ptx_counts else None),
+                    sass=({**sass_counts, "says_ftz": kc.sass_says_ftz(sass_counts), "tool": how}
+                          if sass_counts else {"unavailable": how}))))
             self.progress("compile", "step", f"{v.name}: cubin {b.cubin_sha256[:12]} ({b.cache})")
-        self._doc("compile", source={"file": self.study.doc["source"], "sha256": kc.sha256_hex(source)},
-                  variants=records)
-        self._write("compile")
+        self.compile_records = {r.name: r for r in records}
+        self._compile_doc()
+
+    def _compile_doc(self) -> None:
+        """Render compile.json from the compile records (``agrees`` derived, never stored)
+        and write it."""
+        first = self.study.variant_sources[self.study.variants[0].name]
+        self.doc("compile", source={"file": first, "sha256": kc.sha256_hex(self.study.file(first))},
+                 variants=[r.to_doc() for r in self.compile_records.values()])
+        self.write("compile")
 
     def _witness(self) -> None:
         import torch
 
-        w = self.study.doc["witness"]
-        task = int(w["task"])
-        spec = tasks.spec(task)
-        inputs = values(w["inputs"])
-        model = self._model_for_params(task)
-        x = torch.tensor([inputs], dtype=torch.float32, device="cuda")
-        bias = torch.zeros(x.shape[1], device="cuda") if spec.has_bias else None
-        ref = spec.reference_tail(model, x, bias).float()
-        rows = {"reference": [value_record(float(v)) for v in ref[0].cpu()]}
-        flushes = {}
-        for name, k in self.kernels.items():
-            out = k.launch(task, x, spec.kernel_params(model, bias))
-            torch.cuda.synchronize()
-            recs = [value_record(float(v)) for v in out[0].cpu()]
-            rows[name] = recs
-            flushed = [r["bits"] in ("0x00000000", "0x80000000") and ref_r["bits"] not in ("0x00000000", "0x80000000")
-                       for r, ref_r in zip(recs, rows["reference"])]
-            flushes[name] = {"flushes": any(flushed),
-                             "bit_identical_to_reference": [r["bits"] for r in recs] == [r["bits"] for r in rows["reference"]]}
-        if self.study.extra("inductor"):
-            from kbrepro.harness import extras
+        from kbrepro.harness.study import task_key
 
-            fn, _ = extras.compile_timed(lambda v: spec.reference_tail(model, v, bias), x)
-            out = fn(x)
+        w = self.study.doc["witness"]
+        level, task = task_key(w["task"])
+        inputs = values(w["inputs"])
+        run = self.binding.witness(self, task, self.module(task, level), inputs)
+        if run is None:
+            raise UsageError(f"study {self.study.name} defines a witness but its binding gives none",
+                             "implement witness() in the binding or remove witness from study.yaml")
+        ref = run.reference(run.make("cuda")).float()
+        keep = run.reference(run.make("cpu")).float()
+        flush_supported = bool(torch.set_flush_denormal(True))
+        try:
+            flushed = run.reference(run.make("cpu")).float().clone()
+        finally:
+            torch.set_flush_denormal(False)
+        rows = {"reference": [value_record(float(v)) for v in ref.reshape(-1).cpu()]}
+        keep_r = [value_record(float(v)) for v in keep.reshape(-1)]
+        flush_r = [value_record(float(v)) for v in flushed.reshape(-1)]
+        disc = [i for i, (a, b) in enumerate(zip(keep_r, flush_r)) if a["bits"] != b["bits"]] if flush_supported else []
+        verdicts = {}
+        outs = {name: run.candidate(name) for name in self.kernels}
+        if self.study.extra("inductor"):
+            fn, _ = self.inductor(run.reference, run.make("cuda"))
+            outs["inductor"] = fn(run.make("cuda"))
+        for name, out in outs.items():
             torch.cuda.synchronize()
-            recs = [value_record(float(v)) for v in out[0].cpu()]
-            rows["inductor_tail"] = recs
-            flushes["inductor_tail"] = {
-                "flushes": any(r["bits"] in ("0x00000000", "0x80000000") and q["bits"] not in ("0x00000000", "0x80000000")
-                               for r, q in zip(recs, rows["reference"])),
-                "bit_identical_to_reference": [r["bits"] for r in recs] == [r["bits"] for r in rows["reference"]]}
-        self._doc("witness", task=task, inputs=[value_record(v) for v in inputs], outputs=rows, verdicts=flushes,
-                  description="fused tail of the task at inputs whose sigmoid intermediate is subnormal: "
-                              "under FTZ the output flushes to signed zero; without FTZ it equals PyTorch")
-        for rec in self.docs["compile"]["variants"]:
-            ev = rec["ftz_evidence"]
-            if rec["name"] not in flushes:
-                continue
-            ev["witness"] = {"task": task, "flushes": flushes[rec["name"]]["flushes"],
-                             "bit_identical_to_reference": flushes[rec["name"]]["bit_identical_to_reference"]}
-            says = [ev["witness"]["flushes"]]
-            if ev["ptx"] and ev["ptx"]["says_ftz"] is not None:
-                says.append(ev["ptx"]["says_ftz"])
-            if ev["sass"] and ev["sass"].get("says_ftz") is not None:
-                says.append(ev["sass"]["says_ftz"])
-            ev["agrees"] = all(s == ev["expected"] for s in says)
-        self._write("witness", "compile")
-        self.progress("witness", "step", ", ".join(f"{n}: {'flushes' if f['flushes'] else 'keeps subnormals'}"
-                                                     for n, f in flushes.items()))
+            recs = [value_record(float(v)) for v in out.reshape(-1).cpu()]
+            rows[name] = recs
+            verdicts[name] = {"flushes": witness_flushes(recs, keep_r, flush_r, disc),
+                              "bit_identical_to_reference": [r["bits"] for r in recs] == [r["bits"] for r in rows["reference"]]}
+        self.doc("witness", task=task, inputs=[value_record(v) for v in inputs], outputs=rows,
+                 reference_cpu={"keep": keep_r, "flush": flush_r, "flush_supported": flush_supported},
+                 discriminates=bool(disc), discriminating_elements=disc, verdicts=verdicts,
+                 description=run.description + ("" if disc else "; the reference does not depend on subnormal "
+                                                "handling at these inputs, so this witness cannot judge a binary"))
+        self.compile_records = {
+            name: (rec.with_witness(WitnessVerdict(task, bool(disc), verdicts[name]["flushes"],
+                                                   verdicts[name]["bit_identical_to_reference"]))
+                   if name in verdicts else rec)
+            for name, rec in self.compile_records.items()}
+        self.write("witness")
+        self._compile_doc()
+        self.progress("witness", "step", ("does not discriminate; " if not disc else "") + ", ".join(
+            f"{n}: {'flushes' if f['flushes'] else 'keeps subnormals' if f['flushes'] is False else 'undecided'}"
+            for n, f in verdicts.items()))
 
     # ------------------------------------------------------------------ helpers
-    def _module(self, task: int):
-        return self.checkout.load_task(self.level, task)
-
-    def _model_for_params(self, task: int):
-        """A model whose pointwise constants (scale, clamp bounds) the witness uses; built at
-        a tiny shape so it costs nothing. Constants do not depend on the shape."""
+    def _distributions(self, inputs: tuple):
+        """The study's input distributions, in order: ``official_uniform`` is the task's own
+        ``get_inputs()``; the others replace every floating input by a draw of the CUDA
+        generator of the same shape (see the study YAML)."""
         import torch
 
-        mod = self._module(task)
-        spec = tasks.spec(task)
-        torch.manual_seed(0)
-        return mod.Model(*spec.init_at(list(mod.get_init_inputs()), 8, 8)).cuda().eval()
+        def each(f):
+            return tuple(f(x) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs)
 
-    def _inputs(self, mod, seed: int):
-        """Model and the study's input distributions for ``seed`` (see the study YAML)."""
-        import torch
-
-        torch.manual_seed(seed)
-        model = mod.Model(*mod.get_init_inputs()).cuda().eval()
-        x = mod.get_inputs()[0].cuda()
         for dist in self.study.doc["correctness"]["distributions"]:
             if dist == "official_uniform":
-                yield model, dist, x
+                yield dist, inputs
             elif dist == "normal":
-                yield model, dist, torch.randn_like(x)
+                yield dist, each(torch.randn_like)
             elif dist == "uniform_x100":
-                yield model, dist, torch.rand_like(x) * 100
+                yield dist, each(lambda x: torch.rand_like(x) * 100)
             elif dist == "uniform_x_minus100":
-                yield model, dist, torch.rand_like(x) * (-100)
+                yield dist, each(lambda x: torch.rand_like(x) * (-100))
 
-    def _full(self, task: int, name: str, model, x, bias=None):
-        spec = tasks.spec(task)
-        k = self.kernels[name]
-        return lambda: k.launch(task, spec.linear(model)(x), spec.kernel_params(model, bias))
+    @staticmethod
+    def _shape(inputs: tuple) -> list:
+        return list(inputs[0].shape) if inputs and hasattr(inputs[0], "shape") else []
 
-    def _tail(self, task: int, name: str, model, z, bias=None):
-        spec = tasks.spec(task)
-        k = self.kernels[name]
-        return lambda: k.launch(task, z, spec.kernel_params(model, bias))
+    def _traced(self, fn, args: tuple, owner=None):
+        """``torch.jit.freeze(torch.jit.trace(...))`` of a module or of a function of tensors
+        (with ``owner``, the module whose parameters it reads, registered)."""
+        import torch
 
-    def _checks(self, ref, outs: dict) -> dict:
-        return {name: checks.compare(ref, out, self.tol) for name, out in outs.items()}
+        if isinstance(fn, torch.nn.Module):
+            return torch.jit.freeze(torch.jit.trace(fn, args))
+
+        class Wrapped(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.owner = owner if isinstance(owner, torch.nn.Module) else None
+
+            def forward(self, *xs):
+                return fn(*xs)
+
+        return torch.jit.freeze(torch.jit.trace(Wrapped().eval(), args))
 
     # ------------------------------------------------------------------ per task
     def _task(self, task: int) -> None:
         import torch
 
-        spec = tasks.spec(task)
-        mod = self._module(task)
+        b = self.binding
+        mod = self.module(task)
         cdoc = self.docs["correctness"]
         task_doc = cdoc["tasks"].setdefault(str(task), {})
         # 1. full-program correctness
         for seed in self.study.doc["correctness"]["seeds"]:
-            for model, dist, x in self._inputs(mod, seed):
-                ref = model(x)
-                outs = {n: self._full(task, n, model, x)() for n in self.kernels}
+            model = b.model(self, task, mod, seed)
+            inputs = b.inputs(self, task, mod)
+            cands = {n: b.candidate(self, task, n, model) for n in self.kernels}
+            for dist, xs in self._distributions(inputs):
+                ref = model(*xs)
+                outs = {n: fn(*xs) for n, fn in cands.items()}
                 cdoc["full_program"].append({"case": {"task": task, "seed": seed, "distribution": dist,
-                                                      "shape": list(x.shape)},
-                                             "checks": self._checks(ref, outs)})
+                                                      "shape": self._shape(xs)},
+                                             "checks": self.checks(ref, outs)})
                 del ref, outs
-            del model, x
+            del model, inputs, cands
             gc.collect()
             torch.cuda.empty_cache()
         self.progress(f"task_{task}", "step", "full-program correctness done")
         # 2. controls on the timing input
         seed = self.study.doc["timing"]["seed"]
-        torch.manual_seed(seed)
-        model = mod.Model(*mod.get_init_inputs()).cuda().eval()
-        x = mod.get_inputs()[0].cuda()
-        z = spec.linear(model)(x)
-        bnd = self.study.doc["controls"]["boundary"]
-        vals = torch.tensor(values(bnd["values"]), dtype=torch.float32, device="cuda")
-        if spec.has_bias:
-            cols = z.shape[1]
-            control = vals.repeat((cols + vals.numel() - 1) // vals.numel())[:cols].repeat(bnd["bias_task_rows"], 1)
-        else:
-            control = vals.repeat(bnd["rows"]).reshape(bnd["rows"], -1)
-        control = control.contiguous()
-        task_doc["tail_controls"] = [
-            {"name": "boundaries_and_nonfinite", "shape": list(control.shape), "criterion": criterion(control),
-             "checks": self._checks(spec.reference_tail(model, control),
-                                    {n: self._tail(task, n, model, control)() for n in self.kernels})},
-            {"name": "actual_linear_output", "shape": list(z.shape), "criterion": criterion(z),
-             "checks": self._checks(spec.reference_tail(model, z),
-                                    {n: self._tail(task, n, model, z)() for n in self.kernels})},
-        ]
-        ref = model(x)
-        task_doc["timing_input"] = {"seed": seed, "shape": list(x.shape),
-                                    "checks": self._checks(ref, {n: self._full(task, n, model, x)() for n in self.kernels})}
-        ts_full = torch.jit.freeze(torch.jit.trace(model, x))
-
-        class TailModule(torch.nn.Module):
-            def __init__(self, m):
-                super().__init__()
-                self.m = m
-
-            def forward(self, v):
-                return spec.reference_tail(self.m, v)
-
-        ts_tail = torch.jit.freeze(torch.jit.trace(TailModule(model).eval(), z))
-        task_doc["torchscript"] = {
-            "full": checks.compare(ref, ts_full(x), self.tol),
-            "tail": checks.compare(spec.reference_tail(model, z), ts_tail(z), self.tol),
-        }
-        # CUDA-graph replay after changing the input, the weights and the bias parameter
-        mut = self.study.doc["controls"]["graph_mutation"]
-        lin = spec.linear(model)
-        saved = {"x": x.clone(), "w": lin.weight.detach().clone(),
-                 "b": spec.bias_of(model).detach().clone() if spec.has_bias else None}
-        graphs = {}
+        model = b.model(self, task, mod, seed)
+        inputs = b.inputs(self, task, mod)
+        cands = {n: b.candidate(self, task, n, model) for n in self.kernels}
+        scopes = b.scopes(self, task, model, inputs)
+        task_doc.update(b.controls(self, task, model, inputs, scopes))
+        ref = model(*inputs)
+        task_doc["timing_input"] = {"seed": seed, "shape": self._shape(inputs),
+                                    "checks": self.checks(ref, {n: fn(*inputs) for n, fn in cands.items()})}
+        ts_full = self._traced(model, inputs)
+        ts_scopes = {sc.name: self._traced(sc.reference, sc.inputs, sc.owner) for sc in scopes if sc.torchscript}
+        task_doc["torchscript"] = {"full": self.compare(ref, ts_full(*inputs)),
+                                   **{sc.name: self.compare(sc.reference(*sc.inputs), ts_scopes[sc.name](*sc.inputs))
+                                      for sc in scopes if sc.torchscript}}
+        mut = (self.study.doc.get("controls") or {}).get("graph_mutation")
+        if mut:
+            self._graph_mutation(task, task_doc, model, inputs, cands, ref, mut)
+        self.write("correctness")
+        # eligibility: a variant is timed only if every official check of this task passed
+        sections = [k for k, v in task_doc.items() if isinstance(v, list)]
+        eligible = {}
         for n in self.kernels:
-            fn = self._full(task, n, model, x)
-            fn()
+            oks = [c["checks"][n]["official"]["pass"] for c in cdoc["full_program"] if c["case"]["task"] == task]
+            oks += [c["checks"][n][c["criterion"]]["pass"] for s in sections for c in task_doc[s]]
+            oks.append(task_doc["timing_input"]["checks"][n]["official"]["pass"])
+            if "graph_mutation" in task_doc:
+                oks.append(task_doc["graph_mutation"]["checks"][n]["official"]["pass"])
+            eligible[n] = all(oks)
+        task_doc["eligible_for_timing"] = eligible
+        ts_ok = all(c["official"]["pass"] for c in task_doc["torchscript"].values())
+        self.write("correctness")
+        self.progress(f"task_{task}", "step", "controls done; eligible: " + ", ".join(n for n, e in eligible.items() if e))
+        # 3. timings: the full program and every scope, each against its baselines
+        groups = [("full", {"eager": lambda: model(*inputs)}, None)]
+        if ts_ok:
+            groups[0][1]["torchscript"] = lambda: ts_full(*inputs)
+        for sc in scopes:
+            arms = {f"eager_{sc.name}": lambda sc=sc: sc.reference(*sc.inputs)}
+            if ts_ok and sc.name in ts_scopes:
+                arms[f"torchscript_{sc.name}"] = lambda sc=sc: ts_scopes[sc.name](*sc.inputs)
+            groups.append((sc.name, arms, sc))
+        for n, ok in eligible.items():
+            if ok:
+                groups[0][1][n] = lambda fn=cands[n]: fn(*inputs)
+                for _, arms, sc in groups[1:]:
+                    arms[n] = sc.candidate(n)
+        if self.study.extra("inductor"):
+            self._inductor(task, task_doc, model, inputs, ref, groups)
+        for scope, arms, sc in groups:
+            for mode in self.study.doc["timing"]["modes"]:
+                block = self.time_block(arms, self.protocol(mode, arms))
+                self.add_block({"id": BlockKey(task, scope, mode).id, "task": task, "scope": scope, "mode": mode,
+                                "shape": self._shape(sc.inputs if sc else inputs), "kind": "study",
+                                **({"bytes_moved": sc.bytes_moved} if sc is not None and sc.bytes_moved else {}),
+                                **block})
+                self.progress(f"task_{task}", "step", f"timing {scope}/{mode} done ({len(block['rounds'])} rounds)")
+        if self.study.extra("cold_l2"):
+            self._cold_blocks(task, groups, inputs)
+        b.extra_blocks(self, task, model, inputs)
+        self.write("timings", "correctness")
+        del model, inputs, cands, scopes, groups, ts_full, ts_scopes, ref
+        gc.collect()
+        torch.cuda.empty_cache()
+
+    def _graph_mutation(self, task, task_doc, model, inputs, cands, ref, mut) -> None:
+        """CUDA-graph replay after changing the inputs (scaled in place) and the parameters
+        (the binding's :meth:`~plugin.StudyBinding.mutate`); everything is restored after."""
+        import torch
+
+        saved_inputs = [x.clone() if isinstance(x, torch.Tensor) else None for x in inputs]
+        saved_state = {k: v.detach().clone() for k, v in model.state_dict(keep_vars=True).items()}
+        graphs = {}
+        for n, fn in cands.items():
+            fn(*inputs)
             torch.cuda.synchronize()
             g = torch.cuda.CUDAGraph()
             with torch.cuda.graph(g):
-                out = fn()
+                out = fn(*inputs)
             graphs[n] = (g, out)
-        x.mul_(mut["input_scale"])
-        lin.weight.add_(mut["weight_delta"])
-        if spec.has_bias:
-            spec.bias_of(model).add_(mut["bias_delta"])
-        ref_m = model(x)
+        for x in inputs:
+            if isinstance(x, torch.Tensor) and x.is_floating_point():
+                x.mul_(mut["input_scale"])
+        self.binding.mutate(self, task, model, mut)
+        ref_m = model(*inputs)
         outs = {}
         for n, (g, out) in graphs.items():
             g.replay()
             torch.cuda.synchronize()
             outs[n] = out.clone()
-        task_doc["graph_mutation"] = {"mutation": mut, "checks": self._checks(ref_m, outs),
+        task_doc["graph_mutation"] = {"mutation": mut, "checks": self.checks(ref_m, outs),
                                       "output_changed": {n: not bool(torch.equal(o, ref)) for n, o in outs.items()}}
         del graphs, outs, ref_m
-        x.copy_(saved["x"])
-        lin.weight.copy_(saved["w"])
-        if spec.has_bias:
-            spec.bias_of(model).copy_(saved["b"])
-        self._write("correctness")
-        # eligibility: a variant is timed only if every official check of this task passed
-        eligible = {}
-        for n in self.kernels:
-            oks = [c["checks"][n]["official"]["pass"] for c in cdoc["full_program"] if c["case"]["task"] == task]
-            oks += [c["checks"][n][c["criterion"]]["pass"] for c in task_doc["tail_controls"]]
-            oks += [task_doc["timing_input"]["checks"][n]["official"]["pass"],
-                    task_doc["graph_mutation"]["checks"][n]["official"]["pass"]]
-            eligible[n] = all(oks)
-        task_doc["eligible_for_timing"] = eligible
-        ts_ok = task_doc["torchscript"]["full"]["official"]["pass"] and task_doc["torchscript"]["tail"]["official"]["pass"]
-        self._write("correctness")
-        self.progress(f"task_{task}", "step", "controls done; eligible: " + ", ".join(n for n, e in eligible.items() if e))
-        # 3. timings
-        full_arms = {"eager": lambda: model(x)}
-        tail_arms = {"eager_tail": lambda: spec.reference_tail(model, z)}
-        if ts_ok:
-            full_arms["torchscript"] = lambda: ts_full(x)
-            tail_arms["torchscript_tail"] = lambda: ts_tail(z)
-        for n, ok in eligible.items():
-            if ok:
-                full_arms[n] = self._full(task, n, model, x)
-                tail_arms[n] = self._tail(task, n, model, z)
-        if self.study.extra("inductor"):
-            ind = self._inductor(task, model, x, z, ref)
-            if ind["full"]["check"]["official"]["pass"]:
-                full_arms["inductor"] = ind["full"]["fn"]
-            if ind["tail"]["check"]["official"]["pass"]:
-                tail_arms["inductor_tail"] = ind["tail"]["fn"]
-        tail_bytes = 2 * z.numel() * 4 + (z.shape[1] * 4 if spec.has_bias else 0)
-        for scope, arms in (("full", full_arms), ("tail", tail_arms)):
-            for mode in self.study.doc["timing"]["modes"]:
-                block = run_block(arms, self._protocol(mode, arms, scope), self.clocks)
-                self.docs["timings"]["blocks"].append({"id": f"{task}.{scope}.{mode}", "task": task, "scope": scope,
-                                                       "mode": mode, "shape": list(x.shape), "kind": "study",
-                                                       **({"bytes_moved": tail_bytes} if scope == "tail" else {}),
-                                                       **block})
-                self.progress(f"task_{task}", "step", f"timing {scope}/{mode} done ({len(block['rounds'])} rounds)")
-        if self.study.extra("cold_l2"):
-            self._cold_blocks(task, full_arms, tail_arms, x, tail_bytes)
-        if self.study.extra("roofline"):
-            lin = spec.linear(model)
-            for mode in ("events", "graph"):
-                blk = run_block({"gemm": lambda: lin(x)}, self.study.timing_protocol(mode), self.clocks)
-                self.docs["timings"]["blocks"].append({
-                    "id": f"{task}.gemm.{mode}", "task": task, "scope": "gemm", "mode": mode, "kind": "gemm",
-                    "shape": [x.shape[0], lin.weight.shape[0]], "flops": 2 * x.shape[0] * x.shape[1] * lin.weight.shape[0],
-                    **blk})
-        self._write("timings", "correctness")
-        del model, x, z, ts_full, ts_tail, ref
-        gc.collect()
-        torch.cuda.empty_cache()
+        for x, s in zip(inputs, saved_inputs):
+            if s is not None:
+                x.copy_(s)
+        state = model.state_dict(keep_vars=True)
+        for k, v in saved_state.items():
+            state[k].data.copy_(v)
 
-    def _protocol(self, mode: str, arms: dict, scope: str, l2: str = "warm") -> TimingProtocol:
-        """The study's protocol, adaptive when the study's extras say so: pairs compare each
-        variant with every baseline present (eager, TorchScript, Inductor)."""
-        base = self.study.timing_protocol(mode)
-        ad = self.study.extra("adaptive")
-        if not ad:
-            return TimingProtocol(**{**base.__dict__, "l2": l2})
-        baselines = [a for a in arms if a in ("eager", "torchscript", "inductor", "eager_tail", "torchscript_tail",
-                                              "inductor_tail", "l2_flush_only")]
-        variants = [a for a in arms if a in self.kernels]
-        pairs = tuple((v, b) for v in variants for b in baselines)
-        rule = AdaptiveRule(target_rel_half_width=ad["target_rel_half_width"], min_rounds=ad.get("min_rounds", 10),
-                            max_rounds=ad["max_rounds"], max_seconds=ad["max_seconds"], pairs=pairs)
-        return TimingProtocol(mode=mode, warmups=base.warmups, rounds=rule.min_rounds,
-                              invocations_per_pair=base.invocations_per_pair, order_seed=base.order_seed,
-                              adaptive=rule, l2=l2)
+    def _inductor(self, task, task_doc, model, inputs, ref, groups) -> None:
+        from kbrepro.harness import extras
 
-    def _cold_blocks(self, task: int, full_arms: dict, tail_arms: dict, x, tail_bytes: int) -> None:
+        full_fn, full_s = self.inductor(model, *inputs)
+        rec = {"settings": extras.inductor_settings(), "compile_seconds": {"full": full_s},
+               "full": self.compare(ref, full_fn(*inputs))}
+        if rec["full"]["official"]["pass"]:
+            groups[0][1]["inductor"] = lambda: full_fn(*inputs)
+        for scope, arms, sc in groups[1:]:
+            fn, secs = self.inductor(sc.reference, *sc.inputs)
+            rec["compile_seconds"][scope] = secs
+            rec[scope] = self.compare(sc.reference(*sc.inputs), fn(*sc.inputs))
+            if rec[scope]["official"]["pass"]:
+                arms[f"inductor_{scope}"] = lambda fn=fn, sc=sc: fn(*sc.inputs)
+        task_doc["inductor"] = rec
+        self.docs["timings"]["extras"].setdefault("inductor_compile_seconds", {})[str(task)] = rec["compile_seconds"]
+        self.progress(f"task_{task}", "step", "inductor compiled in " + ", ".join(
+            f"{s:.1f} s ({k})" for k, s in rec["compile_seconds"].items()))
+
+    def _cold_blocks(self, task: int, groups, inputs) -> None:
+        """Cold-L2 twins: every scope in events and graph mode, the full program in graph mode."""
         from kbrepro.harness.extras import L2Flush
 
         flush = L2Flush.for_device(2.0)
         self.docs["timings"]["extras"]["l2_flush_bytes"] = flush.nbytes
-        for scope, arms, modes in (("tail", tail_arms, ("events", "graph")), ("full", full_arms, ("graph",))):
+        order = [g for g in groups[1:]] + [groups[0]]
+        for scope, arms, sc in order:
+            modes = ("graph",) if scope == "full" else ("events", "graph")
             cold_arms = {"l2_flush_only": lambda: None, **arms}
             for mode in modes:
-                blk = run_block(cold_arms, self._protocol(mode, cold_arms, scope, l2="cold"), self.clocks, flush=flush)
-                self.docs["timings"]["blocks"].append({
-                    "id": f"{task}.{scope}.{mode}.cold", "task": task, "scope": scope, "mode": mode, "kind": "cold_l2",
-                    "shape": list(x.shape), "l2": "cold", "flush_bytes": flush.nbytes,
-                    **({"bytes_moved": tail_bytes} if scope == "tail" else {}), **blk})
+                blk = self.time_block(cold_arms, self.protocol(mode, cold_arms, l2="cold"), flush=flush)
+                self.add_block({
+                    "id": BlockKey(task, scope, mode, "cold_l2").id, "task": task, "scope": scope, "mode": mode, "kind": "cold_l2",
+                    "shape": self._shape(sc.inputs if sc else inputs), "l2": "cold", "flush_bytes": flush.nbytes,
+                    **({"bytes_moved": sc.bytes_moved} if sc is not None and sc.bytes_moved else {}), **blk})
                 self.progress(f"task_{task}", "step", f"cold-L2 timing {scope}/{mode} done ({len(blk['rounds'])} rounds)")
         del flush
-
-    def _inductor(self, task: int, model, x, z, ref) -> dict:
-        from kbrepro.harness import extras
-
-        spec = tasks.spec(task)
-        full_fn, full_s = extras.compile_timed(model, x)
-        tail_fn, tail_s = extras.compile_timed(lambda v: spec.reference_tail(model, v), z)
-        rec = {"settings": extras.inductor_settings(),
-               "compile_seconds": {"full": full_s, "tail": tail_s},
-               "full": checks.compare(ref, full_fn(x), self.tol),
-               "tail": checks.compare(spec.reference_tail(model, z), tail_fn(z), self.tol)}
-        self.docs["correctness"]["tasks"][str(task)]["inductor"] = rec
-        self.docs["timings"]["extras"].setdefault("inductor_compile_seconds", {})[str(task)] = rec["compile_seconds"]
-        self.progress(f"task_{task}", "step", f"inductor compiled in {full_s:.1f} s (full) and {tail_s:.1f} s (tail)")
-        return {"full": {"fn": lambda: full_fn(x), "check": rec["full"]},
-                "tail": {"fn": lambda: tail_fn(z), "check": rec["tail"]}}
 
     def _floor(self) -> None:
         from kbrepro.harness import extras
 
         self.docs["timings"]["blocks"].extend(extras.measurement_floor(self.clocks))
-        self._write("timings")
+        self.write("timings")
 
     def _copy_bandwidth(self) -> None:
         from kbrepro.harness import extras
 
         blk = extras.copy_bandwidth(self.clocks)
-        self.docs["timings"]["blocks"].append(blk)
+        self.add_block(blk)
         self.copy_gbps = extras.copy_gbps(blk)
         self.progress("copy_bandwidth", "step", f"{self.copy_gbps:.0f} GB/s (read + write)")
-        self._write("timings")
+        self.write("timings")
 
     def _self_test(self) -> None:
         import torch
 
         from kbrepro.harness.selftest import run_selftests
 
-        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        props = torch.cuda.get_device_properties(self.device_index)
         res = run_selftests(getattr(self, "copy_gbps", None), f"sm_{props.major}{props.minor}",
                             progress=lambda n: self.progress("self_test", "step", n))
-        self._doc("selftest", **res)
-        self._write("selftest")
+        self.doc("selftest", **res)
+        self.write("selftest")
 
     def _extra_shapes(self) -> None:
         import torch
 
+        b = self.binding
         for es in self.study.doc["extra_shapes"]:
             for task in self.study.tasks:
-                spec = tasks.spec(task)
-                mod = self._module(task)
-                torch.manual_seed(es["seed"])
-                model = mod.Model(*spec.init_at(list(mod.get_init_inputs()), es["in_features"],
-                                                es["out_features"])).cuda().eval()
-                x = torch.rand(es["batch"], es["in_features"], device="cuda")
-                ref = model(x)
-                ts = torch.jit.freeze(torch.jit.trace(model, x))
-                chk = self._checks(ref, {n: self._full(task, n, model, x)() for n in self.kernels})
-                chk["torchscript"] = checks.compare(ref, ts(x), self.tol)
-                shape = [es["batch"], es["in_features"], es["out_features"]]
-                self.docs["correctness"]["extra_shapes"].append({"case": {"task": task, "seed": es["seed"],
-                                                                          "shape_B_K_H": shape}, "checks": chk})
-                arms = {"eager": lambda: model(x)}
+                sc = b.model_at(self, task, self.module(task), es["size"], es["seed"])
+                model, xs = sc.model, sc.inputs
+                ref = model(*xs)
+                ts = self._traced(model, xs)
+                cands = {n: b.candidate(self, task, n, model) for n in self.kernels}
+                chk = self.checks(ref, {n: fn(*xs) for n, fn in cands.items()})
+                chk["torchscript"] = self.compare(ref, ts(*xs))
+                cdoc = self.docs["correctness"]
+                cdoc["extra_shapes"].append({"case": {"task": task, "seed": es["seed"], **sc.case}, "checks": chk})
+                arms = {"eager": lambda: model(*xs)}
                 if chk["torchscript"]["official"]["pass"]:
-                    arms["torchscript"] = lambda: ts(x)
-                for n in self.kernels:
+                    arms["torchscript"] = lambda: ts(*xs)
+                for n, fn in cands.items():
                     if chk[n]["official"]["pass"]:
-                        arms[n] = self._full(task, n, model, x)
+                        arms[n] = lambda fn=fn: fn(*xs)
                 for mode in self.study.doc["timing"]["modes"]:
-                    block = run_block(arms, self.study.timing_protocol(mode, rounds=es["rounds"]), self.clocks)
-                    self.docs["timings"]["blocks"].append({
-                        "id": f"{task}.full.{mode}.B{shape[0]}K{shape[1]}H{shape[2]}", "task": task, "scope": "full",
-                        "mode": mode, "shape": [es["batch"], es["out_features"]], "kind": "extra_shape",
-                        "shape_B_K_H": shape, **block})
-                del model, x, ref, ts
+                    block = self.time_block(arms, self.study.timing_protocol(mode, rounds=es["rounds"]))
+                    key = BlockKey(task, "full", mode, "extra_shape", b.size_label(es["size"]))
+                    self.add_block({"id": key.id, "task": task, "scope": "full",
+                                    "mode": mode, "shape": list(sc.shape), "kind": "extra_shape", **sc.case, **block})
+                del model, xs, ref, ts, cands, sc
                 torch.cuda.empty_cache()
-        self._write("correctness", "timings")
-
-    def _tiny_value_controls(self) -> None:
-        import torch
-
-        tv = self.study.doc["controls"]["tiny_value"]
-        ls = tv["linspace"]
-        vals = torch.cat([torch.linspace(ls["start"], ls["stop"], ls["count"], device="cuda"),
-                          torch.tensor(values(tv["extra_values"]), dtype=torch.float32, device="cuda")])
-        rows, cols = tv["shape"]
-        n = rows * cols
-        a = vals.repeat((n + vals.numel() - 1) // vals.numel())[:n].reshape(rows, cols).contiguous()
-        names = list(self.kernels)
-        for task in self.study.tasks:
-            spec = tasks.spec(task)
-            model = self._model_for_params(task)
-            bias = torch.zeros(cols, device="cuda") if spec.has_bias else None
-            ref = spec.reference_tail(model, a, bias)
-            outs = {nm: self.kernels[nm].launch(task, a, spec.kernel_params(model, bias)) for nm in names}
-            cross = {f"{b}_vs_{c}": checks.compare(outs[c], outs[b], self.tol)
-                     for i, c in enumerate(names) for b in names[i + 1:]}
-            chk = self._checks(ref, outs)
-            if self.study.extra("inductor"):
-                from kbrepro.harness import extras
-
-                fn, secs = extras.compile_timed(lambda v: spec.reference_tail(model, v, bias), a)
-                chk["inductor_tail"] = checks.compare(ref, fn(a), self.tol)
-                self.docs["timings"]["extras"].setdefault("inductor_compile_seconds", {}).setdefault(
-                    str(task), {})["tiny_value_tail"] = secs
-            self.docs["correctness"]["tiny_value_controls"][str(task)] = {
-                "shape": [rows, cols], "bias": "zero" if spec.has_bias else None, "criterion": criterion(a),
-                "domain": f"linspace({ls['start']}, {ls['stop']}, {ls['count']}) plus {len(tv['extra_values'])} "
-                          "subnormal, signed-zero, infinite and NaN values, tiled",
-                "checks": chk, "cross": cross}
-        self._write("correctness")
-
-    def _ftz_cost(self) -> None:
-        import torch
-
-        fc = self.study.doc["ftz_cost"]
-        seed = self.study.doc["timing"]["seed"]
-        for task in self.study.tasks:
-            spec = tasks.spec(task)
-            mod = self._module(task)
-            torch.manual_seed(seed)
-            model = mod.Model(*mod.get_init_inputs()).cuda().eval()
-            x = mod.get_inputs()[0].cuda()
-            z = spec.linear(model)(x)
-            ref = spec.reference_tail(model, z)
-            arms = {n: self._tail(task, n, model, z) for n in fc["variants"]}
-            chk = {n: checks.compare(ref, fn(), self.tol) for n, fn in arms.items()}
-            block = {"id": f"{task}.ftz_cost.{fc['mode']}", "task": task, "scope": "tail", "mode": fc["mode"],
-                     "shape": list(z.shape), "kind": "ftz_cost", "checks": chk}
-            if all(c["official"]["pass"] for c in chk.values()):
-                block.update(run_block(arms, self.study.ftz_cost_protocol(), self.clocks))
-            else:
-                block.update({"protocol": self.study.ftz_cost_protocol().to_doc(), "arms": list(arms), "rounds": [],
-                              "skipped": "a variant failed its check on the timing input"})
-            self.docs["timings"]["blocks"].append(block)
-            del model, x, z, ref
-            torch.cuda.empty_cache()
-        self._write("timings")
-
-    def _scout(self) -> None:
-        import torch
-
-        sc = self.study.doc["scout"]
-        cases = []
-        for task in sc["tasks"]:
-            mod = self._module(task)
-            for seed in sc["seeds"]:
-                torch.manual_seed(seed)
-                model = mod.Model(*mod.get_init_inputs()).cuda().eval()
-                x = mod.get_inputs()[0].cuda()
-                ref = model(x)
-                if task == 14:
-                    half = model.scaling_factor / 2
-                    out = (x @ model.weight.sum(0)).unsqueeze(1) * half
-                    out64 = ((x.double() @ model.weight.double().sum(0)).unsqueeze(1) * half).float()
-                    rewrite = "(x @ W.sum(0)).unsqueeze(1) * (scaling_factor / 2)"
-                else:
-                    lin = model.gemm
-                    v = lin.weight.mean(0)
-                    c = lin.bias.mean() - model.subtract.mean()
-                    out = torch.nn.functional.gelu((x @ v + c).unsqueeze(1)) + x
-                    v64 = lin.weight.double().mean(0)
-                    c64 = lin.bias.double().mean() - model.subtract.double().mean()
-                    out64 = torch.nn.functional.gelu((x.double() @ v64 + c64).float().unsqueeze(1)) + x
-                    rewrite = "gelu((x @ W.mean(0) + b.mean() - subtract.mean()).unsqueeze(1)) + x"
-                cases.append({"case": {"task": task, "seed": seed, "shape": list(x.shape)}, "rewrite": rewrite,
-                              "checks": {"fp32": checks.compare(ref, out, self.tol),
-                                         "fp64_accumulated": checks.compare(ref, out64, self.tol)}})
-                del model, x, ref, out, out64
-                gc.collect()
-                torch.cuda.empty_cache()
-        self._doc("scout", cases=cases,
-                  description="algebraic rewrites of tasks 14 and 51 that reassociate the GEMM reduction; "
-                              "a numerical scout, not a fused kernel")
-        self._write("scout")
+        self.write("correctness", "timings")
 
 
 def run_study(study: StudyConfig, out_dir: Path, *, kernelbench: str | None = None, cache_dir: Path | None = None,
-              progress: Callable[[dict], None] | None = None, kernel_source: bytes | None = None) -> dict:
+              progress: Callable[[dict], None] | None = None, binding: StudyBinding | None = None) -> dict:
     """Run ``study`` on this GPU and write its documents into ``out_dir``.
 
     Returns the ``run.json`` document. Raises EnvironmentUnavailableError (no GPU/CuPy),
     KernelBenchPinError (checkout missing or changed), CompileError, or whatever CUDA
     raised; in every case the documents of finished stages stay in ``out_dir`` and
-    ``run.json`` says ``"status": "failed"`` with the stage and error. ``kernel_source``
-    replaces the product's ``kernels/<source>`` (used only by a replay the user trusted).
+    ``run.json`` says ``"status": "failed"`` with the stage and error. ``binding``: the
+    study's binding if already loaded (else :meth:`StudyConfig.binding` loads it).
     """
     r = StudyRun(study, out_dir, kernelbench=kernelbench, cache_dir=cache_dir, progress=Progress(progress),
-                 kernel_source=kernel_source)
+                 binding=binding)
     logger = logging.getLogger("kbrepro")
     logger.setLevel(logging.INFO)
     (Path(out_dir) / "logs").mkdir(parents=True, exist_ok=True)

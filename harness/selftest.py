@@ -1,10 +1,13 @@
-"""Self-tests: known-bad tails the harness must catch, each by a named check.
+"""Self-tests: known-bad kernels the harness must catch, each by a named check.
 
-Checks (each returns True when the tail behaves):
+The kernels are the self-test's own (no study's): one pointwise CUDA kernel, ``y = 0.5 x``
+(float32, exact in IEEE arithmetic, so a correct build is bit-identical to PyTorch's
+``x * 0.5``), built by NVRTC with explicit options, and wrappers that misuse it the way
+posted candidates do. Checks (each returns True when the kernel behaves):
 
 * ``official_allclose``: ``torch.allclose(reference, candidate)`` on a discriminating input.
-* ``bit_identity``: bit-identical to the reference (for tails that promise it).
-* ``poisoned_rerun``: the freed memory is filled with NaN, the tail runs again, and its
+* ``bit_identity``: bit-identical to the reference (for kernels that promise it).
+* ``poisoned_rerun``: the freed memory is filled with NaN, the kernel runs again, and its
   output must still equal the reference bit for bit (catches outputs left unwritten, which
   a caching allocator can otherwise fill with the previous correct answer).
 * ``input_unchanged``: the input's bits after the call equal its bits before.
@@ -16,9 +19,10 @@ Checks (each returns True when the tail behaves):
 * ``timed_stream_covers_work``: the CUDA-event time on the timed stream is at least 80% of
   the wall time until the whole device is idle (``torch.cuda.synchronize``), over 50 calls;
   work launched on another stream escapes the events but not the device-wide wait.
-* ``ftz_evidence``: the witness's flush behaviour matches the FTZ mode the binary claims.
+* ``ftz_evidence``: on subnormal inputs (1e-39, -3e-39: ``0.5 x`` is subnormal too) the
+  output is flushed to zero exactly when the binary claims FTZ.
 
-A known-bad tail is *caught* when at least one of its expected checks fails; the good
+A known-bad kernel is *caught* when at least one of its expected checks fails; the good
 control must pass every check. :func:`summarise` is pure (CPU-testable).
 """
 from __future__ import annotations
@@ -82,65 +86,84 @@ def summarise(tests: list[SelfTest]) -> dict:
     return {"all_as_expected": ok, "tests": rows}
 
 
+#: the self-test's own kernel: y = 0.5 x, elementwise, float32 (exact, so bit-identical to
+#: PyTorch's x * 0.5 unless the binary flushes subnormals)
+SOURCE = b"""extern "C" __global__ void scale_half(const float* __restrict__ x, float* __restrict__ y, long long n) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] * 0.5f;
+}
+"""
+KERNEL = "scale_half"
+#: witness inputs: subnormal, so that 0.5 x is subnormal and an FTZ binary returns 0
+WITNESS_INPUTS = (1e-39, -3e-39)
+
+
+def reference(x):
+    """PyTorch's reference of :data:`SOURCE`: ``x * 0.5`` (same shape, float32)."""
+    return x * 0.5
+
+
 def run_selftests(copy_gbps: float | None, arch: str, progress: Callable[[str], None] | None = None) -> dict:
-    """Run every known-bad tail and the good control on the task-81 tail: correctness checks
-    at the study's shape (1024 x 8192, uniform in [-20, 20]), timing checks at 8192 x 8192.
-    Needs a GPU. ``copy_gbps`` is the copy bandwidth (GB/s) measured in this run, for the
-    speed-limit check."""
+    """Run every known-bad kernel and the good control: correctness checks on 1024 x 8192
+    float32 inputs uniform in [-20, 20], timing checks at 8192 x 8192. Needs a GPU.
+    ``copy_gbps`` is the copy bandwidth (GB/s) measured in this run, for the speed-limit
+    check; ``arch``: ``sm_XX`` of the GPU. Returns the ``selftest`` document's body
+    (:func:`summarise`). Raises CompileError if NVRTC refuses the kernel."""
     import numpy as np
     import torch
 
     from kbrepro.harness import checks as hchecks
-    from kbrepro.harness.tasks import spec
     from kbrepro.harness.timing import TimingProtocol, run_block
     from kbrepro.kernels import compile as kc
-    from kbrepro.kernels.launch import KERNEL_NAMES, LaunchError, TailKernels
+    from kbrepro.kernels.launch import THREADS_PER_BLOCK, KernelSet, LaunchError, blocks_for
 
     tol = hchecks.Tolerance(1e-4, 1e-4)
-    names = list(KERNEL_NAMES.values())
-    src = kc.read_source()
 
     def build(label, options, expected_ftz):
         v = kc.CompileVariant(label, "nvrtc", tuple(options), expected_ftz)
-        b = kc.compile_nvrtc(src, v, arch)
-        return TailKernels(label, kc.load_cubin(b.cubin, names)), b
+        b = kc.compile_nvrtc(SOURCE, v, arch, program_name="selftest.cu")
+        ks = KernelSet(label, kc.load_cubin(b.cubin, [KERNEL]))
 
-    good, _ = build("nvrtc_ftz_false", ("--std=c++11", "--fmad=false", "--ftz=false"), False)
-    mislabelled, _ = build("claims_ftz_false_but_flushes", ("--std=c++11", "--fmad=false", "--ftz=true"), False)
-    fastmath, _ = build("fast_math_twin", ("--std=c++11", "--use_fast_math"), False)
+        def run(x, out=None, stream=None):
+            y = torch.empty_like(x) if out is None else out
+            n = x.numel()
+            ks.launch(KERNEL, (blocks_for(n),), (THREADS_PER_BLOCK,), (x.data_ptr(), y.data_ptr(), np.int64(n)),
+                      device_index=x.device.index or 0, stream=stream)
+            return y
+        return run
+
+    good = build("explicit_ftz_false", ("--std=c++11", "--fmad=false", "--ftz=false"), False)
+    mislabelled = build("claims_ftz_false_but_flushes", ("--std=c++11", "--fmad=false", "--ftz=true"), False)
+    fastmath = build("fast_math_twin", ("--std=c++11", "--use_fast_math"), False)
     g = torch.Generator(device="cuda").manual_seed(42)
     z = (torch.rand(1024, 8192, device="cuda", generator=g) * 40 - 20).contiguous()
-    # the timing checks use an 8x larger input, so that one tail's device time (~0.27 ms on an
+    # the timing checks use an 8x larger input, so that one call's device time (~0.3 ms on an
     # H200) dwarfs the host's launch time (15-30 us): work that escapes the timed stream then
     # shows clearly, whatever the host's speed
     zbig = (torch.rand(8192, 8192, device="cuda", generator=g) * 40 - 20).contiguous()
-    t81 = spec(81)
-    ref = t81.reference_tail(None, z)
+    ref = reference(z)
     side = torch.cuda.Stream()
     nbytes = 2 * zbig.numel() * 4
 
-    def correct(x):
-        return good.launch(81, x, {})
-
-    tails: dict[str, tuple[str, Callable, tuple[str, ...], bool]] = {
-        "good_control": ("the explicit --ftz=false tail, as the study runs it", correct, (), True),
+    kernels: dict[str, tuple[str, Callable, tuple[str, ...], bool]] = {
+        "good_control": ("the explicit --ftz=false build, launched on the current stream", good, (), True),
         "all_zero": ("returns zeros", lambda x: torch.zeros_like(x), ("official_allclose",), False),
         "unwritten_output": ("returns torch.empty_like(x) without writing it", lambda x: torch.empty_like(x),
                              ("poisoned_rerun", "official_allclose"), False),
         "mutates_input": ("computes in place: the right answer, written over its input",
-                          lambda x: good.launch(81, x, {}, out=x), ("input_unchanged",), True),
+                          lambda x: good(x, out=x), ("input_unchanged",), True),
         "side_stream": ("launches on a side stream that the timed stream never waits for",
-                        lambda x: good.launch(81, x, {}, stream=side),
+                        lambda x: good(x, stream=side),
                         ("capture_stream_guard", "timed_stream_covers_work", "physical_speed_limit"), True),
         "ftz_false_label_that_flushes": ("compiled with --ftz=true but labelled --ftz=false",
-                                         lambda x: mislabelled.launch(81, x, {}), ("ftz_evidence", "bit_identity"), True),
+                                         mislabelled, ("ftz_evidence", "bit_identity"), True),
         "fast_math_twin": ("compiled with --use_fast_math, labelled as the bit-identical variant",
-                           lambda x: fastmath.launch(81, x, {}), ("bit_identity", "ftz_evidence"), True),
+                           fastmath, ("bit_identity", "ftz_evidence"), True),
     }
-    witness_x = torch.tensor([[-88.0, -87.5]], device="cuda")
-    witness_ref = t81.reference_tail(None, witness_x)
+    witness_x = torch.tensor([list(WITNESS_INPUTS)], device="cuda", dtype=torch.float32)
+    witness_ref = reference(witness_x)
     results = []
-    for name, (desc, fn, expect, promises_bits) in tails.items():
+    for name, (desc, fn, expect, promises_bits) in kernels.items():
         if progress:
             progress(name)
         t = SelfTest(name, desc, expect)
@@ -175,7 +198,7 @@ def run_selftests(copy_gbps: float | None, arch: str, progress: Callable[[str], 
             x.copy_(z * 0.5)
             gph.replay()
             torch.cuda.synchronize()
-            ref2 = t81.reference_tail(None, z * 0.5)
+            ref2 = reference(z * 0.5)
             t.checks["graph_replay_after_mutation"] = bool(hchecks.compare(ref2, gout, tol)["official"]["pass"])
             del gout
         except LaunchError as exc:
@@ -185,9 +208,9 @@ def run_selftests(copy_gbps: float | None, arch: str, progress: Callable[[str], 
         torch.cuda.synchronize()
         # timing on the current stream, events, on the large input
         xb = zbig.clone()
-        blk = run_block({"tail": lambda: fn(xb)}, TimingProtocol("events", 3, 15, 20, 1))
+        blk = run_block({"kernel": lambda: fn(xb)}, TimingProtocol("events", 3, 15, 20, 1))
         torch.cuda.synchronize()
-        med = float(np.median([r["times_ms"]["tail"] for r in blk["rounds"]]))
+        med = float(np.median([r["times_ms"]["kernel"] for r in blk["rounds"]]))
         gbps = nbytes / (med * 1e-3) / 1e9 if med > 0 else float("inf")
         t.details["median_ms"] = med
         t.details["apparent_GBps"] = gbps if gbps != float("inf") else None
@@ -197,7 +220,7 @@ def run_selftests(copy_gbps: float | None, arch: str, progress: Callable[[str], 
         t.checks["timed_stream_covers_work"] = ok
         t.details["events_ms_50_calls"], t.details["device_wall_ms_50_calls"] = ev_ms, wall_ms
         del xb
-        # FTZ witness against the claimed mode (all these tails claim --ftz=false)
+        # FTZ witness against the claimed mode (all these kernels claim --ftz=false)
         wout = fn(witness_x.clone())
         torch.cuda.synchronize()
         flushed = bool(((wout == 0) & (witness_ref != 0)).any().item())

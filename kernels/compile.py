@@ -1,4 +1,4 @@
-"""Compilation of the fused tails: direct NVRTC with an explicit option list, or CuPy's
+"""Compilation of CUDA sources: direct NVRTC with an explicit option list, or CuPy's
 ``RawModule`` route, with a content-keyed cubin cache and FTZ evidence from PTX and SASS.
 
 Why two routes: CuPy's ``RawModule(code=...)`` appends ``-ftz=true`` to whatever options
@@ -35,14 +35,12 @@ CACHE_FORMAT_VERSION = 1
 #: (NVRTC User Guide, section "Caching (CUDA 12.9+)").
 NVRTC_NO_CACHE_MIN_VERSION = (12, 9)
 
-SOURCE_PATH = Path(__file__).resolve().parent / "fused_tails.cu"
-
 _INCLUDE_RE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.MULTILINE)
 
 
 @dataclass(frozen=True)
 class CompileVariant:
-    """One way of compiling the tails.
+    """One way of compiling a study's kernel sources.
 
     ``route`` is ``"nvrtc"`` (direct NVRTC, the options below plus the device arch and
     ``--no-cache``) or ``"cupy_rawmodule"`` (``cupy.RawModule(code=..., options=...)``, the
@@ -96,8 +94,8 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def read_source(path: Path = SOURCE_PATH) -> bytes:
-    """Bytes of a ``.cu`` file. Raises :class:`UnreadableInputError` style errors via OSError."""
+def read_source(path: Path) -> bytes:
+    """Bytes of a ``.cu`` file. Raises OSError if it cannot be read."""
     return Path(path).read_bytes()
 
 
@@ -266,7 +264,7 @@ def _as_bytes(data) -> bytes:
     return data.encode() if isinstance(data, str) else bytes(data)
 
 
-def compile_nvrtc(source: bytes, variant: CompileVariant, arch: str, *, program_name: str = "fused_tails.cu",
+def compile_nvrtc(source: bytes, variant: CompileVariant, arch: str, *, program_name: str = "kernel.cu",
                   headers: Mapping[str, bytes] | None = None, cache: CubinCache | None = None) -> CompiledBinary:
     """Compile ``source`` with NVRTC directly, with the explicit option list of
     :func:`nvrtc_options`. Returns the cubin and PTX NVRTC produced (or our cache's copy of
@@ -389,7 +387,7 @@ def compile_cupy_rawmodule(source: bytes, variant: CompileVariant, kernel_names:
     ours = [c for c in spy.compiles if c["source"] == text and c["cubin"]]
     if not ours:
         raise EnvironmentUnavailableError(
-            f"no NVRTC compile of the tail source was observed for variant {variant.name!r}",
+            f"no NVRTC compile of the kernel source was observed for variant {variant.name!r}",
             "this CuPy version compiles differently; the effective options cannot be recorded")
     final = ours[-1]
     version = nvrtc_version()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -58,6 +59,27 @@ def load(name: str, check: bool = False) -> dict:
     return schema
 
 
+#: the ``$id`` prefix of a study's own schemas: ``<prefix><folder>/schemas/<name>.schema.json``
+#: names the file of the product's ``studies/<folder>/`` (so that a study schema's relative
+#: ``$ref`` to a sibling resolves)
+STUDY_ID_PREFIX = "https://kbrepro.invalid/studies/"
+_STUDIES_DIR = Path(__file__).resolve().parent.parent / "studies"
+_STUDY_SCHEMA_REL = re.compile(r"^([A-Za-z_][A-Za-z0-9_]{0,80})/schemas/([A-Za-z0-9][A-Za-z0-9._-]{0,120}\.schema\.json)$")
+
+
+def _retrieve(uri: str):
+    """Resolve a study schema's ``$id`` to the product's own copy of that file (and nothing
+    else: no network, no other path)."""
+    from referencing import Resource
+    from referencing.exceptions import NoSuchResource
+
+    m = _STUDY_SCHEMA_REL.match(uri[len(STUDY_ID_PREFIX):]) if uri.startswith(STUDY_ID_PREFIX) else None
+    path = _STUDIES_DIR / m.group(1) / "schemas" / m.group(2) if m else None
+    if path is None or not path.is_file():
+        raise NoSuchResource(ref=uri)
+    return Resource.from_contents(json.loads(path.read_text(encoding="utf-8")))
+
+
 @lru_cache(maxsize=None)
 def _registry():
     from referencing import Registry, Resource
@@ -66,7 +88,7 @@ def _registry():
     for name in available():
         schema = load(name)
         resources.append((schema.get("$id", ID_PREFIX + f"{name}.schema.json"), Resource.from_contents(schema)))
-    return Registry().with_resources(resources)
+    return Registry(retrieve=_retrieve).with_resources(resources)
 
 
 def _strict_integer(_checker, instance) -> bool:
@@ -185,3 +207,66 @@ def schema_name_of(doc: Any) -> str | None:
 def supported_version(name: str) -> int:
     """The ``schema_version`` this code reads for schema ``name`` (its ``const``)."""
     return int(load(name)["properties"]["schema_version"]["const"])
+
+
+#: keywords an author's (untrusted) schema may not use: Python's regular expressions have no
+#: time bound (``^(a|a)+$`` on 40 a's and a '!' backtracks for ever), and dynamic references
+#: and formats add nothing a study document needs
+UNTRUSTED_REFUSED = ("pattern", "patternProperties", "format", "$dynamicRef", "$recursiveRef", "$dynamicAnchor",
+                     "$recursiveAnchor", "contentSchema")
+#: bounds of an untrusted schema: nodes and depth
+UNTRUSTED_MAX_NODES, UNTRUSTED_MAX_DEPTH = 5000, 24
+
+
+def untrusted_schema_problems(schema: Any) -> list[str]:
+    """Why a schema from a stranger (a study the verifier does not ship) may not be applied,
+    as messages; empty if it may. It must be a JSON object, valid under the Draft 2020-12
+    meta-schema, within :data:`UNTRUSTED_MAX_NODES` nodes and :data:`UNTRUSTED_MAX_DEPTH`
+    levels, use none of :data:`UNTRUSTED_REFUSED`, and ``$ref`` only inside itself (``#...``)
+    or the product's own schemas (:data:`ID_PREFIX`)."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    if not isinstance(schema, dict):
+        return ["a schema must be a JSON object"]
+    out: list[str] = []
+    stack, nodes = [(schema, 0, "$")], 0
+    while stack and len(out) < 10:
+        node, depth, path = stack.pop()
+        nodes += 1
+        if nodes > UNTRUSTED_MAX_NODES or depth > UNTRUSTED_MAX_DEPTH:
+            return [f"larger than {UNTRUSTED_MAX_NODES} nodes or deeper than {UNTRUSTED_MAX_DEPTH} levels"]
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k in UNTRUSTED_REFUSED:
+                    out.append(f"{path}: keyword {k!r} is not allowed in a schema this verifier does not ship")
+                if k == "$ref" and not (isinstance(v, str) and (v.startswith("#") or v.startswith(ID_PREFIX))):
+                    out.append(f"{path}: $ref {str(v)[:80]!r} points outside the schema and the product's schemas")
+                stack.append((v, depth + 1, f"{path}.{k}"))
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1, f"{path}[{i}]") for i, v in enumerate(node))
+    if not out:
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as exc:
+            out.append(f"not a valid JSON Schema: {str(exc.message)[:160]}")
+    return out
+
+
+def validate_with(doc: Any, schema: dict, name: str) -> list[Violation]:
+    """Every violation of the schema document ``schema`` (a study's own schema, which may
+    ``$ref`` the shipped ones by ``$id``) in ``doc``, plus every non-finite float, sorted by
+    path; ``name`` labels the violations. Uses the strict ``integer`` of :func:`validate`.
+    A schema that cannot be applied (unresolvable reference, invalid keyword value) gives one
+    violation at ``$`` instead of an exception."""
+    from jsonschema import Draft202012Validator
+
+    try:
+        v = _validator_class()(schema, registry=_registry(), format_checker=Draft202012Validator.FORMAT_CHECKER)
+        out = [Violation(json_path(e.absolute_path), e.message, name) for e in v.iter_errors(doc)]
+    except RecursionError:
+        return [Violation("$", "the schema cannot be applied: it nests too deep", name)]
+    except Exception as exc:  # referencing, re and type errors of a broken schema
+        return [Violation("$", f"the schema cannot be applied: {type(exc).__name__}: {str(exc)[:160]}", name)]
+    out += [Violation(p, "non-finite number (NaN or Infinity) is not allowed", name) for p in nonfinite_paths(doc)]
+    return sorted(set(out), key=lambda x: (x.path, x.message))

@@ -45,7 +45,7 @@ def kernelbench_from_example(dest: Path) -> Path:
     the files the committed example bundle carries; the lock check verifies every byte of it."""
     import tarfile
 
-    (bundle,) = (ROOT / "examples").glob("*-full-*.tar")
+    (bundle,) = (ROOT / "examples").glob("pointwise-fusion-ftz-full-*.tar")
     kb = Path(dest) / "kb"
     with tarfile.open(bundle) as tf:
         for m in tf:

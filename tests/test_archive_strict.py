@@ -36,7 +36,7 @@ EVIL = b"# forged\n"
 def _bag(payload=None, name="demo-bundle"):
     payload = payload or {"results/a.json": b'{"a": 1}\n', "binaries/x.cubin": bytes(range(256)) * 3,
                           "REPORT.md": b"# r\n"}
-    return pack.make_bag(name, payload, [("Bundle-Format", pack.FORMAT_NAME), ("Bundle-Format-Version", "1")])
+    return pack.make_bag(name, payload, [("Bundle-Format", pack.FORMAT_NAME), ("Bundle-Format-Version", str(pack.FORMAT_VERSION))])
 
 
 def _read(tmp_path, data: bytes, name="a.tar") -> archive.ArchiveContents:

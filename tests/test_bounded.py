@@ -1,7 +1,7 @@
 """Bounded parsers: strict JSON, YAML and JMESPath within budgets, bootstrap and timing guards.
 
 Each bound is checked with the exact error class and a fragment of its one-line message, and
-the committed real documents (``examples/results-full-h200/*.json``, ``manifests/*.yaml``,
+the committed real documents (``examples/results-full-h200/*.json``, ``studies/*/*.yaml``,
 the committed bundles' timings) are checked to lie well within every bound.
 """
 from __future__ import annotations
@@ -211,10 +211,12 @@ def test_load_yaml_core_schema(loader):
 
 
 def test_committed_yaml_loads_as_before_within_the_bounds(loader):
-    for p in sorted((ROOT / "manifests").glob("*.yaml")):
+    found = sorted((ROOT / "studies").glob("*/*.yaml"))
+    assert {p.name for p in found} == {"study.yaml", "claims.yaml"} and len(found) >= 4, found
+    for p in found:
         raw = p.read_bytes()
         assert bounded.load_yaml(raw, p.name) == yaml.safe_load(raw), p.name
-        assert bounded.load_yaml(raw, p.name, max_nodes=bounded.MAX_YAML_NODES // 30,
+        assert bounded.load_yaml(raw, p.name, max_nodes=bounded.MAX_YAML_NODES // 25,
                                  max_depth=bounded.MAX_YAML_DEPTH // 4) is not None
         assert len(raw) * 40 <= bounded.MAX_YAML_BYTES
 
@@ -222,17 +224,17 @@ def test_committed_yaml_loads_as_before_within_the_bounds(loader):
 def test_study_yaml_goes_through_the_bounded_loader(tmp_path):
     from kbrepro.harness.study import load_study
 
-    good = (ROOT / "manifests" / "study_fusion.yaml").read_bytes()
+    good = (ROOT / "studies" / "pointwise_fusion" / "study.yaml").read_bytes()
     assert load_study(None, "quick").name == "pointwise-fusion-ftz"
     p = tmp_path / "study.yaml"
     p.write_bytes(BOMB)
-    with pytest.raises(UnreadableInputError, match="study study.yaml is refused: YAML anchors"):
+    with pytest.raises(UnreadableInputError, match=r"study [^ ]*/study\.yaml is refused: YAML anchors"):
         load_study(p)
     p.write_bytes(good.replace(b"name: ", b"name: !!python/name:os.system ", 1))
     with pytest.raises(UnreadableInputError, match="outside the YAML core schema"):
         load_study(p)
     p.write_bytes(b"a: [1, 2\n")
-    with pytest.raises(UnreadableInputError, match="study study.yaml is not valid YAML"):
+    with pytest.raises(UnreadableInputError, match=r"study [^ ]*/study\.yaml is not valid YAML"):
         load_study(p)
     p.write_bytes(b"a: 1\n")
     with pytest.raises(UsageError, match="not a valid study definition"):

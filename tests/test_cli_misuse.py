@@ -15,6 +15,7 @@ skip (saying so) when the tests run as root.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -27,9 +28,10 @@ from click.testing import CliRunner
 from conftest import ROOT, SHARED_RUN
 
 RESULTS = ROOT / "examples" / "results-full-h200"
-BUNDLE = ROOT / "examples" / "pointwise-fusion-ftz-full-20261201T012005.tar"
+BUNDLE = ROOT / "examples" / "pointwise-fusion-ftz-full-20261201T124959.tar"
 DIGEST_FILE = BUNDLE.with_name(BUNDLE.name + ".sha256-digest")
-DIGEST = "87f1c03b0eab2e047810a840c0bfd08d4d8eda4e3810bdbbf3ee274eab3b492b"
+#: the committed digest of the example bundle (the one 64-hex digest of its digest file)
+DIGEST = re.search(r"[0-9a-f]{64}", DIGEST_FILE.read_text()).group(0)
 LONG = "x" * 300  # longer than NAME_MAX (255) on every common file system
 AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 ROOT_SKIP = "running as root: root reads and writes regardless of mode bits, so chmod cannot make a path unreadable"
@@ -186,7 +188,12 @@ def test_make_study_or_claims_that_cannot_be_read_exits_3(tmp_path, opt, kind):
     path = {"missing": tmp_path / "none.yaml", "folder": tmp_path,
             "parent_is_file": ROOT / "README.md" / "x.yaml"}[kind]
     before = tree(tmp_path)
-    one_error(cli("make", "--from-results", RESULTS, "--out", tmp_path / "x.tar", opt, path), 3, opt)
+    res = cli("make", "--from-results", RESULTS, "--out", tmp_path / "x.tar", opt, path)
+    if (opt, kind) == ("--study", "folder"):  # a folder is a study folder: its study.yaml is what cannot be read
+        one_error(res, 3, str(path / "study.yaml"))
+        assert "--study" in res.err.splitlines()[1], res.err
+    else:
+        one_error(res, 3, opt)
     no_litter(tmp_path, before)
 
 
@@ -259,15 +266,43 @@ def test_audit_a_fifo_in_a_folder_is_refused_without_blocking(tmp_path):
                                   ("--study", "{tmp}")])
 def test_harness_run_input_that_cannot_be_read_exits_3(tmp_path, args):
     opt, value = args[0], args[1].format(tmp=tmp_path, root=ROOT)
-    one_error(cli("harness", "run", "--out", tmp_path / "out", opt, value), 3, opt)
+    res = cli("harness", "run", "--out", tmp_path / "out", opt, value)
+    if value == str(tmp_path):  # a folder is a study folder: its study.yaml is what cannot be read
+        one_error(res, 3, str(tmp_path / "study.yaml"))
+        assert "--study" in res.err.splitlines()[1], res.err
+    else:
+        one_error(res, 3, opt)
     assert not (tmp_path / "out").exists()
 
 
-def test_harness_lock_kernelbench_that_cannot_be_read_exits_3(tmp_path):
-    lock = ROOT / "manifests" / "kernelbench.lock.json"
-    before = lock.read_bytes()
-    one_error(cli("harness", "lock", "--kernelbench", tmp_path / "none"), 3, "does not exist")
+@pytest.mark.parametrize("kind", ["missing", "empty_folder", "parent_is_file"])
+def test_harness_lock_study_that_cannot_be_read_exits_3(tmp_path, kind):
+    path = {"missing": tmp_path / "none", "empty_folder": tmp_path,
+            "parent_is_file": ROOT / "README.md" / "study"}[kind]
+    lock = ROOT / "studies" / "pointwise_fusion" / "kernelbench.lock.json"
+    before, listing = lock.read_bytes(), tree(tmp_path)
+    res = cli("harness", "lock", "--study", path)
+    one_error(res, 3, "study")
+    assert "--study" in res.err, res.err
     assert lock.read_bytes() == before
+    no_litter(tmp_path, listing)
+
+
+def test_harness_lock_of_an_unknown_task_is_one_line_and_exits_2(tmp_path):
+    import shutil
+
+    import yaml
+
+    folder = tmp_path / "ln"
+    shutil.copytree(ROOT / "studies" / "layernorm", folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    doc = yaml.safe_load((folder / "study.yaml").read_text())
+    doc["tasks"].append({"level": 1, "task": 9999})
+    (folder / "study.yaml").write_text(yaml.safe_dump(doc))
+    before = tree(tmp_path)
+    lock = (folder / "kernelbench.lock.json").read_bytes()
+    one_error(cli("harness", "lock", "--study", folder), 2, "level 1 task 9999")
+    assert (folder / "kernelbench.lock.json").read_bytes() == lock
+    no_litter(tmp_path, before)
 
 
 # ---------------------------------------------------------------------------- outputs: exit 2
@@ -613,14 +648,14 @@ def test_json_naming_an_input_is_refused_and_the_input_survives(tmp_path):
     import shutil
 
     archive = tmp_path / "same.tar"
-    shutil.copy(ROOT / "examples" / "pointwise-fusion-ftz-full-20261201T012005.tar", archive)
+    shutil.copy(ROOT / "examples" / "pointwise-fusion-ftz-full-20261201T124959.tar", archive)
     before = archive.read_bytes()
     r = subprocess.run([sys.executable, str(ROOT / "verify_bundle.py"), str(archive), "--level", "fast", "--json",
                         str(archive)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "is one of this command's inputs" in r.stderr and "Traceback" not in r.stderr
     assert archive.read_bytes() == before
     digest = tmp_path / "d.sha256-digest"
-    shutil.copy(ROOT / "examples" / "pointwise-fusion-ftz-full-20261201T012005.tar.sha256-digest", digest)
+    shutil.copy(ROOT / "examples" / "pointwise-fusion-ftz-full-20261201T124959.tar.sha256-digest", digest)
     r = subprocess.run([sys.executable, str(ROOT / "verify_bundle.py"), str(archive), "--level", "fast",
                         "--expect-digest", str(digest), "--json", str(digest)], capture_output=True, text=True,
                        timeout=120)

@@ -21,22 +21,25 @@ ROOT = Path(__file__).resolve().parent.parent
 WITNESS_SCRIPT = textwrap.dedent("""
     import json, os, sys
     import torch
-    from kbrepro.harness.tasks import spec
+    from kbrepro.harness.study import default_study_path, load_study
     from kbrepro.kernels import compile as kc
-    from kbrepro.kernels.launch import TailKernels, KERNEL_NAMES
+    from kbrepro.kernels.launch import KernelSet
+    from kbrepro.studies.pointwise_fusion.binding import KERNEL_NAMES, launch_tail
     order = sys.argv[1].split(",")
     raw = sys.argv[2] == "raw"   # raw: NVRTC with only the variant's options (no --no-cache), as a careless tool would
     props = torch.cuda.get_device_properties(0)
     arch = f"sm_{props.major}{props.minor}"
-    src = kc.read_source()
+    study = load_study(default_study_path(), "full")
     variants = {"nvrtc_ftz_false": kc.CompileVariant("nvrtc_ftz_false", "nvrtc", ("--std=c++11", "--fmad=false", "--ftz=false"), False),
                 "nvrtc_ftz_true": kc.CompileVariant("nvrtc_ftz_true", "nvrtc", ("--std=c++11", "--fmad=false", "--ftz=true"), True),
                 "cupy_default": kc.CompileVariant("cupy_default", "cupy_rawmodule", ("--std=c++11", "--fmad=false"), True)}
+    assert all(study.variant(n) == v for n, v in variants.items()), "the published study's variants changed"
     x = torch.tensor([[-88.0, -87.5]], device="cuda")
     ref = (x * torch.sigmoid(x) / 2.0).clamp(-1, 1).tanh().clamp(-1, 1)
     out = {"reference": [hex(v & 0xffffffff) for v in ref.view(torch.int32).flatten().tolist()]}
     for name in order:
         v = variants[name]
+        src = study.file(study.variant_sources[name])
         if v.route == "cupy_rawmodule":
             b, fns = kc.compile_cupy_rawmodule(src, v, list(KERNEL_NAMES.values()))
         elif raw:
@@ -48,7 +51,7 @@ WITNESS_SCRIPT = textwrap.dedent("""
         else:
             b = kc.compile_nvrtc(src, v, arch)
             fns = kc.load_cubin(b.cubin, list(KERNEL_NAMES.values()))
-        y = TailKernels(name, fns).launch(81, x, {})
+        y = launch_tail(KernelSet(name, fns), 81, x, {})
         torch.cuda.synchronize()
         out[name] = {"bits": [hex(v & 0xffffffff) for v in y.view(torch.int32).flatten().tolist()],
                      "cubin_sha256": __import__("hashlib").sha256(b.cubin_complete or b.cubin).hexdigest() if b else None}
@@ -91,16 +94,33 @@ def test_witness_after_an_earlier_process_populated_the_nvrtc_cache():
     assert w["nvrtc_ftz_false"]["bits"] == w["reference"]
 
 
+class _Tails:
+    """The published study's fused tails of one variant: ``launch(task, x, params, ...)``
+    through :func:`kbrepro.studies.pointwise_fusion.binding.launch_tail`."""
+
+    def __init__(self, kernels):
+        self.kernels = kernels
+
+    def launch(self, task, x, params, **kw):
+        from kbrepro.studies.pointwise_fusion.binding import launch_tail
+
+        return launch_tail(self.kernels, task, x, params, **kw)
+
+
 def _ftz_false_tails():
     import torch
 
+    from kbrepro.harness.study import default_study_path, load_study
     from kbrepro.kernels import compile as kc
-    from kbrepro.kernels.launch import KERNEL_NAMES, TailKernels
+    from kbrepro.kernels.launch import KernelSet
+    from kbrepro.studies.pointwise_fusion.binding import KERNEL_NAMES
 
+    study = load_study(default_study_path(), "full")
     props = torch.cuda.get_device_properties(0)
-    v = kc.CompileVariant("nvrtc_ftz_false", "nvrtc", ("--std=c++11", "--fmad=false", "--ftz=false"), False)
-    b = kc.compile_nvrtc(kc.read_source(), v, f"sm_{props.major}{props.minor}")
-    return TailKernels(v.name, kc.load_cubin(b.cubin, list(KERNEL_NAMES.values())))
+    v = study.variant("nvrtc_ftz_false")
+    assert v.options == ("--std=c++11", "--fmad=false", "--ftz=false") and not v.expected_ftz
+    b = kc.compile_nvrtc(study.file(study.variant_sources[v.name]), v, f"sm_{props.major}{props.minor}")
+    return _Tails(KernelSet(v.name, kc.load_cubin(b.cubin, list(KERNEL_NAMES.values()))))
 
 
 def test_side_stream_launch_during_capture_is_an_error():
@@ -148,8 +168,14 @@ def test_quick_study_runs_packs_and_verifies(tmp_path):
     from kbrepro import schemas
     from kbrepro.harness import jsonio
 
-    for name in ("run", "environment", "compile", "witness", "correctness", "timings", "scout"):
+    for name in ("run", "environment", "compile", "witness", "correctness", "timings"):
         assert schemas.validate(jsonio.read_json(results / f"{name}.json"), name) == []
+    # the study's own document, by the study folder's own schema
+    study = ROOT / "studies" / "pointwise_fusion"
+    scout_schema = json.loads((study / "schemas" / "scout.schema.json").read_text())
+    assert schemas.validate_with(jsonio.read_json(results / "scout.json"), scout_schema, "scout") == []
+    run_doc = jsonio.read_json(results / "run.json")
+    assert run_doc["study"]["name"] == "pointwise-fusion-ftz"
     ver = subprocess.run([sys.executable, "verify_bundle.py", str(out), "--level", "static"], cwd=ROOT,
                          capture_output=True, text=True, env=env, timeout=300)
     assert ver.returncode == 0, ver.stdout + ver.stderr

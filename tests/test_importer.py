@@ -1,4 +1,5 @@
-"""bundle.importer on the published study's real H200 output files (CPU only).
+"""The pointwise-fusion study's importer (studies/pointwise_fusion/importer.py) on the published
+study's real H200 output files (CPU only).
 
 The data set lives beside the project checkout in ``shared/data/h200-seed-run``; the tests
 that need it are skipped where it is absent.
@@ -12,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from kbrepro import schemas
-from kbrepro.bundle.importer import (POST_CONTROLS, POST_FTZ_COST, POST_RESULTS, POST_SCOUT, ImportedRun,
-                             import_post_run, parse_log, recognise)
+from kbrepro.bundle import validate
+from kbrepro.harness.study import default_study_path, load_study
+from kbrepro.studies.pointwise_fusion.importer import (POST_CONTROLS, POST_FTZ_COST, POST_RESULTS, POST_SCOUT,
+                                                       ImportedRun, import_post_run, parse_log, recognise)
 from kbrepro.harness import jsonio
 from kbrepro.errors import InvalidResultsError, UnreadableInputError
 
@@ -44,6 +46,18 @@ def copy_dir(tmp_path) -> Path:
         if p.is_file():
             shutil.copyfile(p, out / p.name)
     return out
+
+
+_STUDY_SCHEMAS: list = []
+
+
+def schema_problems(name: str, doc) -> list[str]:
+    """Violations of ``doc`` as the verifier judges it: the product's schema of ``name`` plus
+    the published study's own schemas (its documents, e.g. scout, and its sections of ours)."""
+    if not _STUDY_SCHEMAS:
+        st = load_study(default_study_path())
+        _STUDY_SCHEMAS.append(validate.study_schemas(st, st.binding()))
+    return validate.schema_problems(name, doc, _STUDY_SCHEMAS[0])
 
 
 def original(name: str):
@@ -87,7 +101,7 @@ def test_every_document_validates(imported):
     assert list(imported.documents) == ["run", "environment", "compile", "correctness", "timings", "scout"]
     for name, doc in imported.documents.items():
         assert doc["schema"] == f"kbrepro/{name}" and doc["schema_version"] == 1
-        assert schemas.validate(doc, name) == [], name
+        assert schema_problems(name, doc) == [], name
         jsonio.dumps(doc)  # strict JSON: no NaN, no Infinity
 
 
@@ -389,7 +403,7 @@ def test_partial_directory_imports_with_notes(tmp_path):
     run = import_post_run(tmp_path)
     assert set(run.documents) == {"run", "environment", "scout"}
     for name, doc in run.documents.items():
-        assert schemas.validate(doc, name) == []
+        assert schema_problems(name, doc) == [], name
     assert run.log is None and run.documents["run"]["started_utc"] is None
     assert any("run_all.log" in n for n in run.notes)
 

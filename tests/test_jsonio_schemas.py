@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 import math
 
+from pathlib import Path
+
 import pytest
 
 from kbrepro import schemas
@@ -40,14 +42,25 @@ def test_atomic_write_leaves_no_temporary_and_keeps_old_file_on_failure(tmp_path
     assert [f.name for f in tmp_path.iterdir()] == ["doc.json"]
 
 
+#: the published study's own schemas (its scout document, its sections, custom keys, the post formats)
+STUDY_SCHEMAS = Path(__file__).resolve().parent.parent / "studies" / "pointwise_fusion" / "schemas"
+
+
 def test_every_schema_is_valid_against_the_metaschema():
+    from jsonschema import Draft202012Validator
+
     names = schemas.available()
-    for required in ("study", "run", "environment", "compile", "witness", "correctness", "timings", "scout",
-                     "claims", "claims-spec", "bundle", "verification-report", "kernelbench-lock",
-                     "post-fusion-results", "post-fusion-controls", "post-fusion-ftz-cost", "post-scout"):
+    for required in ("study", "run", "environment", "compile", "witness", "correctness", "timings",
+                     "claims", "claims-spec", "bundle", "verification-report", "kernelbench-lock"):
         assert required in names
     for n in names:
         schemas.load(n, check=True)
+    own = {p.name[:-len(".schema.json")]: p for p in STUDY_SCHEMAS.glob("*.schema.json")}
+    for required in ("scout", "correctness.sections", "custom", "post-fusion-results", "post-fusion-controls",
+                     "post-fusion-ftz-cost", "post-scout"):
+        assert required in own
+    for p in own.values():
+        Draft202012Validator.check_schema(json.loads(p.read_text()))
 
 
 def _reference_problems(doc, name):
@@ -68,12 +81,21 @@ def test_fast_precheck_agrees_with_the_reference_validator():
     import json
     import random
 
-    from pathlib import Path
+    from kbrepro.bundle import validate
+    from kbrepro.harness.study import load_study
 
     if schemas._fast_validator("run") is None:
         pytest.skip("jsonschema_rs is not installed: only the reference validator runs")
     root = Path(__file__).resolve().parent.parent / "examples" / "results-full-h200"
     docs = {p.stem: json.loads(p.read_text()) for p in sorted(root.glob("*.json"))}
+    # the study's own documents (scout) have no product schema and no pre-check: the reference
+    # validator alone judges them, through the study's schemas
+    study = load_study(None, "full")
+    extra = validate.study_schemas(study, study.binding())
+    own = sorted(n for n in docs if n not in schemas.available())
+    assert own == ["scout"]
+    for name in own:
+        assert validate.schema_problems(name, docs.pop(name), extra) == []
     rng = random.Random(20261201)
     tried = 0
     for name, doc in docs.items():
@@ -92,7 +114,7 @@ def test_fast_precheck_agrees_with_the_reference_validator():
 
         walk(doc, ())
         big = len(json.dumps(doc)) > 100_000
-        for _ in range(8 if big else 30):
+        for _ in range(8 if big else 34):
             d = copy.deepcopy(doc)
             path = rng.choice(paths)
             parent = d
@@ -112,9 +134,12 @@ def test_fast_precheck_agrees_with_the_reference_validator():
 
 
 def _witness_doc():
+    ref = [{"value": -2.66e-37, "bits": "0x82b54ddb"}]
     return {"schema": "kbrepro/witness", "schema_version": 1, "task": 81,
             "inputs": [{"value": -88.0, "bits": "0xc2b00000"}],
-            "outputs": {"reference": [{"value": -2.66e-37, "bits": "0x82b54ddb"}]},
+            "outputs": {"reference": ref},
+            "reference_cpu": {"keep": ref, "flush": [{"value": -0.0, "bits": "0x80000000"}], "flush_supported": True},
+            "discriminates": True, "discriminating_elements": [0],
             "verdicts": {"x": {"flushes": False, "bit_identical_to_reference": True}}}
 
 

@@ -185,3 +185,93 @@ def test_archives_honour_the_umask(tmp_path):
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "b.tar").stat().st_mode) == 0o644
+
+
+# ---------------------------------------------------------------------------- the study folder packed with the results
+FULL_RESULTS = ROOT / "examples" / "results-full-h200"
+QUICK_RESULTS = ROOT / "tests" / "fixtures" / "results-quick-h200"
+PUBLISHED = ROOT / "studies" / "pointwise_fusion"
+
+
+def test_the_committed_full_bundle_is_reproduced_byte_for_byte_from_its_results(tmp_path):
+    (committed,) = (ROOT / "examples").glob("pointwise-fusion-ftz-full-*.tar")
+    kb = str(_kernelbench_from_example(tmp_path))
+    out = tmp_path / "out" / committed.name
+    out.parent.mkdir()
+    r = _make("--from-results", str(FULL_RESULTS), "--out", str(out), "--kernelbench", kb)
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes() == committed.read_bytes()
+    digest_file = committed.with_name(committed.name + ".sha256-digest")
+    assert out.with_name(out.name + ".sha256-digest").read_bytes() == digest_file.read_bytes()
+    with tarfile.open(out) as tf:
+        members = [m for m in tf.getmembers() if m.isfile()]
+        names = [m.name for m in members]
+        top = names[0].split("/", 1)[0]
+        meta = json.loads(tf.extractfile(f"{top}/data/bundle.json").read())
+    assert meta["schema_version"] == 2
+    # every file of the study folder, under data/inputs/study/, and nothing of the old layout
+    study_files = sorted(n.split("/data/inputs/study/", 1)[1] for n in names if "/data/inputs/study/" in n)
+    from kbrepro.harness.plugin import study_files as folder_files
+
+    assert study_files == sorted(folder_files(PUBLISHED)) == sorted(meta["study"]["files"])
+    assert f"{top}/data/inputs/claims/claims.yaml" in names
+    assert not [n for n in names if "/data/inputs/kernels/" in n]
+
+
+def _study_copy(tmp_path) -> Path:
+    d = tmp_path / "study"
+    shutil.copytree(PUBLISHED, d, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "__init__.py"))
+    return d
+
+
+def test_an_identical_copy_of_the_study_folder_packs_the_same_bundle(tmp_path):
+    kb = str(_kernelbench_from_example(tmp_path))
+    a, b = tmp_path / "a.tar", tmp_path / "b.tar"
+    assert _make("--from-results", str(QUICK_RESULTS), "--out", str(a), "--kernelbench", kb).returncode == 0
+    r = _make("--from-results", str(QUICK_RESULTS), "--out", str(b), "--kernelbench", kb,
+              "--study", str(_study_copy(tmp_path) / "study.yaml"))
+    assert r.returncode == 0, r.stderr
+    assert a.read_bytes() == b.read_bytes()
+
+
+def _append(rel: str, text: str):
+    def edit(folder: Path) -> None:
+        with open(folder / rel, "a") as fh:
+            fh.write(text)
+    return edit
+
+
+def _retitle(folder: Path) -> None:
+    import yaml
+
+    doc = yaml.safe_load((folder / "study.yaml").read_text())
+    doc["title"] = "another title"
+    (folder / "study.yaml").write_text(yaml.safe_dump(doc))
+
+
+@pytest.mark.parametrize("edit,fragment", [
+    (_retitle, "study.yaml differs from the study definition the run used"),
+    (_append("claims.yaml", "\n# edited\n"), "files differ from the ones the run used (claims.yaml)"),
+    (_append("binding.py", "\n# edited\n"), "files differ from the ones the run used (binding.py)"),
+    (_append("fused_tails.cu", "\n// edited\n"), "files differ from the ones the run used (fused_tails.cu)"),
+])
+def test_results_are_refused_with_a_study_folder_other_than_the_one_the_run_used(tmp_path, edit, fragment):
+    kb = str(_kernelbench_from_example(tmp_path))
+    folder = _study_copy(tmp_path)
+    edit(folder)
+    out = tmp_path / "never.tar"
+    r = _make("--from-results", str(QUICK_RESULTS), "--out", str(out), "--kernelbench", kb, "--study", str(folder))
+    assert r.returncode == 1, r.stderr
+    assert fragment in r.stderr.splitlines()[0] and "Traceback" not in r.stderr
+    assert not list(tmp_path.glob("*.tar*"))
+
+
+def test_results_of_one_study_are_refused_with_another_studys_folder(tmp_path):
+    kb = str(_kernelbench_from_example(tmp_path))
+    out = tmp_path / "never.tar"
+    r = _make("--from-results", str(QUICK_RESULTS), "--out", str(out), "--kernelbench", kb,
+              "--study", str(ROOT / "studies" / "layernorm"))
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.splitlines()[0] == ("error: the results are of study 'pointwise-fusion-ftz'; --study names "
+                                        "study 'layernorm-l1-40'"), r.stderr
+    assert not list(tmp_path.glob("*.tar*"))

@@ -17,7 +17,7 @@ PAYLOAD = {"results/a.json": b'{"a": 1}\n', "binaries/x.cubin": bytes(range(256)
 
 
 def _bag(payload=PAYLOAD, name="demo-bundle"):
-    return pack.make_bag(name, payload, [("Bundle-Format", pack.FORMAT_NAME), ("Bundle-Format-Version", "1")])
+    return pack.make_bag(name, payload, [("Bundle-Format", pack.FORMAT_NAME), ("Bundle-Format-Version", str(pack.FORMAT_VERSION))])
 
 
 def test_tag_files_and_digest():

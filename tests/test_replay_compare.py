@@ -161,3 +161,31 @@ def test_claim_changes():
     got = V._claim_changes(rec, {"C01": "inconclusive", "C02": "fails", "C03": "fails"}, False)
     assert [p["path"] for p in got] == ["C02"]
     assert [p["path"] for p in V._claim_changes(rec, {"C01": "holds", "C02": "holds"}, True)] == ["C03"]
+
+
+def _cold_pair(factor_flush: float, factor_kernel: float):
+    """A cold-L2 block recorded and 'replayed': the flush-only arm scaled by
+    ``factor_flush`` and the kernel arm by ``factor_kernel`` in the replay."""
+    arms = ["l2_flush_only", "eager", "nvrtc_ftz_false"]
+    base = {"l2_flush_only": 0.05, "eager": 5.0, "nvrtc_ftz_false": 4.0}
+    rounds = [{"order": arms, "times_ms": {a: base[a] * (1 + 0.001 * ((i * 7 + j) % 5)) for j, a in enumerate(arms)}}
+              for i in range(20)]
+    rec = {"id": "1.full.graph.cold", "kind": "cold_l2", "task": 1, "scope": "full", "mode": "graph", "arms": arms,
+           "protocol": {"mode": "graph"}, "rounds": rounds}
+    rep = copy.deepcopy(rec)
+    for r in rep["rounds"]:
+        r["times_ms"]["l2_flush_only"] *= factor_flush
+        r["times_ms"]["nvrtc_ftz_false"] *= factor_kernel
+    return {"timings": {"blocks": [rec]}}, {"timings": {"blocks": [rep]}}
+
+
+def test_a_cold_l2_block_is_compared_to_eager_not_to_the_flush_alone(boot):
+    """Measured on an H200 replay of the extended bundle: the flush-only arm ran 15% faster
+    while every arm that includes the flush kept its ratio to eager; ratios to the flush arm
+    would have failed twelve blocks that reproduce."""
+    rec, rep = _cold_pair(0.85, 1.0)
+    problems, det = V.compare_replay(rec, rep, same_profile=True, ratio_tolerance=0.05, boot=boot)
+    assert problems == [] and [q["ratio"] for q in det["timing_ratios"]] == ["nvrtc_ftz_false/eager"]
+    rec, rep = _cold_pair(1.0, 1.2)
+    problems, _ = V.compare_replay(rec, rep, same_profile=True, ratio_tolerance=0.05, boot=boot)
+    assert [p["path"] for p in problems] == ["1.full.graph.cold nvrtc_ftz_false/eager"]

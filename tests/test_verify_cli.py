@@ -152,7 +152,7 @@ def test_report_table_is_checked_against_the_data(tmp_path):
 
     from kbrepro.bundle import pack
 
-    (good,) = (ROOT / "examples").glob("*-full-*.tar")
+    (good,) = (ROOT / "examples").glob("pointwise-fusion-ftz-full-*.tar")
     files, top = {}, None
     with tarfile.open(good) as tf:
         for m in tf:
@@ -175,8 +175,40 @@ def test_report_table_is_checked_against_the_data(tmp_path):
 
 
 def test_expect_digest_is_normalised_or_refused():
-    (good,) = (ROOT / "examples").glob("*-full-*.tar")
+    (good,) = (ROOT / "examples").glob("pointwise-fusion-ftz-full-*.tar")
     digest = (ROOT / "README.md").read_text().split("--expect-digest ")[1].split("`")[0].strip()
     assert invoke(str(good), "--level", "fast", "--expect-digest", f" sha256:{digest.upper()} ").exit_code == 0
     bad = invoke(str(good), "--level", "fast", "--expect-digest", "abc")
     assert bad.exit_code == 2 and "64 hexadecimal" in bad.stderr
+
+
+def test_profile_may_be_one_of_any_shipped_study(tmp_path, monkeypatch):
+    """--profile is checked against the profiles of every study the verifier ships (its
+    registry), not only the published study's: a profile only the LayerNorm study defines
+    passes the usage check (replay then needs a GPU: exit 4 here)."""
+    import shutil
+
+    import yaml
+
+    from kbrepro.harness import study as study_mod
+
+    root = tmp_path / "studies"
+    for rec in study_mod.registry().values():
+        shutil.copytree(ROOT / "studies" / rec["folder"], root / rec["folder"],
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    ln = root / study_mod.registry()["layernorm-l1-40"]["folder"] / "study.yaml"
+    doc = yaml.safe_load(ln.read_text())
+    doc["profiles"]["tiny"] = {"correctness": {"seeds": [0]}}
+    ln.write_text(yaml.safe_dump(doc))
+    (bundle,) = (ROOT / "examples").glob("layernorm-l1-40-full-*.tar")
+    refused = invoke(str(bundle), "--level", "replay", "--profile", "tiny")
+    assert refused.exit_code == 2 and "'tiny'" in refused.stderr
+    monkeypatch.setattr(study_mod, "studies_root", lambda: root)
+    assert "tiny" in verify_bundle.study_profiles()
+    assert set(verify_bundle.study_profiles()) >= {"full", "quick", "extended", "tiny"}
+    if _no_gpu():  # on a GPU this would replay the study
+        res = invoke(str(bundle), "--level", "replay", "--profile", "tiny")
+        assert "is not a profile of any study" not in res.stderr
+        assert res.exit_code == 4 and "replay needs a CUDA GPU" in res.stderr, res.output
+    res = invoke(str(bundle), "--level", "replay", "--profile", "tinyy")
+    assert res.exit_code == 2 and "tiny" in res.stderr.splitlines()[-1]

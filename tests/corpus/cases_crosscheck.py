@@ -31,17 +31,16 @@ def _variant(doc: dict, name: str) -> dict:
     return next(v for v in doc["variants"] if v["name"] == name)
 
 
-def _rerender_report(f: dict) -> None:
-    """REPORT.md rendered again from the edited records, as a careful forger would (the
-    claims tier compares the report with the one the verifier renders)."""
-    from kbrepro.bundle import report
+def _rerender_report(f: dict, kit) -> None:
+    """REPORT.md rendered again from the edited records (the study's sections included), as a
+    careful forger would (the claims tier compares the report with the one the verifier renders)."""
     from kbrepro.harness import jsonio
 
     meta = jsonio.loads_strict(f[META], META)
     docs = {s.split("/", 1)[1]: jsonio.loads_strict(f[f"data/{rel}"], rel) for rel, s in meta["documents"].items()}
     claims = jsonio.loads_strict(f["data/claims.json"], "claims.json")
     plots = sorted(p[len("data/"):] for p in f if p.startswith("data/plots/"))
-    f[REPORT] = report.render(meta, docs, claims, plots).encode("utf-8")
+    f[REPORT] = kit.trust_module().render_report(meta, docs, claims, plots)
 
 
 def build(g, kit) -> list:
@@ -55,7 +54,7 @@ def build(g, kit) -> list:
     def prov(case, mutate):
         def both(f):
             mutate(f)
-            _rerender_report(f)
+            _rerender_report(f, kit)
 
         return kit._recomputed_case(g, case, both)
 

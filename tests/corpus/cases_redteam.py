@@ -100,13 +100,23 @@ def build(g, kit) -> list:
            top="pointwise-fusion-ftz-full-ALL-CLAIMS-HOLD-verified")
 
     def source(f):
-        rel = "data/inputs/kernels/fused_tails.cu"
-        f[rel] = f[rel] + b"\n// a kernel the verifier does not know\n"
-        _edit(f, COMPILE, lambda d: d["source"].update(sha256=hashlib.sha256(f[rel]).hexdigest()))
+        rel = "data/inputs/study/fused_tails.cu"
+        raw = f[rel] + b"\n// a kernel the verifier does not know\n"
+        _trust().set_study_file(f, "fused_tails.cu", raw)
+        digest = hashlib.sha256(raw).hexdigest()
 
-    forged("rt_kernel_source_rewritten", "redteam", 5, "provenance", "is not this verifier's own", None,
-           "the kernel source changed and compile.json's source sha256 updated to match: code the verifier does "
-           "not know, PARTIAL (exit 5)", source)
+        def edit(d):
+            for src in [d["source"]] + [v["source"] for v in d["variants"] if isinstance(v.get("source"), dict)]:
+                src.update(sha256=digest)
+
+        _edit(f, COMPILE, edit)
+
+    forged("rt_kernel_source_rewritten", "redteam", 1, "documents",
+           "differs from this verifier's own in fused_tails.cu; a bundle cannot redefine a study the verifier ships",
+           "data/inputs/study/fused_tails.cu",
+           "the study's kernel source (a file of the shipped study's folder) changed, and every record of it "
+           "(compile.json's source sha256s, bundle.json's and run.json's study.files) updated to match: code the "
+           "verifier does not know under the name of a study it ships", source)
     forged("rt_compute_capability_unparseable", "redteam", 1, "provenance", "is not of the form MAJOR.MINOR", ENV,
            "environment.json's compute capability '10.0 (B200)', which a MAJOR.MINOR parse skipped",
            lambda f: _edit(f, ENV, lambda d: d["fields"]["compute_capability"].update(value="10.0 (B200)")))

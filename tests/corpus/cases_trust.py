@@ -24,7 +24,14 @@ NAMES = (
     "trust_check_verdict_forged", "trust_claim_number_forged", "trust_summary_forged", "trust_sentence_forged_in_json",
     "trust_report_hidden_rows", "trust_report_number_changed", "trust_report_raw_html",
     "trust_ftz_expectation_edited", "trust_notes_injected",
+    "trust_study_file_added", "trust_study_checks_edited", "trust_study_lock_edited",
+    "trust_compile_source_sha_forged", "trust_bundle_lock_not_study_lock", "trust_unknown_study_lock_not_in_pin",
 )
+
+#: a bundle of a study this verifier does not ship (PARTIAL, exit 5), for the cases that must
+#: reach the provenance tier with the author's own study folder (relative to this folder)
+USER_STUDY_BUNDLE = "../fixtures/user-study-relu-quick.tar"
+KB_PREFIX = "data/inputs/kernelbench/"
 
 BUNDLE = "data/bundle.json"
 CLAIMS = "data/claims.json"
@@ -46,6 +53,26 @@ def _put_json(f: dict, rel: str, doc) -> None:
     f[rel] = jsonio.dumps(doc).encode("ascii")
 
 
+_BINDING = []
+
+
+def report_sections(docs: dict) -> list[str]:
+    """The study sections the packer puts into REPORT.md (the shipped study's binding, whose
+    code every bundle of that study carries unchanged in its study folder)."""
+    if not _BINDING:
+        from kbrepro.harness.study import default_study_path, load_study
+
+        st = load_study(default_study_path())
+        _BINDING.append((st, st.binding()))
+    st, binding = _BINDING[0]
+    return list(binding.report_sections(st.doc, docs))
+
+
+def render_report(meta: dict, docs: dict, claims_doc: dict | None, plots: list[str]) -> bytes:
+    """REPORT.md as the packer renders it from these records (with the study's sections)."""
+    return report_mod.render(meta, docs, claims_doc, plots, report_sections(docs)).encode("utf-8")
+
+
 def reforge(f: dict[str, bytes]) -> None:
     """Recompute claims.json from the bundle's own claims spec and re-render REPORT.md, with
     the product's code, from the (edited) records in ``f``."""
@@ -59,7 +86,7 @@ def reforge(f: dict[str, bytes]) -> None:
     _put_json(f, CLAIMS, doc)
     _put_json(f, BUNDLE, meta)
     plots = sorted(p[len("data/"):] for p in f if p.startswith("data/plots/"))
-    f[REPORT] = report_mod.render(meta, docs, doc, plots).encode("utf-8")
+    f[REPORT] = render_report(meta, docs, doc, plots)
 
 
 def _spec_rel(f: dict) -> str:
@@ -75,16 +102,40 @@ def _edit_spec(f: dict, fn) -> None:
     f[rel] = new.encode("utf-8")
 
 
+STUDY_PREFIX = "data/inputs/study/"
+
+
+def set_study_file(f: dict, name: str, raw: bytes | None) -> None:
+    """Write (or, ``raw`` None, remove) the file ``name`` of the bundled study folder and
+    re-forge every record of it, as the strongest forger would: the per-file sha256 that
+    bundle.json and run.json list under ``study.files`` (and, for ``study.yaml``, the
+    study's own sha256 in both)."""
+    rel = STUDY_PREFIX + name
+    if raw is None:
+        del f[rel]
+    else:
+        f[rel] = raw
+    digest = None if raw is None else hashlib.sha256(raw).hexdigest()
+    meta = _meta(f)
+    run = jsonio.loads_strict(f[RUN], RUN)
+    for st in (meta["study"], run["study"]):
+        files = st.get("files")
+        if isinstance(files, dict):
+            if digest is None:
+                files.pop(name, None)
+            else:
+                files[name] = digest
+        if name == "study.yaml" and digest is not None:
+            st["sha256"] = digest
+    _put_json(f, BUNDLE, meta)
+    _put_json(f, RUN, run)
+
+
 def _set_study(f: dict, raw: bytes) -> None:
     meta = _meta(f)
-    rel = "data/" + meta["study"]["file"]
-    f[rel] = raw
-    digest = hashlib.sha256(raw).hexdigest()
-    meta["study"]["sha256"] = digest
-    _put_json(f, BUNDLE, meta)
-    run = jsonio.loads_strict(f[RUN], RUN)
-    run["study"]["sha256"] = digest
-    _put_json(f, RUN, run)
+    if "data/" + meta["study"]["file"] != STUDY_PREFIX + "study.yaml":
+        raise ValueError("bundle.json's study file is not inputs/study/study.yaml; adapt cases_trust.py")
+    set_study_file(f, "study.yaml", raw)
 
 
 def _rename_study(f: dict, new: str, edit_yaml=None) -> None:
@@ -136,7 +187,7 @@ def build(g, kit) -> list:
             _put_json(f, CLAIMS, doc)
             plots = sorted(p[len("data/"):] for p in f if p.startswith("data/plots/"))
             docs = {n: jsonio.loads_strict(f[p], p) for n, p in _DOCS.items() if p in f}
-            f[REPORT] = report_mod.render(_meta(f), docs, doc, plots).encode("utf-8")
+            f[REPORT] = render_report(_meta(f), docs, doc, plots)
         return m
 
     def only_manifests(name, tier, code, fragment, problem_file, description, mutate):
@@ -177,9 +228,10 @@ def build(g, kit) -> list:
 
     def report_number(f):
         text = f[REPORT].decode("utf-8")
-        new, n = re.subn(r"1\.65x \[", "3.10x [", text, count=1)
+        # the first speed-up of the claims table (C10's: 1.67x in the committed bundle)
+        new, n = re.subn(r"\b1\.\d\dx \[", "3.10x [", text, count=1)
         if n != 1:
-            raise ValueError("REPORT.md has no '1.65x [' to edit; adapt cases_trust.py")
+            raise ValueError("REPORT.md has no '1.NNx [' to edit; adapt cases_trust.py")
         f[REPORT] = new.encode("utf-8")
 
     def raw_html(f):
@@ -240,9 +292,76 @@ def build(g, kit) -> list:
             raise ValueError("study YAML edit changed nothing; adapt cases_trust.py")
         _set_study(f, new.encode("utf-8"))
 
+    def add_study_file(f):
+        set_study_file(f, "extra_checks.py", b"def problems(study, documents, imported):\n    return []\n")
+
+    def edit_checks(f):
+        raw = f[STUDY_PREFIX + "checks.py"]
+        new = raw.replace(b"\ndef problems(", b"\ndef _unused_problems(", 1)
+        if new == raw:
+            raise ValueError("checks.py has no 'def problems('; adapt cases_trust.py")
+        new += b"\n\ndef problems(study, documents, imported):\n    return []\n"
+        set_study_file(f, "checks.py", new)
+
+    def lock_with_task(f, lock_rels: list[str], task_rel: str) -> None:
+        """The bundled task file ``task_rel`` (relative to the KernelBench checkout) changed
+        by one byte, and every copy of the lock made to list its new hash (the study folder's
+        through :func:`set_study_file`), so the bundle agrees with itself and only the
+        verifier's pin (or its own copy of the study) can object."""
+        kb_rel = KB_PREFIX + task_rel
+        f[kb_rel] = kit.flip_text_byte(f[kb_rel], b'"""\n    ', kb_rel)
+        digest = hashlib.sha256(f[kb_rel]).hexdigest()
+        for rel in lock_rels:
+            doc = jsonio.loads_strict(f[rel], rel)
+            if task_rel not in doc["files"]:
+                raise ValueError(f"{rel} does not list {task_rel}; adapt cases_trust.py")
+            doc["files"][task_rel] = digest
+            raw = jsonio.dumps(doc).encode("ascii")
+            if rel.startswith(STUDY_PREFIX):
+                set_study_file(f, rel[len(STUDY_PREFIX):], raw)
+            else:
+                f[rel] = raw
+
+    task53 = "KernelBench/level2/53_Gemm_Scaling_Hardtanh_GELU.py"
+
+    def study_lock(f):
+        meta = _meta(f)
+        lock_with_task(f, ["data/" + meta["kernelbench"]["lock_file"], STUDY_PREFIX + "kernelbench.lock.json"], task53)
+
+    def bundle_lock_only(f):
+        lock_with_task(f, ["data/" + _meta(f)["kernelbench"]["lock_file"]], task53)
+
+    def compile_source(f):
+        # the compile records say another source was compiled than the study's (the study folder intact)
+        other = hashlib.sha256(f[STUDY_PREFIX + "fused_tails.cu"] + b"\n// another kernel\n").hexdigest()
+        comp = jsonio.loads_strict(f[COMPILE], COMPILE)
+        for src in [comp["source"]] + [v["source"] for v in comp["variants"] if isinstance(v.get("source"), dict)]:
+            src["sha256"] = other
+        _put_json(f, COMPILE, comp)
+
+    def user_study_lock_case():
+        import pathlib
+
+        g2 = kit.load_good(pathlib.Path(__file__).resolve().parent / USER_STUDY_BUNDLE)
+        f = dict(g2.files)
+        meta = _meta(f)
+        lock_file = meta["kernelbench"]["lock_file"]
+        task = next(r for r in meta["kernelbench"]["files"] if r.startswith("KernelBench/"))
+        lock_with_task(f, ["data/" + lock_file, STUDY_PREFIX + "kernelbench.lock.json"], task)
+        name = "trust_unknown_study_lock_not_in_pin"
+        data = kit.repack(g2, f)
+        if data == g2.raw:
+            raise ValueError(f"{name}: the mutation changed nothing")
+        return (Case(name, f"{name}.tar", "trust", 1, "provenance", f"{task}: hash differs from the verifier's pin",
+                     "data/" + lock_file,
+                     f"from {pathlib.Path(USER_STUDY_BUNDLE).name} (a study the verifier does not ship, judged by the "
+                     f"author's files): one byte of the bundled {task} flipped and both copies of the study's "
+                     "KernelBench lock (study folder and inputs/kernelbench) list its new hash, the study's file "
+                     "hashes in bundle.json and run.json updated; manifests recomputed"), data)
+
     return [
         case("trust_study_renamed", "documents", 1, "is this verifier's study 'pointwise-fusion-ftz' under another name",
-             "data/inputs/study/study_fusion.yaml",
+             "data/inputs/study/study.yaml",
              "study renamed to 'pointwise-fusion-ftz-v2' in the study YAML, run.json, bundle.json and the claims spec "
              "(nothing else changed)", lambda f: _rename_study(f, "pointwise-fusion-ftz-v2")),
         case("trust_study_other_unknown", "claims", 5, "is not one this verifier ships", None,
@@ -281,7 +400,7 @@ def build(g, kit) -> list:
                        REPORT, "REPORT.md: C10 and C11 shown as holds, the true rows kept in HTML comments below them",
                        hidden_rows),
         only_manifests("trust_report_number_changed", "claims", 1, "REPORT.md differs from the report the verifier "
-                       "renders", REPORT, "REPORT.md: one speed-up in the claims table changed 1.65x -> 3.10x",
+                       "renders", REPORT, "REPORT.md: the first speed-up in the claims table changed (1.67x) -> 3.10x",
                        report_number),
         only_manifests("trust_report_raw_html", "claims", 1, "REPORT.md differs from the report the verifier renders",
                        REPORT, "REPORT.md: hidden raw HTML and a script appended", raw_html),
@@ -292,4 +411,25 @@ def build(g, kit) -> list:
              ftz_expectation),
         case("trust_notes_injected", "documents", 1, "notes of a measured bundle", BUNDLE,
              "bundle.json notes: 'Independently verified on three GPUs by the kbrepro maintainers.'", notes),
+        case("trust_study_file_added", "documents", 1, "differs from this verifier's own in extra_checks.py; a bundle "
+             "cannot redefine a study the verifier ships", STUDY_PREFIX + "extra_checks.py",
+             "an extra file extra_checks.py in the bundled folder of the shipped study (its sha256 added to "
+             "bundle.json's and run.json's study.files)", add_study_file),
+        case("trust_study_checks_edited", "documents", 1, "differs from this verifier's own in checks.py; a bundle "
+             "cannot redefine a study the verifier ships", STUDY_PREFIX + "checks.py",
+             "the shipped study's checks.py (its cross-checks) edited to find no problem (its sha256 updated in "
+             "bundle.json's and run.json's study.files)", edit_checks),
+        case("trust_study_lock_edited", "documents", 1, "differs from this verifier's own in kernelbench.lock.json; a "
+             "bundle cannot redefine a study the verifier ships", STUDY_PREFIX + "kernelbench.lock.json",
+             "one byte of the bundled task 53 file flipped, and both copies of the shipped study's KernelBench lock "
+             "list its new hash (one not in the pin; the study's file hashes updated)", study_lock),
+        case("trust_compile_source_sha_forged", "provenance", 1, "kernel source differs from the compile records",
+             STUDY_PREFIX + "fused_tails.cu",
+             "compile.json's source sha256 (top level and every variant's) set to that of another source; the study "
+             "folder intact", compile_source),
+        case("trust_bundle_lock_not_study_lock", "provenance", 1, "the KernelBench lock differs from the study's own "
+             "lock file (kernelbench.lock.json)", "data/inputs/kernelbench/kernelbench.lock.json",
+             "one byte of the bundled task 53 file flipped and the bundle's KernelBench lock (inputs/kernelbench, not "
+             "the study folder's copy) made to list its new hash, one not in the pin", bundle_lock_only),
+        user_study_lock_case(),
     ]

@@ -139,10 +139,10 @@ def load_good(good: Path) -> Good:
 
 
 def find_good_bundles(root: Path) -> list[Path]:
-    """Candidate good bundles of a checkout: ``root/examples/*-full-*.tar``, or while only the
-    development placeholder is there, ``root/examples/*-full.tar``."""
+    """Candidate good bundles of a checkout: the published study's full-profile bundle
+    ``root/examples/pointwise-fusion-ftz-full-*.tar`` (the corpus forges that study's records)."""
     ex = Path(root) / "examples"
-    return sorted(ex.glob("*-full-*.tar")) or sorted(ex.glob("*-full.tar"))
+    return sorted(ex.glob("pointwise-fusion-ftz-full-*.tar")) or sorted(ex.glob("pointwise-fusion-ftz-full.tar"))
 
 
 # ------------------------------------------------------------------------------ writers
@@ -229,6 +229,11 @@ def edit_json(files: dict[str, bytes], rel: str, fn: Callable[[dict], None]) -> 
     files[rel] = jsonio.dumps(doc).encode("ascii")
 
 
+def trust_module():
+    """tests/corpus/cases_trust.py as loaded here (its reforge and report helpers)."""
+    return next(mod for mod in _EXTRA if mod.__name__.endswith("cases_trust"))
+
+
 def _variant(doc: dict, name: str) -> dict:
     for v in doc["variants"]:
         if v["name"] == name:
@@ -241,7 +246,7 @@ COMPILE = "data/results/compile.json"
 WITNESS = "data/results/witness.json"
 CLAIMS = "data/claims.json"
 KB_TASK = "data/inputs/kernelbench/KernelBench/level2/53_Gemm_Scaling_Hardtanh_GELU.py"
-KERNEL_SRC = "data/inputs/kernels/fused_tails.cu"
+KERNEL_SRC = "data/inputs/study/fused_tails.cu"
 # a letter inside a free-text string of correctness.json that no check or claim reads
 FREE_TEXT_ANCHOR = b'"domain": "'
 
@@ -433,7 +438,7 @@ def _provenance_cases(g: Good) -> list[tuple[Case, bytes]]:
         # as a careful forger would, so that only the provenance tier can object
         def m(f):
             fn(f)
-            next(mod for mod in _EXTRA if mod.__name__.endswith("cases_trust")).reforge(f)
+            trust_module().reforge(f)
         return m
 
     ftz, cubin_and_record, witness_only = reforged(ftz), reforged(cubin_and_record), reforged(witness_only)
@@ -445,13 +450,18 @@ def _provenance_cases(g: Good) -> list[tuple[Case, bytes]]:
                                  "compile.json: nvrtc_ftz_true's witness says flushes=false (PTX and SASS still say "
                                  "FTZ; 'agrees' left true); witness.json bits and verdicts made to match; "
                                  "manifests recomputed"), ftz),
-        _recomputed_case(g, case("kernelbench_file_changed", "KernelBench file differs from the verifier's lock",
+        _recomputed_case(g, case("kernelbench_file_changed", "KernelBench file differs from the verifier's pin",
                                  KB_TASK,
                                  "one byte of a bundled KernelBench task file flipped (docstring); "
                                  "manifests recomputed"), kb),
-        _recomputed_case(g, case("kernel_source_changed", "kernel source differs from the compile records", KERNEL_SRC,
-                                 "one byte of the bundled kernel source flipped (comment); compile.json unchanged; "
-                                 "manifests recomputed"), src),
+        # the kernel source is a file of the study folder: a changed byte is seen first against the
+        # per-file hashes bundle.json and run.json record for that folder (tier documents)
+        _recomputed_case(g, Case("kernel_source_changed", "kernel_source_changed.tar", "provenance", 1, "documents",
+                                 "the bundled study files differ from the ones bundle.json records: fused_tails.cu",
+                                 "data/bundle.json",
+                                 "one byte of the bundled kernel source (data/inputs/study/fused_tails.cu) flipped "
+                                 "(comment); compile.json and the study's file hashes unchanged; manifests recomputed"),
+                         src),
         _recomputed_case(g, case("cubin_swapped_record_updated", "one cubin is recorded for variants that promise "
                                  "different FTZ modes", COMPILE,
                                  f"{victim['file']} replaced by {donor['file']} AND its compile record's sha256 and size "

@@ -44,6 +44,27 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from kbrepro import schemas
+
+_SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
+
+
+def _study_schema(name: str) -> dict | None:
+    """This study's own schema ``name`` (post formats, scout), or None if it has none."""
+    p = _SCHEMA_DIR / f"{name}.schema.json"
+    return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
+
+
+def _validate(doc, name: str) -> list:
+    """Violations of ``doc`` against this study's schema ``name`` or, failing that, the
+    product's; for our correctness document also the study's sections schema."""
+    own = _study_schema(name)
+    if own is not None:
+        return schemas.validate_with(doc, own, name)
+    out = schemas.validate(doc, name)
+    sections = _study_schema(f"{name}.sections")
+    if sections is not None:
+        out += schemas.validate_with(doc, sections, name)
+    return out
 from kbrepro.harness import jsonio
 from kbrepro.harness.checks import LEGACY, OFFICIAL, PREDICATES, Tolerance, legacy_margin_verdict
 from kbrepro.errors import InvalidResultsError, UnreadableInputError
@@ -307,7 +328,7 @@ def load_post_bytes(data: bytes, name: str, fmt: str | None = None) -> tuple[byt
         raise UnreadableInputError(f"{name} is not one of the post's result formats ({', '.join(POST_FORMATS)})",
                                    "import the directory that holds the post's original output files")
     doc = _parse_strict(data, name)
-    violations = schemas.validate(doc, fmt)
+    violations = _validate(doc, fmt)
     if violations:
         raise _refuse(name, f"does not match the post format {fmt}", violations, _HINT_RESTORE)
     violations = consistency_violations(doc, fmt)
@@ -497,7 +518,7 @@ def _capability(arch: str | None) -> str | None:
 
 def _schema_allows(name: str, prop: str) -> bool:
     """Whether our schema ``name`` admits a top-level property ``prop``."""
-    sch = schemas.load(name)
+    sch = _study_schema(name) or schemas.load(name)
     return prop in sch.get("properties", {}) or sch.get("additionalProperties", True) is not False
 
 
@@ -1113,7 +1134,7 @@ def import_post_run(directory) -> ImportedRun:
     # a JSON round trip: no object shared between or inside documents, no constant of ours aliased
     documents = {n: json.loads(json.dumps(d, allow_nan=False)) for n, d in imp.build().items()}
     for name, doc in documents.items():
-        violations = schemas.validate(doc, name)
+        violations = _validate(doc, name)
         if violations:
             raise _refuse(f"imported {name}.json", "does not match our schema", violations,
                           "this is a defect of the importer for this input: report it with the original files")
