@@ -35,7 +35,7 @@ import jmespath
 from kbrepro.harness import bounded
 from kbrepro.harness import checks as hchecks
 from kbrepro.harness import stats
-from kbrepro.harness.jsonio import dec_float
+from kbrepro.harness.jsonio import dec_float, enc_float
 from kbrepro.errors import InvalidResultsError, UnreadableInputError, UsageError
 
 VERDICTS = ("holds", "fails", "inconclusive", "not_comparable")
@@ -179,14 +179,14 @@ def _check_values(chk: Mapping, root: Mapping, where: str = "claims", shared: bo
             return {**out, "verdict": "not_comparable", "why": "no complete pairs (counts not recorded)"}
         bad = [p for p in pairs if p[0] != p[1]]
         out.update(pairs=len(pairs), unequal=len(bad), first_unequal=bad[:5],
-                   min_fraction=min(p[0] / p[1] if p[1] else 1.0 for p in pairs))
+                   min_fraction=enc_float(min(p[0] / p[1] if p[1] else 1.0 for p in pairs)))
         return {**out, "verdict": "fails" if bad else "holds"}
     if kind == "fraction_at_least":
         pairs = [v for v in vals if isinstance(v, list) and len(v) == 2 and _real(v[0]) and _real(v[1]) and v[1]]
         if not pairs:
             return {**out, "verdict": "not_comparable", "why": "no complete pairs (counts not recorded)"}
         fr = [p[0] / p[1] for p in pairs]
-        out.update(threshold=chk["value"], min_fraction=min(fr), pairs=len(pairs))
+        out.update(threshold=chk["value"], min_fraction=enc_float(min(fr)), pairs=len(pairs))
         return {**out, "verdict": "holds" if min(fr) >= chk["value"] else "fails"}
     if kind == "compare":
         nums = [_num(v) for v in vals]
@@ -196,7 +196,9 @@ def _check_values(chk: Mapping, root: Mapping, where: str = "claims", shared: bo
         test = {"<": lambda a: a < chk["value"], "<=": lambda a: a <= chk["value"], "==": lambda a: a == chk["value"],
                 ">=": lambda a: a >= chk["value"], ">": lambda a: a > chk["value"]}[op]
         bad = [n for n in nums if not test(n)]
-        out.update(op=op, value=chk["value"], min=min(nums), max=max(nums), violations=len(bad))
+        # a recorded "inf" (e.g. max_abs_error where the allowance is exceeded without bound)
+        # decides the test as the float it is and is written back as the string JSON allows
+        out.update(op=op, value=chk["value"], min=enc_float(min(nums)), max=enc_float(max(nums)), violations=len(bad))
         return {**out, "verdict": "fails" if bad else "holds"}
     if kind == "criterion_pass":
         failing, n = [], 0

@@ -632,6 +632,8 @@ def run_and_make(out: Path | None, *, study_path: str | None, profile: str, kern
     if claims_path is not None:
         check_input_file(claims_path, "--claims")
         claims_mod.load_spec(claims_path)
+    else:  # the study's own claims, before the GPU: the run hashes them, so a typo found later costs a rerun
+        claims_mod.parse_spec(study.file(study.claims_file), study.claims_file)
     if out is None:  # the default name has this length; its folder is the current one
         check_out_path(Path(f"{name or f'{study.name}-{profile}-00000000T000000'}.tar"),
                        "the default --out (<bundle name>.tar here)")

@@ -47,6 +47,13 @@ def study_schemas(study, binding) -> dict[str, list[dict]]:
     return out
 
 
+def _apply(doc: Any, sch: dict, name: str) -> list:
+    """A study's schema applied: a stranger's (``schemas.UntrustedSchema``) with a time bound."""
+    if isinstance(sch, schemas.UntrustedSchema):
+        return schemas.validate_untrusted(doc, sch, name)
+    return schemas.validate_with(doc, sch, name)
+
+
 def schema_problems(name: str, doc: Any, extra: Mapping[str, list] | None = None) -> list[str]:
     """Schema violations of a document that names itself ``kbrepro/<name>``, as
     ``"<name>.json: $.path: message"`` strings; an unsupported ``schema_version`` is reported
@@ -64,16 +71,20 @@ def schema_problems(name: str, doc: Any, extra: Mapping[str, list] | None = None
     except KeyError:
         if not own:
             return [f"{where}: $.schema: no schema named {name!r}"]
-        supported = own[0].get("properties", {}).get("schema_version", {}).get("const")
+        props = own[0].get("properties") if isinstance(own[0], dict) else None
+        sv = props.get("schema_version") if isinstance(props, dict) else None
+        supported = sv.get("const") if isinstance(sv, dict) else None
+        if not isinstance(supported, int) or isinstance(supported, bool):
+            return [f"{where}: $.schema: the study's schema of {name} gives no integer schema_version const"]
         if doc.get("schema_version") != supported:
             return [f"{where}: $.schema_version: unsupported version {doc.get('schema_version')!r} "
                     f"(this verifier reads {supported})"]
-        return [f"{where}: {v}" for sch in own for v in schemas.validate_with(doc, sch, name)]
+        return [f"{where}: {v}" for sch in own for v in _apply(doc, sch, name)]
     if doc.get("schema_version") != supported:
         return [f"{where}: $.schema_version: unsupported version {doc.get('schema_version')!r} "
                 f"(this verifier reads {supported})"]
     out = [f"{where}: {v}" for v in schemas.validate(doc, name)]
-    out += [f"{where}: {v}" for sch in own for v in schemas.validate_with(doc, sch, name)]
+    out += [f"{where}: {v}" for sch in own for v in _apply(doc, sch, name)]
     return out
 
 

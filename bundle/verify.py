@@ -335,7 +335,7 @@ def _schema_problem(t: Tier, file: str, p: str) -> None:
     """One ``"<name>.json: $.path: message"`` string of :mod:`bundle.validate` as a problem."""
     _, path, msg = (p.split(": ", 2) + ["", ""])[:3]
     t.fail(file, msg or p, path=path if path.startswith("$") else None)
-    if "unsupported version" in p:
+    if path == "$.schema_version" and msg.startswith("unsupported version "):  # bundle.validate's own wording
         t.details["unknown_version"] = True
 
 
@@ -374,7 +374,7 @@ def _author_schemas(b: Bundle, t: Tier, names: list[str]) -> dict[str, list[dict
         for w in why:
             t.fail(f"{STUDY_PREFIX}{rel}", f"the author's schema of {n}.json cannot judge anything: {w}")
         if not why:
-            out[n] = [sch]
+            out[n] = [schemas.UntrustedSchema(sch)]
     if out:
         b.partial.append("the study's own documents (" + ", ".join(sorted(out)) + ") are judged by the author's "
                          "schemas only")
@@ -512,8 +512,11 @@ def _imported(b: Bundle, t: Tier, docs: dict) -> None:
         t.fail("data/results/originals", "an imported bundle must carry the original files its documents come from")
         return
     if b.binding is None:
-        b.partial.append("imported results of a study this verifier does not ship: its documents are not re-derived "
-                         "from the bundled originals (the verifier has no importer of its own for them)")
+        # nothing of an import can be re-derived without an importer of the verifier's own, and
+        # an import is held to fewer checks than a measured run: refused, not partial
+        t.fail("data/bundle.json", "imported results of a study this verifier does not ship cannot be checked: the "
+               "verifier has no importer of its own to re-derive the documents from the bundled originals",
+               path="$.source", found="imported")
         return
     log_name = getattr(b.binding, "import_log_file", "run.log")
     work = Path(tempfile.mkdtemp(prefix="kbrepro-import-", dir=b.root.parent))
@@ -1168,8 +1171,12 @@ def _tier_claims(b: Bundle, t: Tier) -> None:
     docs = {n: d for n, d in b.documents.items() if n != "claims"}
     try:
         expected = claims_mod.evaluate(judge, docs, source="recorded")
+        jsonio.dumps(expected)
     except ReproError as exc:
         t.fail(rel, exc.message)
+        return
+    except (ValueError, TypeError, OverflowError) as exc:  # a value JSON cannot hold (the packer's too)
+        t.fail(rel, f"the claims cannot be evaluated to a claims.json: {type(exc).__name__}: {safe_text(exc)}")
         return
     expected["spec"] = {"file": spec_ref.get("file"), "sha256": got}
     for msg in claims_mod.compare_verdicts(recorded, expected):
@@ -1224,6 +1231,8 @@ def _tier_claims(b: Bundle, t: Tier) -> None:
     t.details["recomputed"] = expected
 
 
+#: the most characters of a binding's report sections accepted from a study the verifier does not ship
+MAX_AUTHOR_SECTIONS = 64 * 1024
 #: where the study's own sections go in a report the verifier renders for a study it does not ship
 _SECTIONS_MARK = "\x00study-sections\x00"
 #: what the author's sections of REPORT.md may not hold: any '<', '>' or square bracket (HTML,
@@ -1249,7 +1258,15 @@ def _author_sections_report(b: Bundle, t: Tier, report: bytes, bare: bytes, fram
         return bare
     if not (report.startswith(head) and report.endswith(tail) and len(report) > len(head) + len(tail)):
         return bare
-    middle = report[len(head):len(report) - len(tail)].decode("utf-8", "replace")
+    try:
+        middle = report[len(head):len(report) - len(tail)].decode("utf-8")
+    except UnicodeDecodeError:
+        t.fail("data/REPORT.md", "the study's own report sections (the author's) are not valid UTF-8")
+        return report
+    if len(middle) > MAX_AUTHOR_SECTIONS:
+        t.fail("data/REPORT.md", f"the study's own report sections (the author's) hold {len(middle)} characters, more "
+               f"than the {MAX_AUTHOR_SECTIONS} this verifier shows")
+        return report
     for i, line in enumerate(middle.split("\n")):
         bad = next((c for c in line if unicodedata.category(c)[0] == "C" or unicodedata.category(c) in ("Zl", "Zp")),
                    None)

@@ -60,12 +60,12 @@ def _need_gpu(what: str) -> None:
 @click.option("--profile", default="full", show_default=True, help="profile of the study YAML (full, quick, ...)")
 @click.option("--out", "out", type=click.Path(), required=True, help="results folder to write (new or empty)")
 @click.option("--kernelbench", type=click.Path(), default=None,
-              help="KernelBench checkout (default: $KBREPRO_KERNELBENCH or ./KernelBench)")
+              help="KernelBench checkout (default: $KBREPRO_KERNELBENCH or the project's KernelBench/ submodule)")
 @click.option("--cache-dir", type=click.Path(), default=None, help="our cubin cache (default: none)")
 def run(study, profile, out, kernelbench, cache_dir) -> None:
     """Run a study on this GPU and write its result documents into OUT."""
     from kbrepro.harness.run import ensure_compile_cache_disabled, run_study
-    from kbrepro.harness.study import load_study
+    from kbrepro.harness.study import check_claims_file, load_study
     from kbrepro.errors import check_input_dir, check_input_file, check_input_path, prepare_output_dir, remove_created
 
     ensure_compile_cache_disabled()
@@ -75,6 +75,7 @@ def run(study, profile, out, kernelbench, cache_dir) -> None:
         check_input_dir(kernelbench, "--kernelbench")
     cfg = load_study(study, profile)
     binding = cfg.binding()  # imports and validates the binding: a bad study fails before the GPU
+    check_claims_file(cfg)
     # the outputs before the GPU (inputs 3, outputs 2, then 4), checked without leaving a folder
     for path, what, empty in ((cache_dir, "--cache-dir", False), (out, "--out", True)):
         if path:
@@ -194,9 +195,9 @@ def register_studies(add) -> None:
 @click.option("--name", default=None, help="study name [default: from the task file, e.g. l1_t19_relu]")
 @click.option("--out", type=click.Path(), default=None,
               help="study folder to write, new or empty; its name must be a Python identifier "
-                   "[default: studies/<name>]")
+                   "[default: the project's studies/<name>]")
 @click.option("--kernelbench", type=click.Path(), default=None,
-              help="KernelBench checkout (default: $KBREPRO_KERNELBENCH or ./KernelBench)")
+              help="KernelBench checkout (default: $KBREPRO_KERNELBENCH or the project's KernelBench/ submodule)")
 def new_study_cmd(level, task, name, out, kernelbench) -> None:
     """Write a new study folder for a KernelBench task: study.yaml, a kernel stub, its binding, claims and lock."""
     from kbrepro.harness.scaffold import new_study, next_steps

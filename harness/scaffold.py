@@ -12,7 +12,8 @@ with one candidate kernel, as a starting point to edit:
 * ``binding.py``: ``BINDING``, a :class:`~kbrepro.harness.plugin.StudyBinding` for a
   single-input elementwise program, with a TODO for every optional hook of the contract;
 * ``claims.yaml``: three claims (official check, bit identity, faster than eager);
-* ``kernelbench.lock.json``: the checkout's commit and the sha256 of the task file and LICENSE;
+* ``kernelbench.lock.json``: the pinned commit (the checkout's HEAD if its files are not the
+  product's pinned ones, with a warning) and the sha256 of the task file and LICENSE;
 * ``__init__.py``: so that the folder imports as a package.
 
 Everything is checked before anything is written: the study name, the folder (its name must
@@ -66,6 +67,8 @@ class StudyPlan:
     kernelbench_given: str | None = None
     out_given: bool = False
     files: Mapping[str, bytes] = field(default_factory=dict)
+    #: the task file and LICENSE have the product's pinned hashes (else bundles will not verify)
+    pinned: bool = True
 
 
 # ---------------------------------------------------------------------------- names
@@ -138,8 +141,9 @@ def find_task(root: Path, level: int, task: int) -> Path:
     return hits[0]
 
 
-def _checkout(kernelbench) -> tuple[Path, str]:
-    """The checkout's root and its git HEAD. KernelBenchPinError if there is none."""
+def _checkout(kernelbench) -> tuple[Path, str | None]:
+    """The checkout's root and its git HEAD (None for a plain folder of KernelBench files).
+    KernelBenchPinError if there is none."""
     from kbrepro.harness.kernelbench import git_head, resolve_checkout
 
     root = resolve_checkout(kernelbench)
@@ -151,11 +155,18 @@ def _checkout(kernelbench) -> tuple[Path, str]:
     if not root.is_dir() or empty:
         raise KernelBenchPinError(f"no KernelBench checkout at {root}" + (" (the folder is empty)" if empty else ""),
                                   _CHECKOUT_HINT)
-    head = git_head(root)
-    if head is None:
-        raise KernelBenchPinError(f"{root} is not a git checkout; cannot tell which KernelBench commit to pin",
-                                  _CHECKOUT_HINT)
-    return root, head
+    return root, git_head(root)
+
+
+def _pinned(rel: str, task_bytes: bytes, license_bytes: bytes) -> bool:
+    """Whether the task file and LICENSE are KernelBench's at the product's pinned commit
+    (``manifests/kernelbench.pin.json``), which the verifier requires."""
+    from kbrepro import manifests
+    from kbrepro.harness.kernelbench import load_lock
+
+    pin = load_lock(manifests.path("kernelbench.pin.json"))
+    return (pin.files.get(rel) == hashlib.sha256(task_bytes).hexdigest()
+            and pin.files.get("LICENSE") == hashlib.sha256(license_bytes).hexdigest())
 
 
 def _read(path: Path, what: str) -> bytes:
@@ -202,9 +213,18 @@ def plan_study(level: int, task: int, *, name: str | None = None, out: str | os.
     rel = task_path.relative_to(root).as_posix()
     task_bytes = _read(task_path, "task file")
     license_bytes = _read(root / "LICENSE", "LICENSE")
+    pinned = _pinned(rel, task_bytes, license_bytes)
+    if pinned:  # the files are the pinned commit's, whatever the checkout's HEAD (or a plain folder)
+        from kbrepro import manifests
+        from kbrepro.harness.kernelbench import load_lock
+
+        head = load_lock(manifests.path("kernelbench.pin.json")).commit
+    elif head is None:
+        raise KernelBenchPinError(f"{root} is not a git checkout, and {rel} is not KernelBench's file at the "
+                                  "commit this product pins; cannot tell which commit to pin", _CHECKOUT_HINT)
     plan = StudyPlan(folder=folder, name=name, level=int(level), task=int(task), task_file=rel, commit=head,
                      checkout=root, kernelbench_given=None if kernelbench is None else str(kernelbench),
-                     out_given=out is not None)
+                     out_given=out is not None, pinned=pinned)
     files = render(plan, Path(os.path.abspath(folder)).name,
                    {rel: hashlib.sha256(task_bytes).hexdigest(), "LICENSE": hashlib.sha256(license_bytes).hexdigest()})
     _self_check(files)
@@ -282,8 +302,12 @@ def next_steps(plan: StudyPlan) -> list[str]:
         "single-input elementwise program; fill in the TODOs of study.yaml and claims.yaml",
         f"  2. on a GPU machine: python -m kbrepro.harness run --study {d} --profile quick "
         f"--out results/{Path(os.path.abspath(plan.folder)).name}-quick{kb}",
-        f"  3. pack it: python make_bundle.py --study {d}{kb}",
-    ]
+        f"  3. pack it: python make_bundle.py --from-results results/{Path(os.path.abspath(plan.folder)).name}-quick "
+        f"--study {d}{kb}",
+    ] + ([] if plan.pinned else [
+        f"warning: {plan.task_file} or LICENSE is not KernelBench's file at the commit this product pins: the run "
+        "will use it, but a verifier refuses its bundles; use a checkout of the pinned commit "
+        "(python -m kbrepro.harness lock --study DIR rewrites the lock from the pin)"])
 
 
 # ---------------------------------------------------------------------------- templates

@@ -168,7 +168,8 @@ def _problems(doc, what: str, files: Mapping[str, bytes], untrusted: bool = Fals
         if why:
             raise UsageError(f"{what}: {CUSTOM_SCHEMA} cannot be applied: {why[0]}",
                              "a study this verifier does not ship may use only plain JSON Schema keywords")
-        found = [f"$.custom{p.path[1:]}: {p.message}" for p in schemas.validate_with(doc["custom"], custom, "custom")]
+        apply = schemas.validate_untrusted if untrusted else schemas.validate_with
+        found = [f"$.custom{p.path[1:]}: {p.message}" for p in apply(doc["custom"], custom, "custom")]
     if found:
         raise UsageError(f"{what} is not a valid study definition: {found[0]}"
                          + (f" (and {len(found) - 1} more)" if len(found) > 1 else ""),
@@ -181,6 +182,9 @@ def _resolve_path(path: str | Path | None) -> tuple[Path, Path]:
     p = Path(path) if path else default_study_path()
     if p.is_dir():
         return p, p / STUDY_FILE
+    if p.is_file() and p.suffix not in (".yaml", ".yml"):
+        raise UsageError(f"{p} is neither a study folder nor a study.yaml",
+                         "pass --study with a study folder (studies/<name>) or its study.yaml")
     return p.parent, p
 
 
@@ -269,6 +273,22 @@ def load_study(path: str | Path | None = None, profile: str = "full", *,
 REGISTRY_FILE = "studies.json"
 
 
+def check_claims_file(study: StudyConfig) -> None:
+    """The study's claims file parses (bounded YAML) and satisfies ``schemas/claims-spec``.
+    Raises UnreadableInputError or UsageError: called before a run, whose records hash the
+    file, so that a typo is not found only when packing (the claims' JMESPath queries are
+    compiled by the packer, ``bundle.claims``)."""
+    from kbrepro import schemas
+    from kbrepro.harness import bounded
+
+    doc = bounded.load_yaml(study.file(study.claims_file), f"study {study.name}: {study.claims_file}")
+    bad = schemas.validate(doc, "claims-spec")
+    if bad:
+        raise UsageError(f"study {study.name}: {study.claims_file}: {bad[0].path}: {bad[0].message}"
+                         + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""),
+                         "fix the claims before the run: the run records the study's files, claims included")
+
+
 def registry() -> dict[str, dict]:
     """The studies this product ships and trusts: study name -> ``{"folder", "files"}``
     (``files``: relative path -> sha256 of every file of the folder), from
@@ -294,8 +314,11 @@ def registry_doc(add: Sequence[str | Path] = ()) -> dict:
         folder = Path(f).resolve()
         if folder.parent != root:
             raise UsageError(f"{f} is not a folder directly under the product's studies/",
-                             "move the study folder into studies/ first")
-        st = load_study(folder, "full")
+                             "move the study folder into studies/ first, then pass it to --add")
+        try:
+            st = load_study(folder, "full")
+        except UnreadableInputError as exc:
+            raise UsageError(f"--add {f}: {exc.message}", "pass --add with a study folder under studies/") from exc
         if st.name in folders and folders[st.name] != folder.name:
             raise UsageError(f"study name {st.name!r} is already registered for studies/{folders[st.name]}",
                              "give the study another name in its study.yaml")

@@ -253,6 +253,42 @@ def untrusted_schema_problems(schema: Any) -> list[str]:
     return out
 
 
+#: seconds an untrusted schema may spend judging one document (:func:`validate_untrusted`)
+UNTRUSTED_SECONDS = 20.0
+
+
+class UntrustedSchema(dict):
+    """A schema from a stranger (a study the verifier does not ship): applied only by
+    :func:`validate_untrusted`."""
+
+
+def _rows(doc: Any, schema: dict, name: str) -> list[tuple]:
+    return [(v.path, v.message, v.schema) for v in validate_with(doc, schema, name)]
+
+
+def validate_untrusted(doc: Any, schema: dict, name: str, seconds: float = UNTRUSTED_SECONDS) -> list[Violation]:
+    """:func:`validate_with` for a stranger's schema: refused with one violation at ``$``
+    if :func:`untrusted_schema_problems` finds a reason, else applied in a child process
+    given ``seconds`` (a small schema can still cost exponential time through ``$ref``
+    chains, or quadratic through ``uniqueItems``); past that, one violation says so."""
+    import multiprocessing as mp
+
+    why = untrusted_schema_problems(dict(schema))
+    if why:
+        return [Violation("$", f"the schema cannot be applied: {why[0]}", name)]
+    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    pool = ctx.Pool(1)
+    try:
+        rows = pool.apply_async(_rows, (doc, dict(schema), name)).get(timeout=seconds)
+    except mp.TimeoutError:
+        return [Violation("$", f"the schema took more than {seconds:g} s to apply; a schema this verifier does not "
+                               "ship is given no more", name)]
+    finally:
+        pool.terminate()
+        pool.join()
+    return [Violation(*r) for r in rows]
+
+
 def validate_with(doc: Any, schema: dict, name: str) -> list[Violation]:
     """Every violation of the schema document ``schema`` (a study's own schema, which may
     ``$ref`` the shipped ones by ``$id``) in ``doc``, plus every non-finite float, sorted by

@@ -153,3 +153,59 @@ def test_a_malformed_run_study_record_is_a_problem_not_a_crash(tmp_path, value):
     rep = verify_archive(_seal(tmp_path, top, files, mtime), level="static")
     assert rep.exit_code == 1
     assert any("study record is not an object" in m for m in _messages(rep))
+
+
+# ------------------------------------------------------------------ second red-team pass
+
+
+def test_an_untrusted_schema_that_takes_too_long_is_cut_off(monkeypatch):
+    """122 nodes, each $def referring twice to the next: 2^22 steps to apply."""
+    n = 22
+    defs = {f"a{i}": {"allOf": [{"$ref": f"#/$defs/a{i + 1}"}, {"$ref": f"#/$defs/a{i + 1}"}]} for i in range(n)}
+    defs[f"a{n}"] = {"type": "object"}
+    schema = {"$ref": "#/$defs/a0", "$defs": defs}
+    assert schemas.untrusted_schema_problems(schema) == []
+    t0 = time.perf_counter()
+    (v,) = schemas.validate_untrusted({"x": 1}, schema, "extra", seconds=1.0)
+    assert time.perf_counter() - t0 < 10 and "took more than 1 s" in v.message
+
+
+def test_an_untrusted_schema_is_applied_in_full_when_it_is_quick():
+    got = schemas.validate_untrusted({"n": "x"}, {"type": "object", "properties": {"n": {"type": "integer"}}}, "extra")
+    assert [(v.path, v.schema) for v in got] == [("$.n", "extra")]
+
+
+def test_an_author_schema_without_a_version_const_is_a_problem_not_a_crash():
+    from kbrepro.bundle import validate
+
+    (p,) = validate.schema_problems("extra", {"schema": "kbrepro/extra", "schema_version": 1},
+                                    {"extra": [schemas.UntrustedSchema({"properties": {"schema_version": True}})]})
+    assert "gives no integer schema_version const" in p and "unsupported version" not in p
+
+
+def test_a_recorded_infinity_decides_a_comparison_and_is_written_as_json_allows():
+    from kbrepro.bundle import claims as claims_mod
+
+    spec = {"schema": "kbrepro/claims-spec", "schema_version": 1, "study": "x",
+            "bootstrap": {"level": 0.95, "resamples": 100, "seed": 1},
+            "claims": [{"id": "C01", "sentence": "small error", "checks": [
+                {"kind": "compare", "select": "correctness.errs[]", "op": "<=", "value": 1e-4}]}]}
+    out = claims_mod.evaluate(spec, {"correctness": {"errs": [1e-6, "inf"]}}, source="recorded")
+    (c,) = out["claims"]
+    assert c["verdict"] == "fails" and c["checks"][0]["max"] == "inf"
+    jsonio.dumps(out)  # raises on a non-finite float
+
+
+def test_an_unknown_study_relabelled_as_imported_fails(tmp_path):
+    """An import is held to fewer checks than a run; without an importer of the verifier's
+    own nothing of it can be re-derived, so it is refused, not partial."""
+    top, files, mtime = _load(USER)
+    _edit(files, "data/bundle.json", lambda d: d.update(source="imported"))
+    _edit(files, "data/results/run.json",
+          lambda d: d.update(status="imported", imported={"source_format": "x", "source_files": {}}))
+    files["data/results/originals/results.json"] = b"{}\n"
+    files["bag-info.txt"] = files["bag-info.txt"].replace(b"Source: measured", b"Source: imported")
+    rep = verify_archive(_seal(tmp_path, top, files, mtime), level="static")
+    assert rep.exit_code == 1
+    assert any("imported results of a study this verifier does not ship cannot be checked" in m
+               for m in _messages(rep))

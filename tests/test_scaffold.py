@@ -113,8 +113,42 @@ def test_scaffold_writes_the_folder_and_says_what_next(kb, tmp_path):
     assert "l1_t19_relu" in text and "kernel.cu" in text
     assert f"python -m kbrepro.harness run --study {out} --profile quick --out results/" in text
     assert f"--kernelbench {kb}" in text
-    assert f"python make_bundle.py --study {out}" in text
+    assert f"python make_bundle.py --from-results results/l1_t19_relu-quick --study {out}" in text
+    # the fake checkout is not KernelBench at the pinned commit: the user is told before any GPU work
+    assert "a verifier refuses its bundles" in text.splitlines()[-1]
     assert r.stderr == ""
+
+
+def _pinned_checkout(root: Path) -> Path:
+    """A plain folder (no git) holding KernelBench's real level-1 task 19 and LICENSE at the
+    pinned commit, taken from the committed user-study bundle."""
+    import tarfile
+
+    bundle = Path(__file__).resolve().parent / "fixtures" / "user-study-relu-quick.tar"
+    with tarfile.open(bundle) as tf:
+        for m in tf:
+            rel = m.name.split("/", 1)[1] if "/" in m.name else ""
+            prefix = "data/inputs/kernelbench/"
+            if m.isfile() and rel.startswith(prefix) and not rel.endswith(".lock.json"):
+                dest = root / rel[len(prefix):]
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(tf.extractfile(m).read())
+    return root
+
+
+def test_a_plain_folder_of_the_pinned_files_is_enough_and_the_lock_is_the_pins(tmp_path):
+    from kbrepro import manifests
+
+    kb = _pinned_checkout(tmp_path / "plain")
+    assert not (kb / ".git").exists()
+    out = tmp_path / "mine"
+    r = invoke("--level", 1, "--task", 19, "--kernelbench", kb, "--out", out)
+    assert r.exit_code == 0, (r.stdout, r.stderr)
+    assert "warning" not in r.stdout
+    lock = json.loads((out / "kernelbench.lock.json").read_text())
+    pin = json.loads(manifests.path("kernelbench.pin.json").read_text())
+    assert lock["commit"] == pin["commit"]
+    assert lock["files"] == {k: pin["files"][k] for k in ("KernelBench/level1/19_ReLU.py", "LICENSE")}
 
 
 def test_the_command_line_as_a_user_types_it(kb, tmp_path):
@@ -415,7 +449,7 @@ def test_checkout_problems(tmp_path):
     twice = _fake_checkout(tmp_path / "twice")
     (twice / "KernelBench" / "level1" / "19_ReLU_again.py").write_bytes(TASK_SOURCE)
     before = _tree(tmp_path)
-    for root, code, fragment in ((plain, 3, "is not a git checkout"), (tmp_path / "empty", 3, "folder is empty"),
+    for root, code, fragment in ((plain, 3, "is not a git checkout, and KernelBench/level1/19_ReLU.py is not"), (tmp_path / "empty", 3, "folder is empty"),
                                  (nolicense, 3, "has no LICENSE"), (twice, 2, "is ambiguous")):
         r = invoke("--level", 1, "--task", 19, "--kernelbench", root, "--out", tmp_path / "s")
         _one_error(r, code, fragment)
