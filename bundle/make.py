@@ -18,7 +18,6 @@ from kbrepro.bundle import claims as claims_mod
 from kbrepro.bundle import pack, report, scrub, validate
 from kbrepro.harness import jsonio
 from kbrepro.harness.kernelbench import KernelBenchCheckout, load_lock, resolve_checkout
-from kbrepro.kernels import compile as kc
 from kbrepro.errors import InvalidResultsError, KernelBenchPinError, UnreadableInputError, UsageError
 
 from kbrepro.bundle.documents import DOC_PATHS, NO_PLOTS_NOTE, OUR_DOCUMENTS, REQUIRED  # noqa: E402,F401
@@ -621,7 +620,7 @@ def run_and_make(out: Path | None, *, study_path: str | None, profile: str, kern
     from kbrepro.errors import Interrupted, prepare_output_dir, remove_created
 
     _check_name(name)
-    from kbrepro.errors import check_input_file
+    from kbrepro.errors import check_input_file, check_input_path
 
     if out is not None:
         out = check_out_path(Path(out))

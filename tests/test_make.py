@@ -275,3 +275,31 @@ def test_results_of_one_study_are_refused_with_another_studys_folder(tmp_path):
     assert r.stderr.splitlines()[0] == ("error: the results are of study 'pointwise-fusion-ftz'; --study names "
                                         "study 'layernorm-l1-40'"), r.stderr
     assert not list(tmp_path.glob("*.tar*"))
+
+
+@pytest.mark.parametrize("study", ["studies/layernorm", "studies/pointwise_fusion/study.yaml", None])
+def test_the_run_path_reaches_the_run_with_the_named_study(tmp_path, monkeypatch, study):
+    """Everything ``make_bundle.py`` does before the GPU run, on a CPU machine: the study
+    named by --study (a folder or its study.yaml, or the default) is loaded, its binding
+    validated and its claims parsed, then the run starts with that binding; what it leaves
+    when the run fails is the empty results folder it made, removed."""
+    from kbrepro.bundle import make
+    from kbrepro.harness import run as hr
+
+    seen = []
+
+    def fake_run(st, rdir, **kw):
+        seen.append((st.name, type(kw["binding"]).__name__, Path(rdir)))
+        raise make.InvalidResultsError("stopped by the test", "none")
+
+    monkeypatch.setattr(hr, "run_study", fake_run)
+    monkeypatch.setattr(make, "start_workers", lambda n=None: None)
+    monkeypatch.setattr(make, "stop_workers", lambda pool: None)
+    with pytest.raises(make.InvalidResultsError, match="stopped by the test"):
+        make.run_and_make(tmp_path / "b.tar", study_path=None if study is None else str(ROOT / study),
+                          profile="quick", kernelbench=None, results_dir=tmp_path / "res", cache_dir=None,
+                          claims_path=None)
+    (name, binding, rdir), = seen
+    assert name == ("layernorm-l1-40" if study == "studies/layernorm" else "pointwise-fusion-ftz")
+    assert binding == ("LayerNormBinding" if study == "studies/layernorm" else "PointwiseFusion")
+    assert rdir == tmp_path / "res"
