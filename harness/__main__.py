@@ -22,7 +22,7 @@ from pathlib import Path
 
 import click
 
-from kbrepro.errors import EdgeMixin, EnvironmentUnavailableError, Interrupted, UnreadableInputError
+from kbrepro.errors import EdgeMixin, EnvironmentUnavailableError, Interrupted
 
 
 if __name__ == "__main__":  # from here on the CLI edge (kbrepro.errors.EdgeMixin) handles Ctrl-C
@@ -66,7 +66,7 @@ def run(study, profile, out, kernelbench, cache_dir) -> None:
     """Run a study on this GPU and write its result documents into OUT."""
     from kbrepro.harness.run import ensure_compile_cache_disabled, run_study
     from kbrepro.harness.study import check_claims_file, load_study
-    from kbrepro.errors import check_input_dir, check_input_file, check_input_path, prepare_output_dir, remove_created
+    from kbrepro.errors import check_input_dir, check_input_path, prepare_output_dir, remove_created
 
     ensure_compile_cache_disabled()
     if study:

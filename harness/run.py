@@ -37,7 +37,7 @@ from typing import Callable, Mapping
 
 from kbrepro.harness import checks, fingerprint, jsonio
 from kbrepro.harness.kernelbench import KernelBenchCheckout, load_lock, resolve_checkout
-from kbrepro.harness.plugin import Scope, StudyBinding
+from kbrepro.harness.plugin import StudyBinding
 from kbrepro.harness.records import BlockKey, CompileRecord, FileRef, FtzEvidence, WitnessVerdict
 from kbrepro.harness.study import StudyConfig, values
 from kbrepro.harness.timing import AdaptiveRule, ClockWatch, TimingProtocol, run_block
