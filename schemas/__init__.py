@@ -148,6 +148,34 @@ def _fast_validator(name: str):
     return jsonschema_rs.Draft202012Validator(load(name), registry=registry, validate_formats=True)
 
 
+@lru_cache(maxsize=64)
+def _fast_validator_of(schema_json: str):
+    """A Rust validator of a shipped study's schema (its JSON text), or None where
+    ``jsonschema_rs`` is missing or the schema cannot be compiled by it. Only schemas whose
+    every ``$ref`` is local or one of the product's are compiled (nothing is fetched)."""
+    try:
+        import jsonschema_rs
+    except ImportError:
+        return None
+    schema = json.loads(schema_json)
+    refs, stack = [], [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            refs += [v for k, v in node.items() if k == "$ref"]
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    if not all(isinstance(r, str) and (r.startswith("#") or r.startswith(ID_PREFIX)) for r in refs):
+        return None
+    try:
+        registry = jsonschema_rs.Registry([(load(n).get("$id", ID_PREFIX + f"{n}.schema.json"), load(n))
+                                           for n in available()])
+        return jsonschema_rs.Draft202012Validator(schema, registry=registry, validate_formats=True)
+    except Exception:  # a schema the Rust library cannot compile: the reference validator decides
+        return None
+
+
 def _bumped(node: Any) -> tuple[Any, bool]:
     """``node`` with every integral float ``x`` replaced by ``x + 0.5``, and whether every
     float is finite. Under the Rust validator, which counts ``3.0`` as an integer as the JSON
@@ -297,6 +325,15 @@ def validate_with(doc: Any, schema: dict, name: str) -> list[Violation]:
     violation at ``$`` instead of an exception."""
     from jsonschema import Draft202012Validator
 
+    if not isinstance(schema, UntrustedSchema):  # the fast pre-check of validate(), for a shipped study's schema
+        try:
+            fast = _fast_validator_of(json.dumps(schema, sort_keys=True))
+            if fast is not None:
+                twin, finite = _bumped(doc)
+                if finite and fast.is_valid(doc) and fast.is_valid(twin):
+                    return []
+        except (ValueError, TypeError, OverflowError, RecursionError):
+            pass
     try:
         v = _validator_class()(schema, registry=_registry(), format_checker=Draft202012Validator.FORMAT_CHECKER)
         out = [Violation(json_path(e.absolute_path), e.message, name) for e in v.iter_errors(doc)]
