@@ -1346,6 +1346,28 @@ def _ratio_ci(block: Mapping, num: str, den: str, boot: Mapping) -> dict:
 
 #: timing arms that measure a harness overhead alone (the cold-L2 regime's flush), never a baseline
 FLUSH_ONLY_ARMS = ("l2_flush_only",)
+#: microseconds below which two medians of one arm are not told apart: twice the resolution of
+#: CUDA events ("around 0.5 microseconds", CUDA Runtime API, cudaEventElapsedTime)
+TIME_RESOLUTION_US = 1.0
+
+
+def _median_us(block: Mapping, arm: str) -> float | None:
+    """The median over rounds of ``arm``'s per-call time (``times_ms``), in microseconds."""
+    import statistics
+
+    vals = [r["times_ms"][arm] for r in block.get("rounds", []) if isinstance(r.get("times_ms", {}).get(arm),
+                                                                              (int, float))]
+    return 1000.0 * statistics.median(vals) if vals else None
+
+
+def _below_resolution(q: Mapping, tol: float) -> bool:
+    """Whether a ratio that moved moved only by what the timer cannot resolve: the numerator
+    arm's median by at most :data:`TIME_RESOLUTION_US`, the base's by at most that or ``tol``
+    of itself (so that the ratio's change is not the base's)."""
+    (a0, a1), (b0, b1) = q["numerator_us"], q["base_us"]
+    if None in (a0, a1, b0, b1):
+        return False
+    return abs(a1 - a0) <= TIME_RESOLUTION_US and abs(b1 - b0) <= max(TIME_RESOLUTION_US, tol * b0)
 
 
 def compare_replay(recorded: Mapping[str, Mapping], replayed: Mapping[str, Mapping], *, same_profile: bool,
@@ -1463,17 +1485,23 @@ def compare_replay(recorded: Mapping[str, Mapping], replayed: Mapping[str, Mappi
                            "recorded_ci": [x["ci_low"], x["ci_high"]], "replayed": y["median"],
                            "replayed_ci": [y["ci_low"], y["ci_high"]], "within": ok, "within_flat_tolerance": flat,
                            "same_protocol": r.get("protocol") == b.get("protocol"), "mode": r.get("mode"),
-                           "excused": None,
+                           "excused": None, "numerator_us": [_median_us(r, arm), _median_us(b, arm)],
+                           "base_us": [_median_us(r, base), _median_us(b, base)],
                            "_x": x, "_y": y})
     by_key = {(q["block"], q["ratio"]): q for q in ratios}
+    for q in ratios:  # first what no timer can resolve, then what the graph twin shows
+        if not q["within"] and q["same_protocol"] and _below_resolution(q, tol):
+            q["excused"] = (f"below the timer's resolution: the arm's median moved by "
+                            f"{abs(q['numerator_us'][1] - q['numerator_us'][0]):.2f} us, the base's by "
+                            f"{abs(q['base_us'][1] - q['base_us'][0]):.2f} us (CUDA events resolve about 0.5 us)")
     for q in ratios:
-        if q["within"]:
+        if q["within"] or q["excused"]:
             continue
         if not q["same_protocol"]:
             q["excused"] = "the replay ran this block with another protocol (profile)"
         elif q["mode"] == "events" and ".events" in q["block"]:
             twin = by_key.get((q["block"].replace(".events", ".graph", 1), q["ratio"]))
-            if twin is not None and twin["within"]:
+            if twin is not None and (twin["within"] or (twin["excused"] or "").startswith("below the timer")):
                 q["excused"] = ("host launch overhead: the CUDA-graph replay of the same arms, which removes it, "
                                 "reproduces")
         if q["excused"] is None:

@@ -189,3 +189,33 @@ def test_a_cold_l2_block_is_compared_to_eager_not_to_the_flush_alone(boot):
     rec, rep = _cold_pair(1.0, 1.2)
     problems, _ = V.compare_replay(rec, rep, same_profile=True, ratio_tolerance=0.05, boot=boot)
     assert [p["path"] for p in problems] == ["1.full.graph.cold nvrtc_ftz_false/eager"]
+
+
+def _tiny_pair(shift_us: float):
+    """Recorded and replayed events+graph blocks of a microsecond kernel (the LayerNorm
+    study's extra shape on an H200: eager 559 us, the kernel 11.2 us in graph mode); the
+    replay's kernel arm is ``shift_us`` slower, and in events mode the host launch overhead
+    doubles (42 -> 101 us, as measured in a second replay)."""
+    def block(mode, kernel_us, eager_us):
+        arms = ["eager", "precise"]
+        rounds = [{"order": arms, "times_ms": {"eager": eager_us / 1000 * (1 + 0.001 * (i % 3)),
+                                               "precise": kernel_us / 1000 * (1 + 0.002 * (i % 4))}}
+                  for i in range(25)]
+        return {"id": f"40.full.{mode}.B4", "kind": "extra_shape", "task": 40, "scope": "full", "mode": mode,
+                "arms": arms, "protocol": {"mode": mode}, "rounds": rounds}
+    rec = {"timings": {"blocks": [block("events", 42.0, 553.0), block("graph", 11.2, 559.0)]}}
+    rep = {"timings": {"blocks": [block("events", 101.0, 553.0), block("graph", 11.2 + shift_us, 559.0)]}}
+    return rec, rep
+
+
+def test_a_move_below_the_timers_resolution_is_listed_not_failed(boot):
+    rec, rep = _tiny_pair(0.9)  # 8% of 11.2 us: beyond the 5% tolerance, within 1 us
+    problems, det = V.compare_replay(rec, rep, same_profile=True, ratio_tolerance=0.05, boot=boot)
+    assert problems == []
+    by = {q["block"]: q for q in det["timing_ratios"]}
+    assert not by["40.full.graph.B4"]["within"]
+    assert by["40.full.graph.B4"]["excused"].startswith("below the timer's resolution: the arm's median moved by 0.9")
+    assert by["40.full.events.B4"]["excused"].startswith("host launch overhead")
+    rec, rep = _tiny_pair(3.0)  # 3 us is resolved: a real difference, and the events twin is not excused either
+    problems, _ = V.compare_replay(rec, rep, same_profile=True, ratio_tolerance=0.05, boot=boot)
+    assert sorted(p["path"] for p in problems) == ["40.full.events.B4 precise/eager", "40.full.graph.B4 precise/eager"]
