@@ -156,14 +156,15 @@ def per_call_times_consistent(times_ms: Sequence[float], gap: float = 5.0, share
     """Per-call times of one candidate on fresh inputs fall apart into a fast and a slow
     group when one call in k does the work (batch-and-skip) or a cache answers some calls:
     sorted, two neighbours differ by more than ``gap`` times, and each side holds at least
-    ``share`` of the calls. An honest kernel's calls are alike; one host hiccup (a single
-    slow call) is less than ``share``."""
+    ``share`` of the calls and at least two. An honest kernel's calls are alike; one host
+    hiccup (a single slow call) never counts."""
     ts = sorted(float(t) for t in times_ms if t is not None and math.isfinite(float(t)) and float(t) > 0)
     if len(ts) < 4:
         return CheckVerdict("per_call_times_consistent", None, "fewer than 4 timed calls")
     i = max(range(1, len(ts)), key=lambda j: ts[j] / ts[j - 1])
     fast, slow = ts[:i], ts[i:]
-    bad = ts[i] / ts[i - 1] > gap and len(fast) >= share * len(ts) and len(slow) >= share * len(ts)
+    least = max(2, share * len(ts))  # one host hiccup (or one fast call) never splits the calls
+    bad = ts[i] / ts[i - 1] > gap and len(fast) >= least and len(slow) >= least
     med = statistics.median(ts)
     return CheckVerdict("per_call_times_consistent", not bad,
                         f"{len(ts)} calls, median {med:.4g} ms, no split" if not bad else
