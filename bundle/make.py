@@ -221,6 +221,7 @@ def _sources_check(rs: ResultSet) -> list[str]:
 def _study_input(rs: ResultSet) -> tuple[dict[str, bytes], dict]:
     """Every file of the study folder, under ``inputs/study/``; the run must have used this
     very ``study.yaml`` (and, for a measured run, these very files)."""
+    from kbrepro.harness import plugin
     from kbrepro.harness.plugin import files_digest
 
     st = rs.documents["run"].get("study", {})
@@ -230,7 +231,7 @@ def _study_input(rs: ResultSet) -> tuple[dict[str, bytes], dict]:
                                   "pack on the product commit that ran, or pass --study with the folder the run used")
     digest = files_digest(rs.study.files)
     if rs.source == "measured" and st.get("files") is not None and st["files"] != digest:
-        bad = sorted(k for k in set(digest) | set(st["files"]) if digest.get(k) != st["files"].get(k))
+        bad = plugin.differing(digest, st["files"])
         raise InvalidResultsError(f"study {rs.study.name}'s files differ from the ones the run used ({', '.join(bad[:5])})",
                                   "pack with the study folder the run used")
     files = {f"inputs/study/{rel}": data for rel, data in rs.study.files.items()}

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
-from kbrepro import manifests, schemas
+from kbrepro import schemas
 from kbrepro.bundle import archive as arc
 from kbrepro.bundle import claims as claims_mod
 from kbrepro.bundle import pack, validate
@@ -139,9 +139,6 @@ class Report:
 
 #: where a bundle carries its study folder (every file of it), relative to the bag root
 STUDY_PREFIX = "data/inputs/study/"
-#: the KernelBench pin this verifier ships: the sha256 of every task file and the LICENSE at the
-#: pinned commit, the judge of any study's lock and of every KernelBench file a bundle carries
-PIN_FILE = "kernelbench.pin.json"
 
 
 @dataclass(frozen=True)
@@ -189,8 +186,10 @@ def trusted_studies() -> dict[str, TrustedStudy]:
 
 
 def own_pin():
-    """The verifier's KernelBench pin (:data:`PIN_FILE`) as a ``KernelBenchLock``."""
-    return load_lock(manifests.path(PIN_FILE))
+    """The verifier's KernelBench pin (``harness.kernelbench.load_pin``)."""
+    from kbrepro.harness.kernelbench import load_pin
+
+    return load_pin()
 
 
 @dataclass
@@ -737,10 +736,6 @@ def _judging_lock(b: Bundle):
     return own_pin()
 
 
-def _differing(a: Mapping[str, bytes], b: Mapping[str, bytes]) -> list[str]:
-    return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-
-
 #: a file name a bundled study folder may hold (no hidden files, bounded depth and length)
 _STUDY_FILE = re.compile(r"^([A-Za-z0-9_][A-Za-z0-9._-]{0,80}/){0,3}[A-Za-z0-9_][A-Za-z0-9._-]{0,80}"
                          r"\.(yaml|yml|json|py|cu|cuh|h|hpp|md|txt)$")
@@ -780,7 +775,7 @@ def _study_definition(b: Bundle, t: Tier, run_doc: Mapping) -> None:
         if recorded is None and what == "run.json":
             continue
         if recorded != digest:
-            bad = sorted(k for k in set(digest) | set(recorded or {}) if digest.get(k) != (recorded or {}).get(k))
+            bad = plugin.differing(digest, recorded or {})
             t.fail("data/bundle.json" if what == "bundle.json" else "data/results/run.json",
                    f"the bundled study files differ from the ones {what} records: "
                    + ", ".join(safe_text(x, 80) for x in bad[:8]), path="$.study.files")
@@ -832,7 +827,7 @@ def _study_definition(b: Bundle, t: Tier, run_doc: Mapping) -> None:
             t.fail(rel, exc.message)
         t.details["study"] = {"name": name, "profile": profile, "judged_by": "author"}
         return
-    diff = _differing(files, trusted.files)
+    diff = plugin.differing(files, trusted.files)
     if diff:
         first = diff[0]
         own, theirs = trusted.files.get(first), files.get(first)

@@ -155,13 +155,12 @@ def lock(study_path) -> None:
 
     The lock lists the task files the study uses (its binding's ``kernelbench_tasks``) and
     LICENSE, with the pin's commit and sha256; no checkout is needed."""
-    from kbrepro import manifests
-    from kbrepro.harness.kernelbench import KernelBenchLock, load_lock
+    from kbrepro.harness.kernelbench import KernelBenchLock, load_pin
     from kbrepro.harness.study import default_study_path, load_study
     from kbrepro.errors import check_output_file
 
     study = load_study(study_path or default_study_path(), "full")
-    pin = load_lock(manifests.path("kernelbench.pin.json"))
+    pin = load_pin()
     keys = sorted(set(study.binding().kernelbench_tasks(study)))
     paths = [pin.task_path(lv, t) for lv, t in keys] + ["LICENSE"]
     lock_path = check_output_file(study.folder / study.lock_file, "lock file")

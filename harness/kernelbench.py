@@ -55,6 +55,18 @@ class KernelBenchLock:
         return hits[0]
 
 
+#: the product's KernelBench pin: every task file and the LICENSE at the pinned commit (manifests/)
+PIN_FILE = "kernelbench.pin.json"
+
+
+def load_pin() -> KernelBenchLock:
+    """The product's pin (:data:`PIN_FILE`): the judge of every study's lock and of every
+    KernelBench file a bundle carries."""
+    from kbrepro import manifests
+
+    return load_lock(manifests.path(PIN_FILE))
+
+
 def load_lock(path: Path) -> KernelBenchLock:
     """Read and schema-check a lock file. Raises UnreadableInputError / InvalidResultsError."""
     from kbrepro import schemas

@@ -278,6 +278,11 @@ def files_digest(files: Mapping[str, bytes]) -> dict[str, str]:
     return {k: hashlib.sha256(v).hexdigest() for k, v in sorted(files.items())}
 
 
+def differing(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """The keys, sorted, whose values differ between ``a`` and ``b`` (present in only one counts)."""
+    return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+
+
 def _package_for(folder: Path) -> str:
     """A module name for a study folder: ``kbrepro.studies.<folder>`` for a folder of the
     product's own ``studies/``, else a private package keyed by the folder's path."""
@@ -326,4 +331,4 @@ def load_binding(folder: Path, module_file: str) -> StudyBinding:
 
 
 __all__ = ["StudyBinding", "Scope", "SizedCase", "WitnessRun", "md_table", "study_files", "files_digest",
-           "load_binding"]
+           "differing", "load_binding"]

@@ -161,10 +161,9 @@ def _checkout(kernelbench) -> tuple[Path, str | None]:
 def _pinned(rel: str, task_bytes: bytes, license_bytes: bytes) -> bool:
     """Whether the task file and LICENSE are KernelBench's at the product's pinned commit
     (``manifests/kernelbench.pin.json``), which the verifier requires."""
-    from kbrepro import manifests
-    from kbrepro.harness.kernelbench import load_lock
+    from kbrepro.harness.kernelbench import load_pin
 
-    pin = load_lock(manifests.path("kernelbench.pin.json"))
+    pin = load_pin()
     return (pin.files.get(rel) == hashlib.sha256(task_bytes).hexdigest()
             and pin.files.get("LICENSE") == hashlib.sha256(license_bytes).hexdigest())
 
@@ -215,10 +214,9 @@ def plan_study(level: int, task: int, *, name: str | None = None, out: str | os.
     license_bytes = _read(root / "LICENSE", "LICENSE")
     pinned = _pinned(rel, task_bytes, license_bytes)
     if pinned:  # the files are the pinned commit's, whatever the checkout's HEAD (or a plain folder)
-        from kbrepro import manifests
-        from kbrepro.harness.kernelbench import load_lock
+        from kbrepro.harness.kernelbench import load_pin
 
-        head = load_lock(manifests.path("kernelbench.pin.json")).commit
+        head = load_pin().commit
     elif head is None:
         raise KernelBenchPinError(f"{root} is not a git checkout, and {rel} is not KernelBench's file at the "
                                   "commit this product pins; cannot tell which commit to pin", _CHECKOUT_HINT)
