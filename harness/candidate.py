@@ -16,6 +16,12 @@ reference), and returns :class:`~kbrepro.harness.cheats.CheckVerdict` records:
 * ``discriminates``: the task's references can tell a wrong output from a right one;
 * ``per_call_times_consistent``: the calls' times (after one warm-up call) do not split into
   fast and slow groups.
+
+Known gaps (a red-team pass, listed in :mod:`kbrepro.harness.isolate`): the times and the
+reply come from the candidate's own process, which can forge them, compute every answer in
+the warm-up call, or copy the task's ``Model``; so a True here means the outputs are right,
+not that the candidate did its own work. The profiler, poison, precision and roofline checks
+of :mod:`kbrepro.harness.cheats` are not called yet.
 """
 from __future__ import annotations
 

@@ -12,9 +12,16 @@ process, and a crash, ``os._exit`` or hang is a named failure, not ours.
 The reply is JSON bytes (tensors base64-encoded), read with a size bound and parsed
 strictly: never a pickle, which the candidate could forge into code run by the parent.
 
-What this does not stop: a hostile kernel reading the GPU's memory, or a candidate that
-forges its own outputs' bytes (those are checked, not trusted); it is not a sandbox (see the
-README). The child is started with ``spawn`` (a fresh interpreter, no state inherited).
+What this does not stop (a red-team pass of this module, issue 11): the candidate runs in
+the same interpreter as :func:`_child`, so it can read ``_child``'s frame (the inputs, the
+task, the pipe) and send a reply of its own, with times it made up: **per-call times from the
+child are not evidence**, and a candidate can compute every answer during the warm-up call.
+It runs as our user on our filesystem, so it can signal or stop the parent, write the
+project's files, or leave processes behind in another session. It is not a sandbox; timing
+in a process the candidate cannot reach, and an unprivileged, isolated child, are the next
+step. What it does stop: the parent never unpickles, imports or executes the candidate's
+data, a reply is read within the deadline and bounded in size, and a malformed reply is a
+named failure.
 """
 from __future__ import annotations
 
@@ -27,8 +34,12 @@ from kbrepro.errors import ReproError
 
 #: seconds a child may take by default (a load_inline build takes about 40 s on the H200)
 DEFAULT_TIMEOUT_S = 600.0
-#: the largest reply read from a child
-MAX_REPLY_BYTES = 1 << 30
+#: the largest reply read from a child (JSON with base64 tensors; a parsed JSON document of n
+#: bytes can take about 25n of memory)
+MAX_REPLY_BYTES = 64 * 1024 * 1024
+#: the dtypes a reply may carry, and the largest size of one dimension
+REPLY_DTYPES = ("float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8", "bool")
+MAX_DIM = 1 << 31
 
 
 @dataclass(frozen=True)
@@ -65,12 +76,19 @@ def unpack_tensor(d: dict):
     import base64
     import binascii
 
-    dtype = getattr(torch, str(d.get("dtype")), None)
+    name = str(d.get("dtype"))
+    dtype = getattr(torch, name, None) if name in REPLY_DTYPES else None
     if not isinstance(dtype, torch.dtype):
-        raise ValueError(f"not a torch dtype: {d.get('dtype')!r}")
-    shape = [int(s) for s in d.get("shape", [])]
+        raise ValueError(f"not a torch dtype of a reply: {d.get('dtype')!r}")
+    raw_shape = d.get("shape", [])
+    if not isinstance(raw_shape, list) or len(raw_shape) > 16 or not all(
+            isinstance(s, int) and not isinstance(s, bool) for s in raw_shape):
+        raise ValueError(f"not a shape: {raw_shape!r}")
+    shape = list(raw_shape)
     if any(s < 0 for s in shape):
         raise ValueError(f"a negative size in {shape}")
+    if any(s > MAX_DIM for s in shape):
+        raise ValueError(f"a dimension over {MAX_DIM} in {shape}")
     try:
         raw = base64.b64decode(str(d.get("b64", "")), validate=True)
     except (binascii.Error, ValueError) as exc:
@@ -151,17 +169,33 @@ def run_candidate(candidate_src: bytes, task_src: bytes, *, seed: int, inputs: S
     t0 = time.perf_counter()
     proc.start()
     child.close()
+    import threading
+
+    from kbrepro.harness import jsonio
+
+    got: list = []
+
+    def read() -> None:  # in a thread, so that a reply that stops half-way cannot outlast the deadline
+        try:
+            got.append(parent.recv_bytes(MAX_REPLY_BYTES))
+        except (EOFError, ConnectionResetError):  # the child ended without a reply
+            pass
+        except OSError:
+            got.append(None)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     reply = None
     try:
-        if parent.poll(timeout_s):
+        reader.join(timeout_s)
+        if reader.is_alive():
+            proc.kill()  # closes the child's end: the reader ends
+            reader.join(5)
+        elif got:
             try:
-                from kbrepro.harness import jsonio
-
-                reply = jsonio.loads_strict(parent.recv_bytes(MAX_REPLY_BYTES), "the candidate's reply",
-                                            max_bytes=MAX_REPLY_BYTES)
-            except (EOFError, ConnectionResetError):  # the child ended without a reply
-                reply = None
-            except (OSError, ValueError, ReproError):
+                reply = jsonio.loads_strict(got[0], "the candidate's reply", max_bytes=MAX_REPLY_BYTES) \
+                    if got[0] is not None else {"ok": False, "error": "a malformed or oversized reply"}
+            except (ValueError, ReproError):
                 reply = {"ok": False, "error": "a malformed or oversized reply"}
     finally:
         proc.join(timeout=5)
@@ -171,8 +205,9 @@ def run_candidate(candidate_src: bytes, task_src: bytes, *, seed: int, inputs: S
         parent.close()
     secs = time.perf_counter() - t0
     if reply is None:
-        why = (f"the candidate's process did not answer within {timeout_s:g} s" if proc.exitcode is None or
-               secs >= timeout_s else f"the candidate's process ended with exit code {proc.exitcode} and no result")
+        why = (f"the candidate's process did not answer within {timeout_s:g} s" if secs >= timeout_s or
+               proc.exitcode in (None, -9) else
+               f"the candidate's process ended with exit code {proc.exitcode} and no result")
         return CandidateRun(False, error=why, seconds=secs)
     if not isinstance(reply, dict) or not reply.get("ok"):
         return CandidateRun(False, error=str((reply or {}).get("error") if isinstance(reply, dict) else
@@ -181,8 +216,8 @@ def run_candidate(candidate_src: bytes, task_src: bytes, *, seed: int, inputs: S
         outs = tuple(tuple(unpack_tensor(v) if isinstance(v, dict) and "b64" in v else v for v in row)
                      for row in reply["outputs"])
         times = tuple(float(t) for t in reply["times_ms"])
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        return CandidateRun(False, error=f"a malformed reply: {exc}", seconds=secs)
+    except Exception as exc:  # whatever the reply makes torch raise is the candidate's failure
+        return CandidateRun(False, error=f"a malformed reply: {type(exc).__name__}: {str(exc)[:200]}", seconds=secs)
     if len(outs) != len(inputs):
         return CandidateRun(False, error=f"{len(outs)} outputs for {len(inputs)} input sets", seconds=secs)
     return CandidateRun(True, outputs=outs, times_ms=times, seconds=secs)

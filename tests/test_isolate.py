@@ -105,7 +105,29 @@ def test_packed_tensors_round_trip_and_bad_ones_are_refused():
         assert torch.equal(back.view(torch.uint8) if back.numel() else back,
                            t.contiguous().view(torch.uint8) if t.numel() else back)
     good = isolate.pack_tensor(torch.ones(2, 2))
-    for bad, fragment in (({**good, "dtype": "os"}, "not a torch dtype"), ({**good, "shape": [3, 2]}, "do not fill"),
+    for bad, fragment in (({**good, "dtype": "os"}, "not a torch dtype of a reply"), ({**good, "shape": [3, 2]}, "do not fill"),
                           ({**good, "b64": "***"}, "not base64"), ({**good, "shape": [-1]}, "negative")):
         with pytest.raises(ValueError, match=fragment):
             isolate.unpack_tensor(bad)
+
+
+def test_a_reply_that_stops_half_way_does_not_outlast_the_deadline():
+    """Found by a red-team pass: the candidate wrote a 4-byte length header down the child's
+    own pipe and slept; reading it blocked past the timeout."""
+    src = (b"import os, struct, sys, time\n"
+           b"f = sys._getframe(1)\n"
+           b"while 'conn' not in f.f_locals:\n    f = f.f_back\n"
+           b"os.write(f.f_locals['conn'].fileno(), struct.pack('!i', 100))\n"
+           b"time.sleep(600)\n")
+    run = isolate.run_candidate(src, TASK, seed=0, inputs=_inputs()[:1], timeout_s=3)
+    assert not run.ok and "did not answer within 3 s" in run.error and run.seconds < 30
+
+
+@pytest.mark.parametrize("bad, fragment", [
+    ({"dtype": "qint8", "shape": [1], "b64": "AA=="}, "not a torch dtype of a reply"),
+    ({"dtype": "float32", "shape": [0, 2 ** 62, 2 ** 62], "b64": ""}, "a dimension over"),
+    ({"dtype": "float32", "shape": [1.5], "b64": "AAAAAA=="}, "not a shape"),
+])
+def test_reply_tensors_a_candidate_could_forge_are_refused(bad, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        isolate.unpack_tensor(bad)
