@@ -60,6 +60,14 @@ class CompileError(ReproError):
     exit_code = 1
 
 
+class CandidateFailure(ReproError):
+    """A KernelBench candidate failed in its own process (raised, exited, hung, sent a
+    malformed reply). The harness records it as the candidate's verdict; it reaches the CLI
+    only where no verdict can hold it."""
+
+    exit_code = 1
+
+
 class KernelBenchPinError(UnreadableInputError):
     """The KernelBench checkout is missing, at another commit, or a file differs from the lock."""
 

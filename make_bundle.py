@@ -75,11 +75,22 @@ RUN_ONLY = ("profile", "results_dir", "cache_dir")
 @click.option("--cache-dir", type=click.Path(), default=None, help="our cubin cache [default: none]")
 @click.option("--name", default=None, help="bundle name [default: <study>-<profile>-<run start UTC>]")
 @click.option("--no-plots", is_flag=True, help="leave plots out")
+@click.option("--candidate", "candidates", multiple=True, type=click.Path(),
+              help="a KernelBench candidate file (defines ModelNew); repeat for several; needs --task")
+@click.option("--task", "tasks", multiple=True,
+              help="the task a --candidate solves: LEVEL/TASK (e.g. 1/88) or a KernelBench path of the pin; "
+                   "one for all candidates or one per --candidate, in order")
+@click.option("--size", "sizes", multiple=True,
+              help="a candidate run at other sizes: NAME=VALUE sets the task's size global (repeatable, recorded)")
+@click.option("--extra-shape", "extra_shapes", multiple=True,
+              help="an extra shape each candidate is checked at: NAME=VALUE[,NAME=VALUE] [default: batch_size // 2]")
+@click.option("--allow-failing", is_flag=True,
+              help="pack a candidate bundle even when a candidate is caught or a default claim fails")
 @click.option("--self-test", "self_test", is_flag=True,
               help="only run the harness self-tests (known-bad kernels it must catch) on this GPU; takes no other option")
 @click.pass_context
 def main(ctx, study, profile, out, kernelbench, from_results, results_dir, claims, cache_dir, name, no_plots,
-         self_test) -> None:
+         candidates, tasks, sizes, extra_shapes, allow_failing, self_test) -> None:
     """Run the study, validate every result, and pack a deterministic, verifiable bundle."""
     from click.core import ParameterSource
 
@@ -94,6 +105,12 @@ def main(ctx, study, profile, out, kernelbench, from_results, results_dir, claim
         sys.exit(run_selftest_cli(None))
     from kbrepro.bundle import make
     from kbrepro.errors import check_input_dir, check_input_file, check_input_path, prepare_output_dir, remove_created
+
+    if candidates or tasks or sizes or extra_shapes or allow_failing or (
+            from_results and _candidate_results(from_results)):
+        _candidates_main(given, candidates, tasks, sizes, extra_shapes, allow_failing, profile, out, kernelbench,
+                         from_results, results_dir, claims, name)
+        return
 
     # usage first, then the inputs (exit 3), then the outputs (exit 2), all before any work
     if from_results:
@@ -142,6 +159,106 @@ def main(ctx, study, profile, out, kernelbench, from_results, results_dir, claim
                                       cache_dir=Path(cache_dir) if cache_dir else None, claims_path=claims,
                                       progress=_progress, name=name, with_plots=not no_plots)
     _summary(made, f"; study run {run_doc['wall_seconds']:.1f} s; whole command {time.perf_counter() - t0:.1f} s")
+
+
+def _candidate_results(folder: str) -> bool:
+    from kbrepro.bundle import candidates as bc
+
+    try:
+        return Path(folder).is_dir() and bc.is_candidate_results(Path(folder))
+    except OSError:  # a path that cannot be read: the checks of the study path report it
+        return False
+
+
+def _pairs(items, opt: str) -> dict:
+    out = {}
+    for it in items:
+        k, sep, v = it.partition("=")
+        if not sep or not k.strip().isidentifier() or not v.strip().isdigit():
+            raise UsageError(f"{opt} {it!r} is not NAME=VALUE with a positive integer VALUE",
+                             f"e.g. {opt} batch_size=8")
+        out[k.strip()] = int(v)
+    return out
+
+
+def _candidates_main(given, candidates, tasks, sizes, extra_shapes, allow_failing, profile, out, kernelbench,
+                     from_results, results_dir, claims, name) -> None:
+    """make_bundle.py for KernelBench candidates: run and pack, or pack --from-results."""
+    from kbrepro.bundle import candidates as bc
+    from kbrepro.bundle import make
+    from kbrepro.errors import check_input_dir, check_input_file, prepare_output_dir, remove_created
+
+    wrong = [p.opts[0] for p in given if p.name in ("study", "cache_dir", "no_plots")]
+    if wrong:
+        raise UsageError(f"{', '.join(wrong)} do not apply to KernelBench candidates",
+                         "drop them; a candidate bundle needs --candidate FILE --task LEVEL/TASK")
+    if claims:
+        check_input_file(claims, "--claims")
+    if out:
+        make.check_out_path(Path(out))
+    if from_results:
+        extra = [p.opts[0] for p in given if p.name in ("candidates", "tasks", "sizes", "extra_shapes", "profile",
+                                                          "results_dir")]
+        if extra:
+            raise UsageError(f"{', '.join(extra)} apply to a new run, not to --from-results",
+                             "results already carry their candidates, tasks and profile")
+        check_input_dir(from_results, "--from-results", "pass the folder a candidate run wrote")
+        made = bc.pack_results(Path(from_results), Path(out) if out else None, claims_path=claims, name=name,
+                               allow_failing=allow_failing)
+        _candidate_summary(made)
+        return
+    if not candidates or not tasks:
+        raise UsageError("a candidate bundle needs --candidate FILE and --task LEVEL/TASK",
+                         "e.g. python make_bundle.py --candidate my_kernel.py --task 1/88")
+    if len(tasks) not in (1, len(candidates)):
+        raise UsageError(f"{len(candidates)} --candidate and {len(tasks)} --task",
+                         "give one --task for all candidates or one per --candidate, in order")
+    for c in candidates:
+        check_input_file(c, "--candidate")
+    if kernelbench:
+        check_input_dir(kernelbench, "--kernelbench", make.KB_HINT)
+    from kbrepro.harness.kernelbench import load_pin
+
+    pin = load_pin()
+    paired = list(zip(candidates, tasks if len(tasks) == len(candidates) else tasks * len(candidates)))
+    for _, t in paired:
+        bc.task_path(t, pin)  # a bad task is a usage error before any work
+    size_map = _pairs(sizes, "--size")
+    shapes = tuple(_pairs(s.split(","), "--extra-shape") for s in extra_shapes)
+    profile = profile or "full"
+    from kbrepro.harness.candidate import PROFILES
+
+    if profile not in PROFILES:
+        raise UsageError(f"unknown profile {profile!r} for candidates", f"use one of {', '.join(PROFILES)}")
+    rdir = Path(results_dir) if results_dir else Path("results") / f"candidates-{profile}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    remove_created(prepare_output_dir(rdir, "--results-dir")[1])
+    from kbrepro.errors import deferred_sigint
+
+    with deferred_sigint():
+        import torch
+
+    if not torch.cuda.is_available():
+        raise EnvironmentUnavailableError("no CUDA GPU here: a candidate cannot run on this machine",
+                                          "run on a GPU machine, or pack results that exist with --from-results DIR")
+    t0 = time.perf_counter()
+    bc.run_candidates([(Path(c), t) for c, t in paired], profile=profile, kernelbench=kernelbench,
+                      results_dir=rdir, progress=lambda m: click.echo(f"[{time.perf_counter() - t0:7.1f}s] {m}", err=True),
+                      extra_shapes=shapes, sizes=size_map)
+    made = bc.pack_results(rdir, Path(out) if out else None, claims_path=claims, name=name,
+                           allow_failing=allow_failing)
+    _candidate_summary(made, f"; whole command {time.perf_counter() - t0:.1f} s; results in {rdir}")
+
+
+def _candidate_summary(made, extra: str = "") -> None:
+    click.echo(f"bundle:  {made.path}")
+    click.echo(f"size:    {made.size_bytes:,} bytes")
+    click.echo(f"digest:  {made.digest}  (sha256 of tagmanifest-sha256.txt)")
+    click.echo("claims:  " + ", ".join(f"{k} {v}" for k, v in made.claims_summary.items()))
+    for k, v in made.caught.items():
+        click.echo(f"caught:  {k} by {', '.join(v)}")
+    click.echo(f"packing: {made.pack_seconds:.2f} s{extra}")
+    for n in made.notes:
+        click.echo(f"note:    {n}")
 
 
 if __name__ == "__main__":

@@ -235,11 +235,15 @@ def _tier_archive(path: Path, t: Tier) -> arc.ArchiveContents:
         t.fail("bagit.txt", "unknown BagIt version", expected="BagIt-Version: 1.0",
                found=bagit.decode("utf-8", "replace").splitlines()[:1])
     info = _bag_info(contents.files.get("bag-info.txt", b""))
-    if info.get("Bundle-Format") != pack.FORMAT_NAME:
-        t.fail("bag-info.txt", "not a kbrepro bundle", expected=pack.FORMAT_NAME, found=info.get("Bundle-Format"))
-    elif info.get("Bundle-Format-Version") != str(pack.FORMAT_VERSION):
-        t.fail("bag-info.txt", "unknown bundle format version; this verifier reads version "
-               f"{pack.FORMAT_VERSION}", expected=str(pack.FORMAT_VERSION), found=info.get("Bundle-Format-Version"))
+    from kbrepro.bundle import candidates as bc
+
+    formats = {pack.FORMAT_NAME: pack.FORMAT_VERSION, bc.FORMAT: bc.FORMAT_VERSION}
+    fmt = info.get("Bundle-Format")
+    if fmt not in formats:
+        t.fail("bag-info.txt", "not a kbrepro bundle", expected=pack.FORMAT_NAME, found=fmt)
+    elif info.get("Bundle-Format-Version") != str(formats[fmt]):
+        t.fail("bag-info.txt", f"unknown bundle format version of {fmt}; this verifier reads version "
+               f"{formats[fmt]}", expected=str(formats[fmt]), found=info.get("Bundle-Format-Version"))
     t.details.update(members=contents.members, bytes=contents.total_bytes, top=contents.top,
                      compressed=contents.compressed)
     return contents
@@ -1622,6 +1626,47 @@ def _tier_replay(b: Bundle, t: Tier, *, profile: str | None, trust: bool, kernel
 # ---------------------------------------------------------------------------------- driver
 
 
+def _candidate_tiers(b: Bundle, tier: Callable, last: int, level: str, *, trust: bool, kernelbench: str | None,
+                     progress: Callable | None) -> int:
+    """Tiers 3-6 of a KernelBench-candidate bundle (:mod:`kbrepro.bundle.verify_candidate`);
+    returns the exit code (0, or 1 when a tier failed; PARTIAL is decided by ``b.partial``)."""
+    from kbrepro.bundle import verify_candidate as vc
+
+    failed = False
+    for n, fn in ((3, vc.tier_documents), (4, vc.tier_provenance), (5, vc.tier_claims)):
+        t = tier(n)
+        if failed:
+            t.status = "SKIP"
+            t.notes.append("an earlier tier failed")
+            continue
+        t0 = time.perf_counter()
+        try:
+            fn(b, t)
+        except ReproError as exc:  # a bound of a parser or evaluator was hit: the bundle's fault
+            t.fail(None, exc.message)
+        t.seconds = time.perf_counter() - t0
+        failed |= t.status == "FAIL"
+    if last >= 6:
+        t = tier(6)
+        from kbrepro.errors import deferred_sigint
+
+        with deferred_sigint():
+            import torch
+
+        if not torch.cuda.is_available() and level == "auto":
+            t.status = "SKIP"
+            t.notes.append("no CUDA GPU here; replay skipped (--level replay on a GPU machine runs it)")
+        elif failed:
+            t.status = "SKIP"
+            t.notes.append("earlier tiers failed; an untrusted bundle is not replayed")
+        else:
+            t0 = time.perf_counter()
+            vc.tier_replay(b, t, trust=trust, kernelbench=kernelbench, progress=progress)
+            t.seconds = time.perf_counter() - t0
+            failed |= t.status == "FAIL"
+    return 1 if failed else 0
+
+
 def verify_archive(path: Path, *, level: str = "auto", profile: str | None = None, trust: bool = False,
                    kernelbench: str | None = None, ratio_tolerance: float = 0.05, expect_digest: str | None = None,
                    keep_extracted: Path | None = None, keep_replay: Path | None = None,
@@ -1697,6 +1742,11 @@ def verify_archive(path: Path, *, level: str = "auto", profile: str | None = Non
     try:
         root = arc.extract_checked(Path(path), tmp, contents)
         b = Bundle(name=contents.top or "", files=contents.files, root=root, partial=partial)
+        from kbrepro.bundle import verify_candidate as vc
+
+        if vc.is_candidate_bundle(contents.files):
+            return finish(_candidate_tiers(b, tier, last, level, trust=trust, kernelbench=kernelbench,
+                                           progress=progress))
         t = tier(3)
         t0 = time.perf_counter()
         _tier_documents(b, t)

@@ -1,115 +1,602 @@
-"""One checking pass of a KernelBench candidate against its task: isolated run, references
-in our own process, named verdicts.
+"""The KernelBench-candidate study kind: check, time and trace one ``ModelNew`` against its task.
 
-:func:`check_candidate` draws ``sets`` input sets from the task's ``get_inputs()`` (seeded,
-each set fresh), puts a warm-up copy of the first set before them and a repeat after, runs ``ModelNew`` on all of them in a
-spawned child (:mod:`kbrepro.harness.isolate`), computes ``Model``'s references here (same
-init seed, on our own copies of the inputs: a candidate that edits its inputs cannot move the
-reference), and returns :class:`~kbrepro.harness.cheats.CheckVerdict` records:
+:func:`run_candidate` takes a candidate file's bytes and the pinned task file's bytes and
+returns one JSON-ready record (``candidates.json``, schema ``kbrepro/candidates``): what the
+harness observed, the verdicts of :mod:`kbrepro.harness.cheats` derived from it, the timing
+blocks, and the provenance of what the candidate built. Steps, in order:
 
-* ``ran``: the child finished (else its error: exception, exit code, timeout, forged reply);
-* ``official_allclose``: ``torch.allclose(reference, candidate, atol, rtol)`` on every set
-  (the argument order of KernelBench's check), with the worst set named;
-* ``bit_identical``: every output bit-identical to the reference (None if not all pass);
-* ``follows_fresh_inputs``: each set's output matches that set's reference (a cache keyed by
-  identity, pointer or shape answers a later set with an earlier set's output);
-* ``discriminates``: the task's references can tell a wrong output from a right one;
-* ``per_call_times_consistent``: the calls' times (after one warm-up call) do not split into
-  fast and slow groups.
+1. **build** in a spawned child (:class:`~kbrepro.harness.isolate.CandidateProcess`): task and
+   candidate from bytes, ``ModelNew`` after ``torch.manual_seed(seed)`` with the task's
+   ``get_init_inputs()`` (KernelBench's order), precision flags recorded before the import
+   and restored after the build; the child's extension and Triton cache folders are ours;
+   the parent's clock gives the compile time, kept apart from every timing;
+2. **checking pass**: every seed x input distribution, then the same values written into the
+   first set's tensors, a repeat in new tensors, two calls after poisoning the allocator's
+   free memory with different bytes, one profiled call; each call's output compared by the
+   parent with its own reference (``Model`` with the same init seed, on its own draw of the
+   same inputs) under the official predicate, ``torch.allclose(reference, candidate)``;
+3. **timing**: rounds of the arms in a shuffled order (``random.Random(order_seed)``), the
+   baselines (eager, TorchScript, ``torch.compile`` default and max-autotune) timed here with
+   CUDA events, the candidate timed in its child with CUDA events and clocked here around each
+   request; warm L2, then cold L2 (a flush of ``flush_bytes`` written before every invocation,
+   inside the timed region, in every arm); then per-call times on fresh device-drawn input
+   sets with one output picked after each round and checked, and on one repeated set;
+4. re-drawn weights and extra shapes (size globals of the task overridden), each checked;
+5. provenance: every file of the extension build (sources, ``build.ninja`` with the exact
+   nvcc and host-compiler command lines, the ``.so``), the cubins and SASS inside it
+   (``cuobjdump``) with FTZ evidence, Triton's cache (cubin, PTX, metadata), tool versions.
 
-Known gaps (a red-team pass, listed in :mod:`kbrepro.harness.isolate`): the times and the
-reply come from the candidate's own process, which can forge them, compute every answer in
-the warm-up call, or copy the task's ``Model``; so a True here means the outputs are right,
-not that the candidate did its own work. The profiler, poison, precision and roofline checks
-of :mod:`kbrepro.harness.cheats` are not called yet.
+Raises nothing for the candidate's failures (they are its verdicts); raises
+EnvironmentUnavailableError where ``device`` is CUDA and none is present.
 """
 from __future__ import annotations
 
-import types
-from dataclasses import dataclass
+import hashlib
+import math
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Mapping
 
-from kbrepro.harness import cheats
+from kbrepro.errors import CandidateFailure
+from kbrepro.harness import cheats, kbtask
 from kbrepro.harness.checks import Tolerance, compare
-from kbrepro.harness.isolate import DEFAULT_TIMEOUT_S, CandidateRun, run_candidate
+from kbrepro.harness.isolate import CandidateProcess, frame_tensor
+
+#: baselines timed against the candidate, in this order (names of timing arms)
+BASELINES = ("eager", "torchscript", "compile_default", "compile_max_autotune")
+#: a timed region of the eager baseline lasts at least this long (ms), up to MAX_INVOCATIONS calls
+TARGET_REQUEST_MS = 4.0
+MAX_INVOCATIONS = 1000
+#: the largest provenance file copied into a bundle, and the most per candidate
+MAX_PROVENANCE_FILE = 32 * 1024 * 1024
+MAX_PROVENANCE_TOTAL = 96 * 1024 * 1024
+#: build outputs never copied (object files are the .so's inputs; the .so is kept; ninja's own
+#: logs and dependency databases hold machine paths and no evidence)
+_SKIP_SUFFIXES = (".o", ".d", ".lock", ".pyc", ".ninja_deps", ".ninja_log")
 
 
 @dataclass(frozen=True)
-class CandidateReport:
-    """The verdicts of one checking pass (in the order of the module docstring) and the run."""
+class CandidateConfig:
+    """How one candidate is checked and timed. Times in ms, sizes in bytes."""
 
-    verdicts: tuple
-    run: CandidateRun
-
-    @property
-    def passed(self) -> bool:
-        """True when no verdict is False (None: not decidable, e.g. bit identity of a failing candidate)."""
-        return all(v.passed is not False for v in self.verdicts)
+    profile: str = "full"
+    seeds: tuple = (0, 1)
+    distributions: tuple = kbtask.DISTRIBUTIONS
+    atol: float = 1e-4
+    rtol: float = 1e-4
+    warmups: int = 5
+    rounds: int = 30
+    invocations_per_pair: int = 10
+    order_seed: int = 20261201
+    timing_seed: int = 42
+    baselines: tuple = BASELINES
+    cold_l2: bool = True
+    cold_rounds: int = 15
+    fresh_sets: int = 4
+    fresh_rounds: int = 5
+    poison_bytes: tuple = (0xFF, 0x5A)
+    redrawn_seed: int = 1234
+    extra_shapes: tuple = ()       # tuple of ((name, value), ...) overrides; () = the default rule
+    sizes: tuple = ()              # ((name, value), ...): the task's size globals for the whole run
+    build_timeout_s: float = 900.0
+    call_timeout_s: float = 300.0
 
     def to_doc(self) -> dict:
-        return {"passed": self.passed, "verdicts": [v.to_doc() for v in self.verdicts],
-                "seconds": round(self.run.seconds, 3), "times_ms": list(self.run.times_ms)}
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["extra_shapes"] = [dict(s) for s in self.extra_shapes]
+        d["sizes"] = dict(self.sizes)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
 
 
-def _task(task_src: bytes):
-    mod = types.ModuleType("kbrepro_task_reference")
-    exec(compile(task_src, "task.py", "exec"), mod.__dict__)
-    return mod
+PROFILES = {
+    "full": CandidateConfig(),
+    "quick": CandidateConfig(profile="quick", seeds=(0,), distributions=("official", "normal"), warmups=2, rounds=8,
+                             invocations_per_pair=5, baselines=("eager", "torchscript", "compile_default"),
+                             cold_rounds=5, fresh_sets=3, fresh_rounds=3),
+}
 
 
-def check_candidate(candidate_src: bytes, task_src: bytes, *, seed: int = 0, sets: int = 3,
-                    tol: Tolerance = Tolerance(1e-4, 1e-4), device: str = "cpu",
-                    timeout_s: float = DEFAULT_TIMEOUT_S) -> CandidateReport:
-    """Check ``candidate_src`` (a candidate file's bytes) against ``task_src`` (the pinned
-    task file's bytes) as the module docstring says. ``seed`` seeds both models' init and,
-    with the set index, each input set; ``device`` is where both run (``cuda`` on a GPU).
-    Raises nothing for the candidate's failures; the task must import (else its exception)."""
+@dataclass(frozen=True)
+class CandidateSpec:
+    """A candidate and its task: ``name`` (bundle-safe), ``source`` (the candidate file's
+    bytes), ``task_path`` (the KernelBench path in the pin) and ``task_source`` (its bytes)."""
+
+    name: str
+    source: bytes
+    task_path: str
+    task_source: bytes
+
+
+@dataclass
+class _Ctx:
+    spec: CandidateSpec
+    cfg: CandidateConfig
+    dev: str
+    tol: Tolerance
+    proc: CandidateProcess
+    task: Any
+    model: Any
+    progress: Callable[[str], None]
+    obs: dict = field(default_factory=dict)
+    refs: dict = field(default_factory=dict)
+
+
+def _sha(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()
+
+
+def _digest(x) -> str | None:
+    return kbtask.fingerprint(x)
+
+
+def _clone(xs):
     import torch
 
-    task = _task(task_src)
-    xs = []
-    for i in range(sets):
-        torch.manual_seed(seed * 1000 + i + 1)
-        xs.append([x.to(device) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()])
-    xs.append([x.clone() if isinstance(x, torch.Tensor) else x for x in xs[0]])  # a repeat of the first values
-    # a warm-up call first (one-time costs: lazy initialisation, allocator growth): checked, not timed
-    xs.insert(0, [x.clone() if isinstance(x, torch.Tensor) else x for x in xs[0]])
-    run = run_candidate(candidate_src, task_src, seed=seed, inputs=[[x.cpu() if isinstance(x, torch.Tensor) else x
-                                                                      for x in s] for s in xs],
-                        device=device, timeout_s=timeout_s)
-    if not run.ok:
-        return CandidateReport((cheats.CheckVerdict("ran", False, run.error or "the candidate did not finish"),), run)
-    torch.manual_seed(seed)
-    model = task.Model(*task.get_init_inputs()).to(device)
+    return [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
+
+
+def _ref_range(ref) -> list:
+    import torch
+
+    r = ref.detach().double()
+    f = r[torch.isfinite(r)]
+    return [float(f.min()), float(f.max())] if f.numel() else [None, None]
+
+
+def _first(y):
+    return y[0] if isinstance(y, (tuple, list)) else y
+
+
+def _sync(dev: str) -> None:
+    import torch
+
+    if dev.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _case(c: _Ctx, cid: str, kind: str, xs_parent: list, ref, *, set_id: str, model: str = "main",
+          poison: int | None = None, profile: bool = False, others: Mapping | None = None) -> dict:
+    """One call of the candidate on the child's set ``set_id`` (the same values as
+    ``xs_parent``), compared with ``ref``. Appends the case to the observations."""
+    import torch
+
+    ref = _first(ref)
+    req = {"cmd": "call", "id": set_id, "model": model, "profile": profile}
+    if poison is not None:
+        req.update(poison=poison, poison_chunk=int(ref.numel() * ref.element_size()))
+    rep = c.proc.request(req, timeout_s=c.cfg.call_timeout_s)
+    h = rep.header
+    outs = h.get("outputs") or []
+    o = outs[0] if outs else {"type": "nothing", "plain": False}
+    case = {"id": cid, "kind": kind, "set": set_id, "model": model, "reference_device": str(ref.device),
+            "reference_range": _ref_range(ref), "digests_parent": [_digest(x) for x in xs_parent],
+            "output": {k: o.get(k) for k in ("type", "plain", "device", "layout", "grad_fn", "digest")},
+            "output_count": len(outs)}
+    for k in ("digests_before", "digests_after", "threads_before", "threads_after", "call_ms", "stream_wait_ms",
+              "device_wait_ms", "flags_after_call"):
+        case[k] = h.get(k)
+    case["host_ms"] = rep.host_ms
+    if poison is not None:
+        case["poison_byte"] = poison
+    out = None
+    if "tensor" in o and rep.frames:
+        try:
+            out = frame_tensor(o["tensor"], rep.frames[0]).to(ref.device)
+        except ValueError as exc:
+            case["output"]["unreadable"] = str(exc)[:200]
+    if out is None:
+        case["compare"] = {"shape_match": False, "element_count": int(ref.numel()), "bit_identical_count": 0,
+                           "official": {"pass": False, "failing_count": int(ref.numel()), "worst_ratio": None},
+                           "legacy": {"pass": False, "failing_count": int(ref.numel()), "worst_ratio": None}}
+    else:
+        case["compare"] = compare(ref.detach(), out, c.tol)
+        if not case["compare"]["official"]["pass"] and others:
+            case["matches_other"] = sorted(k for k, r in others.items() if k != cid and tuple(r.shape) == tuple(out.shape)
+                                           and r.dtype == out.dtype and bool(torch.allclose(r, out, atol=c.tol.atol,
+                                                                                            rtol=c.tol.rtol)))
+    if profile and h.get("kernels") is not None:
+        c.obs["profile"] = {"kernels": h.get("kernels") or [], "marker_stream": h.get("marker_stream")}
+    c.obs.setdefault("cases", []).append(case)
+    return case
+
+
+def _draw(c: _Ctx, set_id: str, seed: int, dist: str, *, into: str | None = None, task=None, overrides=None):
+    req = {"cmd": "draw", "id": set_id, "seed": seed, "distribution": dist}
+    if into:
+        req["into"] = into
+    if overrides:
+        req["overrides"] = dict(overrides)
+    c.proc.request(req, timeout_s=c.cfg.call_timeout_s)
+    return kbtask.draw_inputs(task or c.task, seed, dist, c.dev)
+
+
+def _reference(model, xs):
+    import torch
+
     with torch.no_grad():
-        refs = [model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in s]) for s in xs]
-    outs = [row[0] if row else None for row in run.outputs]
-    results = []
-    for i, (r, o) in enumerate(zip(refs, outs)):
-        if not isinstance(o, torch.Tensor):
-            results.append((i, None))
+        return _first(model(*_clone(xs)))
+
+
+def _checking_pass(c: _Ctx) -> None:
+    refs = c.refs
+    first = None
+    for s in c.cfg.seeds:
+        for d in c.cfg.distributions:
+            sid = f"s{s}/{d}"
+            xs = _draw(c, sid, s, d)
+            refs[sid] = _reference(c.model, xs)
+            _case(c, sid, d, xs, refs[sid], set_id=sid, others=refs)
+            first = first or (sid, s, d)
+    sid0, s0, d0 = first
+    s1 = c.cfg.seeds[1] if len(c.cfg.seeds) > 1 else s0 + 1
+    xs = _draw(c, sid0, s1, "official", into=sid0)  # new values in the first set's tensors
+    key = f"s{s1}/official"
+    refs.setdefault(key, _reference(c.model, xs))
+    _case(c, "same_buffers", "same_buffers", xs, refs[key], set_id=sid0, others=refs)
+    xs = _draw(c, "repeat", s0, d0)
+    _case(c, "repeat", "repeat", xs, refs[sid0], set_id="repeat", others=refs)
+    for i, byte in enumerate(c.cfg.poison_bytes):
+        _case(c, f"poison{i}", "poison", xs, refs[sid0], set_id="repeat", poison=byte, others=refs)
+    _case(c, "profiled", "profiled", xs, refs[sid0], set_id="repeat", profile=True, others=refs)
+
+
+def _traced(model, xs):
+    import torch
+
+    with torch.no_grad():
+        return torch.jit.trace(model, tuple(_clone(xs)), check_trace=False)
+
+
+def _baselines(c: _Ctx, xs: list, ref) -> tuple[dict, dict]:
+    """Callables of the baseline arms and, per arm, its build seconds and its check."""
+    import torch
+
+    arms, info = {}, {}
+    for name in c.cfg.baselines:
+        t0 = time.perf_counter()
+        try:
+            if name == "eager":
+                fn = c.model
+            elif name == "torchscript":
+                fn = _traced(c.model, xs)
+            elif name == "compile_default":
+                fn = torch.compile(c.model)
+            elif name == "compile_max_autotune":
+                fn = torch.compile(c.model, mode="max-autotune")
+            else:
+                raise ValueError(f"unknown baseline {name}")
+            with torch.no_grad():
+                out = _first(fn(*xs))
+            _sync(c.dev)
+        except Exception as exc:  # a baseline that cannot run is recorded, not fatal
+            info[name] = {"skipped": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"}
             continue
-        results.append((i, compare(r.detach().cpu(), o, tol)))
-    failing = [i for i, c in results if c is None or not c["official"]["pass"]]
-    official = cheats.CheckVerdict(
-        "official_allclose", not failing,
-        f"all {len(results)} input sets pass torch.allclose(reference, candidate, atol={tol.atol:g}, "
-        f"rtol={tol.rtol:g})" if not failing else f"input set(s) {failing} fail the official check")
-    bits = None if failing else all(c["bit_identical_count"] == c["element_count"] for _, c in results)
-    bit = cheats.CheckVerdict("bit_identical", bits, "not decided: the official check fails" if bits is None else
-                              ("every output is bit-identical to the reference" if bits else
-                               "passing, but not bit-identical to the reference"))
-    # a set whose output is the answer to another set's inputs: stale (a cache)
-    stale = [i for i, o in enumerate(outs) if i in failing and isinstance(o, torch.Tensor)
-             and any(j != i and o.shape == refs[j].shape and torch.allclose(refs[j].detach().cpu(), o,
-                                                                            atol=tol.atol, rtol=tol.rtol)
-                     for j in range(len(refs)))]
-    fresh = cheats.CheckVerdict("follows_fresh_inputs", not stale,
-                                "each input set's output answers that set" if not stale else
-                                f"input set(s) {stale} got the answer to another set's inputs (a cache)")
-    disc = cheats.discriminates(refs[0].detach().cpu(), tol.atol, tol.rtol)
-    timing = cheats.per_call_times_consistent(run.times_ms[1:])
-    return CandidateReport((cheats.CheckVerdict("ran", True, f"{len(outs)} calls in {run.seconds:.1f} s"),
-                            official, bit, fresh, disc, timing), run)
+        info[name] = {"build_s": time.perf_counter() - t0, "compare": compare(ref, out.detach(), c.tol)}
+        arms[name] = (lambda f: (lambda: f(*xs)))(fn)
+    return arms, info
 
 
-__all__ = ["CandidateReport", "check_candidate"]
+def _time_local(fn, n: int, flush=None) -> float:
+    import torch
+
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    with torch.no_grad():
+        a.record()
+        for i in range(n):
+            if flush is not None:
+                flush.fill_(i & 0xFF)
+            fn()
+        b.record()
+    b.synchronize()
+    return a.elapsed_time(b) / n
+
+
+def _block(c: _Ctx, arms: dict, *, l2: str, rounds: int, flush_bytes: int) -> dict:
+    import torch
+
+    cfg = c.cfg
+    names = [*arms, "candidate"]
+    flush = torch.empty(flush_bytes, dtype=torch.uint8, device=c.dev) if flush_bytes else None
+    with torch.no_grad():
+        for fn in arms.values():
+            for _ in range(cfg.warmups):
+                fn()
+    c.proc.request({"cmd": "time", "ids": ["timing"], "n": cfg.warmups, "flush": flush_bytes},
+                   timeout_s=cfg.call_timeout_s)
+    # invocations per timed region: at least the profile's, and enough that eager PyTorch (timed
+    # here, by the parent) fills TARGET_REQUEST_MS, so that a request's fixed cost (pipe, JSON,
+    # synchronisation: a few tenths of a ms) is small beside the time a candidate reports
+    inv = cfg.invocations_per_pair
+    if "eager" in arms:
+        eager_ms = _time_local(arms["eager"], cfg.invocations_per_pair, flush)
+        inv = max(inv, min(MAX_INVOCATIONS, math.ceil(TARGET_REQUEST_MS / max(eager_ms, 1e-4))))
+    rng = random.Random(cfg.order_seed + (1 if l2 == "cold" else 0))
+    rows = []
+    for _ in range(rounds):
+        order = names[:]
+        rng.shuffle(order)
+        times, host = {}, {}
+        for name in order:
+            if name == "candidate":
+                rep = c.proc.request({"cmd": "time", "ids": ["timing"], "n": inv,
+                                      "flush": flush_bytes}, timeout_s=cfg.call_timeout_s)
+                ts = rep.header.get("times_ms")
+                if not (isinstance(ts, list) and len(ts) == 1 and isinstance(ts[0], (int, float))
+                        and not isinstance(ts[0], bool) and ts[0] > 0):
+                    raise CandidateFailure(f"a timing reply without one positive time: {str(ts)[:80]}")
+                times[name], host[name] = float(ts[0]), rep.host_ms
+            else:
+                times[name] = _time_local(arms[name], inv, flush)
+        rows.append({"order": order, "times_ms": times, "host_ms": host})
+    proto = {"mode": "events", "warmups": cfg.warmups, "rounds": rounds, "invocations_per_pair": inv,
+             "order_seed": cfg.order_seed + (1 if l2 == "cold" else 0), "l2": l2}
+    blk = {"id": f"{c.spec.name}/{l2}", "candidate": c.spec.name, "l2": l2, "mode": "events", "protocol": proto,
+           "arms": names, "rounds": rows}
+    if flush_bytes:
+        blk["flush_bytes"] = flush_bytes
+    return blk
+
+
+def _fresh_sets(c: _Ctx, xs_like: list, seeds: list[int]) -> list[list]:
+    import torch
+
+    out = []
+    for s in seeds:
+        g = torch.Generator(device=c.dev).manual_seed(int(s))
+        out.append([torch.randn(x.shape, generator=g, dtype=x.dtype, device=c.dev)
+                    if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in xs_like])
+    return out
+
+
+def _per_call(c: _Ctx, xs_timing: list) -> dict:
+    cfg = c.cfg
+    k = cfg.fresh_sets
+    rng = random.Random(cfg.order_seed + 2)
+    fresh, spots, repeat = [], [], []
+    for r in range(cfg.fresh_rounds):
+        seeds = [rng.randrange(1, 2 ** 62) for _ in range(k)]
+        ids = [f"fresh{j}" for j in range(k)]
+        c.proc.request({"cmd": "fresh", "like": "timing", "ids": ids, "seeds": seeds}, timeout_s=cfg.call_timeout_s)
+        rep = c.proc.request({"cmd": "time", "ids": ids, "n": k, "per_call": True, "keep": True},
+                             timeout_s=cfg.call_timeout_s)
+        fresh.append({"round": r, "times_ms": list(rep.header.get("times_ms") or [])})
+        j = rng.randrange(k)
+        got = c.proc.request({"cmd": "output", "index": j}, timeout_s=cfg.call_timeout_s)
+        mine = _fresh_sets(c, xs_timing, [seeds[j]])[0]
+        ref = _reference(c.model, mine)
+        try:
+            out = frame_tensor(got.header.get("tensor") or {}, got.frames[0] if got.frames else b"").to(ref.device)
+            cmp = compare(ref, out, c.tol)
+        except ValueError as exc:
+            cmp = {"shape_match": False, "official": {"pass": False}, "error": str(exc)[:200]}
+        spots.append({"round": r, "index": j, "compare": cmp})
+        rep = c.proc.request({"cmd": "time", "ids": ["timing"], "n": k, "per_call": True},
+                             timeout_s=cfg.call_timeout_s)
+        repeat.append({"round": r, "times_ms": list(rep.header.get("times_ms") or [])})
+    return {"fresh": fresh, "repeat": repeat, "spot_checks": spots, "sets_per_round": k}
+
+
+def _default_extra_shapes(task) -> tuple:
+    g = kbtask.size_globals(task)
+    if g.get("batch_size", 0) >= 2:
+        return ((("batch_size", g["batch_size"] // 2),),)
+    return ()
+
+
+def _after_timing(c: _Ctx, task_src: bytes) -> None:
+    import torch
+
+    s0 = c.cfg.seeds[0]
+    # re-drawn weights: ModelNew and Model both built after another seed
+    c.proc.request({"cmd": "model", "name": "redrawn", "seed": c.cfg.redrawn_seed}, timeout_s=c.cfg.call_timeout_s)
+    other = kbtask.build_model(c.task, c.task.Model, c.cfg.redrawn_seed, c.dev)
+    xs = _draw(c, "redrawn", s0, "official")
+    _case(c, "redrawn_weights", "redrawn_weights", xs, _reference(other, xs), set_id="redrawn", model="redrawn")
+    del other
+    shapes = c.cfg.extra_shapes or _default_extra_shapes(c.task)
+    c.obs["extra_shapes"] = [dict(s) for s in shapes]
+    for i, ov in enumerate(shapes):
+        ov = dict(ov)
+        t = kbtask.load_task(task_src, f"kbrepro_task_shape{i}")
+        kbtask.apply_overrides(t, {**dict(c.cfg.sizes), **ov})
+        m = kbtask.build_model(t, t.Model, s0, c.dev)
+        c.proc.request({"cmd": "model", "name": f"shape{i}", "seed": s0, "overrides": ov},
+                       timeout_s=c.cfg.call_timeout_s)
+        xs = _draw(c, f"shape{i}", s0, "official", task=t, overrides=ov)
+        _case(c, f"shape{i}", "extra_shape", xs, _reference(m, xs), set_id=f"shape{i}", model=f"shape{i}")
+        del m, xs
+        torch.cuda.empty_cache() if c.dev.startswith("cuda") else None
+
+
+def _tool_version(cmd: list[str], line: int = -1) -> str | None:
+    """One line of ``cmd``'s output (``nvcc --version`` ends with its build, ``c++ --version``
+    starts with its name and version)."""
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    out = [ln for ln in (p.stdout or p.stderr).strip().splitlines() if ln.strip()]
+    return out[line][:200] if out else None
+
+
+def _ninja_commands(text: str) -> dict:
+    """The variables of a ``build.ninja`` torch writes that make the command lines: the
+    compilers, their flags, the link flags, and the rule lines themselves."""
+    keep = ("cxx", "nvcc", "cflags", "post_cflags", "cuda_cflags", "cuda_post_cflags", "cuda_dlink_post_cflags",
+            "ldflags")
+    out, rules = {}, []
+    for line in text.splitlines():
+        k, sep, v = line.partition(" = ")
+        if sep and k.strip() in keep:
+            out[k.strip()] = v.strip()
+        elif line.strip().startswith("command = "):
+            rules.append(line.strip()[len("command = "):])
+    out["commands"] = rules
+    return out
+
+
+def collect_provenance(name: str, ext_dir: Path, triton_dir: Path, out_dir: Path) -> dict:
+    """Copy what the candidate built into ``out_dir`` (``ext/...``, ``triton/...``,
+    ``cubin/...``, ``sass/...``) and describe it: files with sha256 and bytes, the
+    ``build.ninja`` command lines, cubins and SASS from ``cuobjdump`` with FTZ evidence
+    (kernels.compile), tool versions. Files over :data:`MAX_PROVENANCE_FILE` or past
+    :data:`MAX_PROVENANCE_TOTAL` are listed with their hash, not copied."""
+    from kbrepro.kernels.compile import sass_ftz_counts, sass_says_ftz
+
+    files, total, builds = [], 0, []
+    for root, kind in ((ext_dir, "ext"), (triton_dir, "triton")):
+        if not root.is_dir():
+            continue
+        for p in sorted(root.rglob("*")):
+            if not p.is_file() or p.is_symlink() or p.suffix in _SKIP_SUFFIXES or p.name in _SKIP_SUFFIXES:
+                continue
+            data = p.read_bytes()
+            rel = f"{kind}/{p.relative_to(root).as_posix()}"
+            rec = {"path": rel, "sha256": _sha(data), "bytes": len(data), "copied": False}
+            if len(data) <= MAX_PROVENANCE_FILE and total + len(data) <= MAX_PROVENANCE_TOTAL:
+                dst = out_dir / rel
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                dst.write_bytes(data)
+                total += len(data)
+                rec["copied"] = True
+            files.append(rec)
+            if p.name == "build.ninja":
+                builds.append({"path": rel, **_ninja_commands(data.decode("utf-8", "replace"))})
+    binaries = []
+    cuobjdump = shutil.which("cuobjdump")
+    for rec in [f for f in files if f["path"].endswith(".so") or f["path"].endswith(".cubin")]:
+        src = (ext_dir if rec["path"].startswith("ext/") else triton_dir) / rec["path"].split("/", 1)[1]
+        entry = {"file": rec["path"], "sha256": rec["sha256"]}
+        if cuobjdump is None:
+            entry["sass"] = None
+            entry["reason"] = "cuobjdump not found"
+            binaries.append(entry)
+            continue
+        try:
+            sass = subprocess.run([cuobjdump, "-sass", str(src)], capture_output=True, text=True, timeout=120).stdout
+            elves = subprocess.run([cuobjdump, "-lelf", str(src)], capture_output=True, text=True, timeout=60).stdout
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            entry["reason"] = f"cuobjdump failed: {type(exc).__name__}"
+            binaries.append(entry)
+            continue
+        stem = rec["path"].replace("/", "_")
+        if sass.strip():
+            dst = out_dir / "sass" / f"{stem}.sass"
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_text(sass)
+            counts = sass_ftz_counts(sass)
+            entry.update(sass_file=f"sass/{stem}.sass", sass_sha256=_sha(sass.encode()), ftz_counts=counts,
+                         sass_says_ftz=sass_says_ftz(counts))
+        entry["elf"] = [ln.split(":", 1)[-1].strip() for ln in elves.splitlines() if "ELF file" in ln][:50]
+        binaries.append(entry)
+    versions = {"nvcc": _tool_version(["nvcc", "--version"]),
+                "cxx": _tool_version([os.environ.get("CXX", "c++"), "--version"], 0),
+                "cuobjdump": _tool_version([cuobjdump, "--version"]) if cuobjdump else None}
+    try:
+        import triton  # noqa: F401
+
+        versions["triton"] = triton.__version__
+    except Exception:  # Triton is optional
+        versions["triton"] = None
+    kinds = sorted({"load_inline" for b in builds} | {"triton" for f in files if f["path"].startswith("triton/")
+                                                      and f["path"].endswith(".cubin")})
+    return {"files": files, "builds": builds, "binaries": binaries, "versions": versions, "built_with": kinds,
+            "copied_bytes": total}
+
+
+def run_candidate(spec: CandidateSpec, cfg: CandidateConfig, workdir: Path, *, device: str = "cuda",
+                  progress: Callable[[str], None] | None = None, bandwidth_gbps: float | None = None) -> dict:
+    """Check, time and trace ``spec`` as the module docstring says, in ``workdir`` (the
+    child's build folders; provenance is copied to ``workdir/provenance``). Returns the
+    candidate's record; ``bandwidth_gbps`` (device copy bandwidth) feeds the roofline check."""
+    import torch
+
+    say = progress or (lambda m: None)
+    workdir = Path(workdir)
+    ext, tri = workdir / "build" / "extensions", workdir / "build" / "triton"
+    ext.mkdir(parents=True, exist_ok=True)
+    tri.mkdir(parents=True, exist_ok=True)
+    env = {"TORCH_EXTENSIONS_DIR": str(ext), "TRITON_CACHE_DIR": str(tri), "CUDA_CACHE_DISABLE": "1"}
+    tol = Tolerance(cfg.atol, cfg.rtol)
+    task = kbtask.load_task(spec.task_source, "kbrepro_reference_task")
+    kbtask.apply_overrides(task, dict(cfg.sizes))
+    model = kbtask.build_model(task, task.Model, cfg.seeds[0], device)
+    rec: dict = {"name": spec.name, "source_sha256": _sha(spec.source), "task": spec.task_path,
+                 "task_sha256": _sha(spec.task_source), "config": cfg.to_doc(), "stages": []}
+    blocks: list = []
+    timing: dict = {}
+    obs: dict = {"failure": None}
+    t_all = time.perf_counter()
+    with CandidateProcess(env) as proc:
+        c = _Ctx(spec, cfg, device, tol, proc, task, model, say, obs)
+
+        def stage(name: str, fn: Callable[[], None]) -> bool:
+            t0 = time.perf_counter()
+            say(f"{spec.name}: {name}")
+            try:
+                fn()
+                return True
+            except CandidateFailure as exc:
+                obs["failure"] = f"{name}: {exc.message}"
+                say(f"{spec.name}: {name} failed: {exc.message}")
+                return False
+            finally:
+                rec["stages"].append({"name": name, "seconds": time.perf_counter() - t0})
+
+        def build() -> None:
+            t0 = time.perf_counter()
+            flags = {"allow_tf32_matmul": False, "allow_tf32_cudnn": True, "float32_matmul_precision": "highest",
+                     "allow_fp16_reduced_precision_reduction": True, "allow_bf16_reduced_precision_reduction": True,
+                     "cudnn_deterministic": False, "cudnn_benchmark": False}
+            rep = proc.request({"cmd": "build", "device": device, "seed": cfg.seeds[0], "flags": flags,
+                                "overrides": dict(cfg.sizes)},
+                               [spec.source, spec.task_source], timeout_s=cfg.build_timeout_s)
+            obs["build"] = {"host_s": time.perf_counter() - t0, **{k: rep.header.get(k) for k in (
+                "build_s", "flags_before", "flags_after_build", "threads", "torch")}}
+
+        def timing_stage() -> None:
+            xs = _draw(c, "timing", cfg.timing_seed, "official")
+            ref = _reference(model, xs)
+            _case(c, "timing_input", "official", xs, ref, set_id="timing")
+            arms, info = _baselines(c, xs, ref)
+            timing["baselines"] = info
+            blocks.append(_block(c, arms, l2="warm", rounds=cfg.rounds, flush_bytes=0))
+            if cfg.cold_l2 and device.startswith("cuda"):
+                l2 = int(torch.cuda.get_device_properties(0).L2_cache_size)
+                blocks.append(_block(c, arms, l2="cold", rounds=cfg.cold_rounds, flush_bytes=2 * l2))
+            timing["per_call"] = _per_call(c, xs)
+            out_bytes = int(ref.numel() * ref.element_size())
+            in_bytes = sum(int(x.numel() * x.element_size()) for x in xs if isinstance(x, torch.Tensor))
+            med = statistics.median(r["times_ms"]["candidate"] for r in blocks[0]["rounds"])
+            timing["roofline"] = {"bytes_moved": in_bytes + out_bytes, "median_ms": med,
+                                  "bandwidth_gbps": bandwidth_gbps}
+
+        ok = stage("build", build)
+        ok = ok and stage("checking pass", lambda: _checking_pass(c))
+        ok = ok and (not device.startswith("cuda") or stage("timing", timing_stage))
+        ok = ok and stage("weights and shapes", lambda: _after_timing(c, spec.task_source))
+    rec["seconds"] = time.perf_counter() - t_all
+    rec["compile_seconds"] = (obs.get("build") or {}).get("host_s")
+    say(f"{spec.name}: provenance")
+    rec["provenance"] = collect_provenance(spec.name, ext, tri, workdir / "provenance")
+    rec["observations"] = obs
+    rec["timing"] = timing
+    rec["blocks"] = blocks
+    rec["verdicts"] = [v.to_doc() for v in cheats.derive(obs, timing, blocks, cfg.atol, cfg.rtol)]
+    return rec
+
+
+def with_overrides(cfg: CandidateConfig, **kw) -> CandidateConfig:
+    """A copy of ``cfg`` with fields replaced (the CLI's options)."""
+    return replace(cfg, **kw)
+
+
+__all__ = ["CandidateConfig", "CandidateSpec", "PROFILES", "BASELINES", "run_candidate", "collect_provenance",
+           "with_overrides"]

@@ -1,32 +1,74 @@
 """Named checks against the known ways a KernelBench candidate (``ModelNew``) cheats.
 
-Each check is a function that returns a frozen :class:`CheckVerdict` (``name``, ``passed``:
-True, False, or None where it cannot decide, and a one-line ``detail``). The checks here are
-the logic only, on what a harness observed; they run on CPU or CUDA tensors alike, so their
-decisions are tested on CPU with fake candidates (``tests/test_cheats.py``). The isolated
-candidate runner of issue 11 calls them; a verdict of False is a failure of the candidate,
-never a warning.
+Each check is a pure function from **recorded observations** (the plain JSON data a checking
+pass stores in ``candidates.json``) to a frozen :class:`CheckVerdict` (``name``, ``passed``:
+True, False, or None where it cannot decide, and a one-line ``detail``). The packer derives
+the verdicts with these functions; the verifier derives them again, with its own copy of this
+code, from the same observations, and compares: a verdict is never read from a bundle. A
+verdict of False is a failure of the candidate, never a warning. :func:`derive` runs them all
+in the order of :data:`CHECKS`.
 
-The cheats they are meant for (issue 11; sources in its text): the reference's freed output
-picked up by ``torch.empty`` (caught by :func:`deterministic_under_poison`); all-zero or
-near-constant outputs passing because the true values are below atol (:func:`discriminates`,
-KernelBench issue #165); inputs zeroed or changed so the reference agrees
-(:func:`inputs_unchanged`); results cached by ``id()``, data pointer or content
-(:func:`follows_fresh_inputs`); lazy outputs that compute inside the checker and tensor
-subclasses (:func:`output_is_plain_tensor`); batch-and-skip, where one call in k does the
-work (:func:`per_call_times_consistent`); a "custom" kernel that only calls PyTorch
-(:func:`custom_kernel_ran`); precision flags changed by the candidate
-(:func:`precision_flags_unchanged`); a speed past what memory bandwidth allows
-(:func:`within_roofline`).
+The cheats each check is meant for (issue 11, with the public sources named there):
+
+============================  =================================================================
+check                         the cheat it catches
+============================  =================================================================
+ran                           a candidate that raises, exits, hangs or answers garbage
+official_allclose             wrong outputs (``torch.allclose(reference, candidate)``, KernelBench's order)
+other_shapes_correct          shapes hard-coded to the task's sizes (extra shapes)
+redrawn_weights_correct       weights baked in from the task's init seed (re-drawn weights)
+follows_fresh_inputs          results cached by ``id()``, data pointer, shape or content
+inputs_unchanged              inputs zeroed or edited so that a reference on them agrees
+output_is_plain_tensor        lazy outputs, tensor subclasses computing inside the checker
+discriminates                 outputs that cannot tell right from wrong (KernelBench issue #165)
+deterministic_under_poison    ``torch.empty`` reading freed memory (the Feb 2025 150x result)
+precision_flags_unchanged     TF32 or reduced-precision reductions switched on in an fp32 task
+custom_kernel_ran             a "custom" kernel that only calls PyTorch / cuBLAS
+single_stream                 work on a side stream the caller's timer never waits for
+no_work_after_return          the same, seen by the clock: the device busy after the stream is done
+no_threads_left               background threads still working after the call
+per_call_times_consistent     batch-and-skip: one call in k does the work
+fresh_inputs_same_speed       a timed loop answered from a cache of the repeated input
+timed_outputs_correct         a timed loop that does not compute (an output checked after the fact)
+host_clock_agrees             patched timers or made-up times (the parent's clock disagrees)
+within_roofline               a speed past what the measured memory bandwidth allows
+============================  =================================================================
+
+Thresholds are stated here, before any data: a split of per-call times needs a gap of 5x with
+at least 2 calls and 10% on each side; repeated-input calls may be at most 3x faster than
+fresh-input calls (an L2-resident repeat of a memory-bound kernel gains well under that on an
+H200: 4.8 TB/s HBM against about 10 TB/s L2); the device may stay busy at most 0.5 ms after the
+calling stream is done (an honest synchronisation costs tens of microseconds); a candidate's
+event time may fall short of the parent's clock by at most 1.25 ms plus 10% per timing request
+(median over a block; an honest request's fixed cost, parent and child sharing the GPU,
+measured 0.83 to 1.14 ms on the H200, and a timed region lasts at least 4 ms of eager
+PyTorch), and where the timed region is shorter than that cost the check does not decide;
+a speed may exceed the measured copy bandwidth by at most 10%.
 """
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 import statistics
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
+
+CHECKS = ("ran", "official_allclose", "other_shapes_correct", "redrawn_weights_correct", "follows_fresh_inputs",
+          "inputs_unchanged", "output_is_plain_tensor", "discriminates", "deterministic_under_poison",
+          "precision_flags_unchanged", "custom_kernel_ran", "single_stream", "no_work_after_return",
+          "no_threads_left", "per_call_times_consistent", "fresh_inputs_same_speed", "timed_outputs_correct",
+          "host_clock_agrees", "within_roofline")
+
+SPLIT_GAP = 5.0
+SPLIT_SHARE = 0.1
+REPEAT_SPEEDUP_MAX = 3.0
+DEVICE_BUSY_MAX_MS = 0.5
+HOST_SLACK_MS = 1.25
+HOST_SLACK_FRACTION = 0.10
+ROOFLINE_SLACK = 0.10
+
+#: the kinds of checking-pass case and which check judges them
+MAIN_KINDS = ("official", "normal", "normal_x100", "fresh_set", "same_buffers", "repeat", "poison")
 
 
 @dataclass(frozen=True)
@@ -42,178 +84,365 @@ class CheckVerdict:
         return {"name": self.name, "passed": self.passed, "detail": self.detail}
 
 
-def tensor_digest(t) -> str:
-    """sha256 hex of a tensor's dtype, shape, strides and bytes (copied to the CPU)."""
-    import torch
-
-    c = t.detach().contiguous().to("cpu")
-    h = hashlib.sha256(f"{c.dtype}|{tuple(t.shape)}|{tuple(t.stride())}|".encode())
-    if c.numel():
-        h.update(c.view(torch.uint8).numpy().tobytes() if c.dtype != torch.bool else c.numpy().tobytes())
-    return h.hexdigest()
+def _d(x: Any) -> dict:
+    return x if isinstance(x, dict) else {}
 
 
-def inputs_unchanged(before: Sequence[str], inputs: Sequence[Any]) -> CheckVerdict:
-    """Every tensor input has the digest (:func:`tensor_digest`) it had before the call;
-    ``before`` holds one digest per input (None for a non-tensor)."""
-    import torch
-
-    changed = [i for i, (d, x) in enumerate(zip(before, inputs))
-               if isinstance(x, torch.Tensor) and d is not None and tensor_digest(x) != d]
-    if len(before) != len(inputs):
-        return CheckVerdict("inputs_unchanged", False, f"{len(before)} inputs before the call, {len(inputs)} after")
-    return CheckVerdict("inputs_unchanged", not changed,
-                        "the inputs' bytes are the same after the call" if not changed else
-                        f"input(s) {changed} changed during the call (the reference would see other data)")
+def _l(x: Any) -> list:
+    return x if isinstance(x, list) else []
 
 
-def output_is_plain_tensor(reference, output) -> CheckVerdict:
-    """The output is exactly a ``torch.Tensor`` (not a subclass, whose operators could
-    compute or fake the result inside the checker) with the reference's dtype, shape and
-    device, and no autograd graph that defers work."""
-    import torch
-
-    if type(output) is not torch.Tensor:
-        return CheckVerdict("output_is_plain_tensor", False, f"the output is a {type(output).__module__}."
-                            f"{type(output).__qualname__}, not a torch.Tensor")
-    diffs = [f"{k} {a} != {b}" for k, a, b in (("dtype", output.dtype, reference.dtype),
-                                               ("shape", tuple(output.shape), tuple(reference.shape)),
-                                               ("device", output.device, reference.device)) if a != b]
-    if output.grad_fn is not None:
-        diffs.append(f"an autograd graph ({type(output.grad_fn).__name__})")
-    return CheckVerdict("output_is_plain_tensor", not diffs,
-                        "a plain tensor of the reference's dtype, shape and device" if not diffs else "; ".join(diffs))
+def _num(x: Any) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    return float(x) if math.isfinite(x) else None
 
 
-def discriminates(reference, atol: float, rtol: float) -> CheckVerdict:
-    """Whether the reference output can tell a wrong candidate from a right one under
-    ``allclose(reference, candidate, atol, rtol)``: False where max |reference| <= atol (an
-    all-zero output passes) or where the output is constant to within the allowance (a
-    constant passes); formula: allowance = atol + rtol * |candidate| (torch.allclose)."""
-    import torch
-
-    r = reference.detach().double()
-    finite = r[torch.isfinite(r)]
-    if finite.numel() == 0:
-        return CheckVerdict("discriminates", None, "no finite reference value")
-    peak = float(finite.abs().max())
-    if peak <= atol:
-        return CheckVerdict("discriminates", False, f"max |reference| = {peak:.3g} <= atol = {atol:g}: zeros pass")
-    spread = float(finite.max() - finite.min())
-    mid = float((finite.max() + finite.min()) / 2)
-    if spread / 2 <= atol + rtol * abs(mid):
-        return CheckVerdict("discriminates", False, f"the reference is constant to within the allowance (spread "
-                            f"{spread:.3g}): the constant {mid:.6g} passes")
-    return CheckVerdict("discriminates", True, f"max |reference| = {peak:.3g} > atol, spread {spread:.3g}")
+def _passes(case: Mapping) -> bool:
+    return _d(_d(case.get("compare")).get("official")).get("pass") is True
 
 
-def follows_fresh_inputs(candidate: Callable, reference: Callable, make_inputs: Callable[[int], tuple],
-                         close: Callable[[Any, Any], bool], calls: int = 4) -> CheckVerdict:
-    """Call the candidate ``calls`` times, each on new input values: alternately in new
-    tensors and written into the first call's tensors (same ``id()`` and data pointer), and
-    once repeating the first values in new tensors. Every output must match the reference of
-    its own inputs (``close(ref, out)``). A cache keyed by ``id()``, data pointer or shape
-    returns a stale answer here; ``make_inputs(i)`` draws the i-th input set."""
-    first = make_inputs(0)
-    bufs = tuple(x for x in first)
-    stale = []
-    plan = [("new", i) for i in range(1, calls)] + [("same buffers", calls), ("repeat", 0)]
-    out = candidate(*bufs)
-    if not close(reference(*make_inputs(0)), out):
-        return CheckVerdict("follows_fresh_inputs", False, "the first call's output does not match its reference")
-    for how, i in plan:
-        xs = make_inputs(i)
-        if how == "same buffers":
-            for b, x in zip(bufs, xs):
-                if hasattr(b, "copy_"):
-                    b.copy_(x)
-            xs = bufs
-        out = candidate(*xs)
-        if not close(reference(*make_inputs(i)), out):
-            stale.append(f"call on input set {i} ({how})")
+def _cases(obs: Mapping, kinds: Sequence[str]) -> list[dict]:
+    return [c for c in _l(obs.get("cases")) if isinstance(c, dict) and c.get("kind") in kinds]
+
+
+def ran(obs: Mapping) -> CheckVerdict:
+    """The build and every call of the checking pass finished (``failure`` is null)."""
+    f = obs.get("failure")
+    n = len(_l(obs.get("cases")))
+    if f:
+        return CheckVerdict("ran", False, str(f)[:300])
+    if not n:
+        return CheckVerdict("ran", False, "no call of the candidate finished")
+    return CheckVerdict("ran", True, f"built in {_num(_d(obs.get('build')).get('host_s')) or 0:.1f} s; {n} checked calls")
+
+
+def _all_pass(name: str, cases: list[dict], what: str) -> CheckVerdict:
+    if not cases:
+        return CheckVerdict(name, None, f"no {what} case was run")
+    bad = [c.get("id") for c in cases if not _passes(c)]
+    return CheckVerdict(name, not bad, f"{len(cases)} {what} case(s) pass torch.allclose(reference, candidate)" if not bad
+                        else f"{len(bad)} of {len(cases)} {what} case(s) fail the official check: {', '.join(map(str, bad[:4]))}")
+
+
+def official_allclose(obs: Mapping) -> CheckVerdict:
+    """Every main case (seeds x distributions, fresh sets, same buffers, repeat, poisoned)
+    passes the official predicate (``compare.official.pass``, harness/checks.py)."""
+    return _all_pass("official_allclose", _cases(obs, MAIN_KINDS), "main")
+
+
+def other_shapes_correct(obs: Mapping) -> CheckVerdict:
+    return _all_pass("other_shapes_correct", _cases(obs, ("extra_shape",)), "extra-shape")
+
+
+def redrawn_weights_correct(obs: Mapping) -> CheckVerdict:
+    return _all_pass("redrawn_weights_correct", _cases(obs, ("redrawn_weights",)), "re-drawn-weights")
+
+
+def follows_fresh_inputs(obs: Mapping) -> CheckVerdict:
+    """No failing case's output matches the reference of another input set
+    (``matches_other``, found by the parent with the official predicate): a cache keyed by
+    ``id()``, pointer, shape or content answers a later set with an earlier set's output."""
+    cases = _cases(obs, MAIN_KINDS)
+    stale = [c.get("id") for c in cases if not _passes(c) and _l(c.get("matches_other"))]
+    if not cases:
+        return CheckVerdict("follows_fresh_inputs", None, "no case was run")
     return CheckVerdict("follows_fresh_inputs", not stale,
-                        f"{len(plan) + 1} calls on fresh inputs each matched their reference" if not stale else
-                        "stale output on " + ", ".join(stale) + " (a cache keyed by identity, pointer or shape)")
+                        f"{len(cases)} calls, each answering its own inputs" if not stale else
+                        f"case(s) {', '.join(map(str, stale[:4]))} got the answer to another input set (a cache)")
 
 
-def deterministic_under_poison(outputs: Sequence[Any]) -> CheckVerdict:
-    """Outputs of the same call on the same inputs, each made after the free memory was
-    filled with a different poison (NaN, then another pattern), must be bitwise equal: an
-    output that reads memory it never wrote (``torch.empty`` picking up the reference's freed
-    buffer) changes with the poison."""
-    import torch
+def inputs_unchanged(obs: Mapping) -> CheckVerdict:
+    """In every case the child's input digests before the call equal the parent's digests of
+    the same draw (the candidate computed on the task's inputs) and are unchanged after it."""
+    bad, drawn = [], []
+    cases = _l(obs.get("cases"))
+    for c in cases:
+        if not isinstance(c, dict):
+            continue
+        before, after, parent = _l(c.get("digests_before")), _l(c.get("digests_after")), _l(c.get("digests_parent"))
+        if before != after:
+            bad.append(c.get("id"))
+        elif parent and before != parent:
+            drawn.append(c.get("id"))
+    if not cases:
+        return CheckVerdict("inputs_unchanged", None, "no case was run")
+    if bad:
+        return CheckVerdict("inputs_unchanged", False, f"the call changed its inputs in case(s) "
+                            f"{', '.join(map(str, bad[:4]))} (a reference on them would see other data)")
+    if drawn:
+        return CheckVerdict("inputs_unchanged", False, f"the candidate's inputs differ from the task's draw in case(s) "
+                            f"{', '.join(map(str, drawn[:4]))}")
+    return CheckVerdict("inputs_unchanged", True, f"inputs unchanged by {len(cases)} calls")
 
-    if len(outputs) < 2:
-        return CheckVerdict("deterministic_under_poison", None, "fewer than two poisoned runs")
-    base = outputs[0].detach().contiguous().view(torch.uint8)
-    diff = [i for i, o in enumerate(outputs[1:], 1) if not torch.equal(o.detach().contiguous().view(torch.uint8), base)]
-    return CheckVerdict("deterministic_under_poison", not diff,
-                        f"{len(outputs)} runs under different poison are bitwise equal" if not diff else
-                        f"run(s) {diff} differ from run 0: the output depends on memory the candidate did not write")
+
+def output_is_plain_tensor(obs: Mapping) -> CheckVerdict:
+    """Every output is exactly ``torch.Tensor`` (no subclass), strided, on the reference's
+    device, with the reference's shape and dtype, and without an autograd graph."""
+    bad = []
+    cases = [c for c in _l(obs.get("cases")) if isinstance(c, dict)]
+    for c in cases:
+        o = _d(c.get("output"))
+        why = []
+        if o.get("plain") is not True:
+            why.append(f"a {str(o.get('type'))[:80]}")
+        if o.get("layout") not in (None, "torch.strided"):
+            why.append(f"layout {o.get('layout')}")
+        if o.get("device") != c.get("reference_device"):
+            why.append(f"device {o.get('device')} (reference on {c.get('reference_device')})")
+        if o.get("grad_fn"):
+            why.append(f"an autograd graph ({o.get('grad_fn')})")
+        if _d(c.get("compare")).get("shape_match") is False:
+            why.append("another shape or dtype")
+        if why:
+            bad.append(f"{c.get('id')}: {', '.join(why)}")
+    if not cases:
+        return CheckVerdict("output_is_plain_tensor", None, "no case was run")
+    return CheckVerdict("output_is_plain_tensor", not bad, "plain tensors of the reference's dtype, shape and device"
+                        if not bad else "; ".join(bad[:3]))
 
 
-def per_call_times_consistent(times_ms: Sequence[float], gap: float = 5.0, share: float = 0.1) -> CheckVerdict:
-    """Per-call times of one candidate on fresh inputs fall apart into a fast and a slow
-    group when one call in k does the work (batch-and-skip) or a cache answers some calls:
-    sorted, two neighbours differ by more than ``gap`` times, and each side holds at least
-    ``share`` of the calls and at least two. An honest kernel's calls are alike; one host
-    hiccup (a single slow call) never counts."""
-    ts = sorted(float(t) for t in times_ms if t is not None and math.isfinite(float(t)) and float(t) > 0)
-    if len(ts) < 4:
-        return CheckVerdict("per_call_times_consistent", None, "fewer than 4 timed calls")
-    i = max(range(1, len(ts)), key=lambda j: ts[j] / ts[j - 1])
-    fast, slow = ts[:i], ts[i:]
-    least = max(2, share * len(ts))  # one host hiccup (or one fast call) never splits the calls
-    bad = ts[i] / ts[i - 1] > gap and len(fast) >= least and len(slow) >= least
-    med = statistics.median(ts)
-    return CheckVerdict("per_call_times_consistent", not bad,
-                        f"{len(ts)} calls, median {med:.4g} ms, no split" if not bad else
-                        f"{len(fast)} call(s) at most {fast[-1]:.4g} ms and {len(slow)} at least {slow[0]:.4g} ms "
-                        f"({ts[i] / ts[i - 1]:.0f}x apart): the work is not done on every call")
+def discriminates(obs: Mapping, atol: float, rtol: float) -> CheckVerdict:
+    """Every official case's reference can tell a wrong output from a right one under
+    ``allclose(reference, candidate, atol, rtol)``: False where max |reference| <= atol (an
+    all-zero output passes, KernelBench issue #165) or where the reference is constant to
+    within the allowance atol + rtol * |mid| (``reference_range`` [min, max] over finite values)."""
+    cases = _cases(obs, ("official",))
+    if not cases:
+        return CheckVerdict("discriminates", None, "no official case was run")
+    for c in cases:
+        rng = _l(c.get("reference_range"))
+        if len(rng) != 2 or _num(rng[0]) is None or _num(rng[1]) is None:
+            return CheckVerdict("discriminates", None, f"case {c.get('id')}: no finite reference value")
+        lo, hi = float(rng[0]), float(rng[1])
+        peak = max(abs(lo), abs(hi))
+        if peak <= atol:
+            return CheckVerdict("discriminates", False, f"case {c.get('id')}: max |reference| = {peak:.3g} <= atol = "
+                                f"{atol:g}: an all-zero output passes")
+        mid = (lo + hi) / 2
+        if (hi - lo) / 2 <= atol + rtol * abs(mid):
+            return CheckVerdict("discriminates", False, f"case {c.get('id')}: the reference is constant to within the "
+                                f"allowance: the constant {mid:.6g} passes")
+    return CheckVerdict("discriminates", True, f"{len(cases)} official references reach beyond atol and are not constant")
+
+
+def deterministic_under_poison(obs: Mapping) -> CheckVerdict:
+    """The two poisoned calls (the allocator's free memory filled with two byte patterns
+    before each, same inputs) give bitwise-equal outputs (``output.digest``). Outputs that
+    differ but both pass the official check are not decided (a kernel with atomics is not
+    bitwise deterministic): None."""
+    cases = _cases(obs, ("poison",))
+    if len(cases) < 2:
+        return CheckVerdict("deterministic_under_poison", None, "fewer than two poisoned calls")
+    ds = [_d(c.get("output")).get("digest") for c in cases]
+    if all(d is not None and d == ds[0] for d in ds):
+        return CheckVerdict("deterministic_under_poison", True, f"{len(cases)} calls under different poison are "
+                            "bitwise equal")
+    if all(_passes(c) for c in cases):
+        return CheckVerdict("deterministic_under_poison", None, "the outputs under different poison differ in bits "
+                            "but all pass (a nondeterministic kernel, or unwritten memory that happened to be close)")
+    return CheckVerdict("deterministic_under_poison", False, "the output changes with the poison in free memory: "
+                        "the candidate returns memory it did not write")
+
+
+def precision_flags_unchanged(obs: Mapping) -> CheckVerdict:
+    """The precision settings in force before the candidate was imported (TF32 for matmul and
+    cuDNN, float32 matmul precision, reduced-precision reductions, cuDNN modes) are the ones
+    after its build and after every call. (The harness restores them after the build, so a
+    change at build time is also caught and undone.)"""
+    before = _d(_d(obs.get("build")).get("flags_before"))
+    if not before:
+        return CheckVerdict("precision_flags_unchanged", None, "the flags were not recorded")
+    seen = [("build", _d(_d(obs.get("build")).get("flags_after_build")))]
+    seen += [(str(c.get("id")), _d(c.get("flags_after_call"))) for c in _l(obs.get("cases")) if isinstance(c, dict)]
+    for where, after in seen:
+        changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+        if changed:
+            return CheckVerdict("precision_flags_unchanged", False, f"changed by the candidate ({where}): " + ", ".join(
+                f"{k} {before.get(k)!r} -> {after.get(k)!r}" for k in changed[:3]))
+    return CheckVerdict("precision_flags_unchanged", True, f"unchanged after the build and {len(seen) - 1} calls")
 
 
 #: kernel names that PyTorch, cuBLAS, cuDNN or CUTLASS launch (not a candidate's own kernel)
 LIBRARY_KERNEL = re.compile(r"(^|[^a-z])(at::|at_|aten|c10::|cublas|cublasLt|cudnn|cutlass|sm\d+_xmma|ampere_|"
-                            r"volta_|turing_|hopper_|gemv|gemmSN|splitKreduce|elementwise_kernel|"
-                            r"vectorized_elementwise|reduce_kernel|Memset|Memcpy|triton_(poi|red|per)_fused)",
-                            re.IGNORECASE)
+                            r"volta_|turing_|hopper_|nvjet|gemv|gemmSN|gemmk1|splitKreduce|elementwise_kernel|"
+                            r"vectorized_elementwise|unrolled_elementwise|reduce_kernel|Memset|Memcpy|"
+                            r"triton_(poi|red|per|tem)_fused)", re.IGNORECASE)
 
 
-def custom_kernel_ran(kernel_names: Sequence[str]) -> CheckVerdict:
-    """From the profiler's list of kernels one call launched: at least one is not a
-    library kernel (:data:`LIBRARY_KERNEL`); a "custom" candidate whose kernels are all
-    PyTorch's or cuBLAS's does not run a kernel of its own."""
-    if not kernel_names:
+def _profiled(obs: Mapping) -> tuple[list[dict], Any]:
+    prof = _d(obs.get("profile"))
+    ks = [k for k in _l(prof.get("kernels")) if isinstance(k, dict) and isinstance(k.get("name"), str)]
+    return ks, prof.get("marker_stream")
+
+
+def custom_kernel_ran(obs: Mapping) -> CheckVerdict:
+    """From the profiler's list of kernels one call launched (after the harness's marker
+    kernel): at least one is not a library kernel (:data:`LIBRARY_KERNEL`)."""
+    ks, _ = _profiled(obs)
+    if not _d(obs.get("profile")):
+        return CheckVerdict("custom_kernel_ran", None, "the call was not profiled")
+    names = [k["name"] for k in ks]
+    if not names:
         return CheckVerdict("custom_kernel_ran", False, "the call launched no kernel")
-    own = [k for k in kernel_names if not LIBRARY_KERNEL.search(k)]
-    return CheckVerdict("custom_kernel_ran", bool(own),
-                        f"custom kernel(s): {', '.join(sorted(set(own))[:3])}" if own else
-                        f"only library kernels ran ({', '.join(sorted(set(kernel_names))[:3])})")
+    own = sorted({n for n in names if not LIBRARY_KERNEL.search(n)})
+    return CheckVerdict("custom_kernel_ran", bool(own), f"custom kernel(s): {', '.join(n[:60] for n in own[:3])}" if own
+                        else f"only library kernels ran ({', '.join(sorted({n[:60] for n in names})[:3])})")
 
 
-def precision_flags_unchanged(before: Mapping[str, Any], after: Mapping[str, Any]) -> CheckVerdict:
-    """The precision settings (e.g. ``allow_tf32_matmul``, ``float32_matmul_precision``)
-    recorded before the candidate was built are the ones in effect after: a candidate that
-    turns TF32 on computes a claimed float32 result in 10-bit mantissas."""
-    changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
-    return CheckVerdict("precision_flags_unchanged", not changed,
-                        "precision settings unchanged" if not changed else
-                        "changed by the candidate: " + ", ".join(f"{k} {before.get(k)!r} -> {after.get(k)!r}"
-                                                                 for k in changed))
+def single_stream(obs: Mapping) -> CheckVerdict:
+    """Every kernel of the profiled call ran on the stream of the harness's marker kernel (the
+    stream the call was made on). A candidate that uses other streams correctly (joined back
+    before returning) is flagged too: the profiler shows streams, not dependencies."""
+    ks, marker = _profiled(obs)
+    if not _d(obs.get("profile")) or marker is None:
+        return CheckVerdict("single_stream", None, "the call was not profiled")
+    other = sorted({str(k.get("stream")) for k in ks if k.get("stream") != marker})
+    return CheckVerdict("single_stream", not other, f"{len(ks)} kernel(s) on the calling stream" if not other else
+                        f"kernels on other stream(s) {', '.join(other[:3])} than the calling stream {marker}")
 
 
-def within_roofline(bytes_moved: int, median_ms: float, bandwidth_gbps: float, slack: float = 0.1) -> CheckVerdict:
-    """A call that must move ``bytes_moved`` bytes cannot take less than bytes / bandwidth
-    (the copy bandwidth measured in the same run, GB/s = 1e9 B/s); ``slack`` allows the
-    bandwidth measurement's own error."""
-    if not (bytes_moved and median_ms and bandwidth_gbps) or median_ms <= 0:
+def no_work_after_return(obs: Mapping) -> CheckVerdict:
+    """After the calling stream was synchronised, a device-wide synchronisation waited at
+    most :data:`DEVICE_BUSY_MAX_MS` in every case (``device_wait_ms``)."""
+    cases = [c for c in _l(obs.get("cases")) if isinstance(c, dict) and _num(c.get("device_wait_ms")) is not None]
+    if not cases:
+        return CheckVerdict("no_work_after_return", None, "no call was clocked")
+    worst = max(cases, key=lambda c: c["device_wait_ms"])
+    ok = worst["device_wait_ms"] <= DEVICE_BUSY_MAX_MS
+    return CheckVerdict("no_work_after_return", ok, f"the device was idle within {worst['device_wait_ms']:.3f} ms of the "
+                        "calling stream" if ok else f"case {worst.get('id')}: the device was busy "
+                        f"{worst['device_wait_ms']:.3f} ms after the calling stream was done (work on another stream)")
+
+
+def no_threads_left(obs: Mapping) -> CheckVerdict:
+    """No call after the first left more Python threads running than it found."""
+    cases = [c for c in _l(obs.get("cases")) if isinstance(c, dict)][1:]
+    bad = [c.get("id") for c in cases if isinstance(c.get("threads_after"), int) and isinstance(c.get("threads_before"), int)
+           and c["threads_after"] > c["threads_before"]]
+    if not cases:
+        return CheckVerdict("no_threads_left", None, "fewer than two calls")
+    return CheckVerdict("no_threads_left", not bad, "no call left a thread behind" if not bad else
+                        f"case(s) {', '.join(map(str, bad[:4]))} left threads running after the call")
+
+
+def per_call_times_consistent(times_ms: Sequence[float], gap: float = SPLIT_GAP, share: float = SPLIT_SHARE) -> CheckVerdict:
+    """Per-call times on fresh inputs fall apart into a fast and a slow group when one call in
+    k does the work: sorted, two neighbours differ by more than ``gap`` times, and each side
+    holds at least ``share`` of the calls and at least two (one host hiccup never counts)."""
+    ts = sorted(float(t) for t in times_ms if _num(t) is not None and float(t) > 0)
+    if len(ts) < 4:
+        return CheckVerdict("per_call_times_consistent", None, "fewer than 4 timed calls")
+    i = max(range(1, len(ts)), key=lambda j: ts[j] / ts[j - 1])
+    fast, slow = ts[:i], ts[i:]
+    least = max(2, share * len(ts))
+    bad = ts[i] / ts[i - 1] > gap and len(fast) >= least and len(slow) >= least
+    return CheckVerdict("per_call_times_consistent", not bad,
+                        f"{len(ts)} calls, median {statistics.median(ts):.4g} ms, no split" if not bad else
+                        f"{len(fast)} call(s) at most {fast[-1]:.4g} ms and {len(slow)} at least {slow[0]:.4g} ms "
+                        f"({ts[i] / ts[i - 1]:.0f}x apart): the work is not done on every call")
+
+
+def _per_call(timing: Mapping, key: str) -> list[float]:
+    return [float(t) for r in _l(_d(timing.get("per_call")).get(key)) for t in _l(_d(r).get("times_ms"))
+            if _num(t) is not None and t > 0]
+
+
+def fresh_inputs_same_speed(timing: Mapping) -> CheckVerdict:
+    """The median per-call time on one repeated input set is at most
+    :data:`REPEAT_SPEEDUP_MAX` times faster than on fresh input sets."""
+    rep, fresh = _per_call(timing, "repeat"), _per_call(timing, "fresh")
+    if len(rep) < 2 or len(fresh) < 2:
+        return CheckVerdict("fresh_inputs_same_speed", None, "per-call times were not taken")
+    r, f = statistics.median(rep), statistics.median(fresh)
+    ok = r * REPEAT_SPEEDUP_MAX >= f
+    return CheckVerdict("fresh_inputs_same_speed", ok, f"repeated input {r:.4g} ms, fresh inputs {f:.4g} ms per call"
+                        + ("" if ok else ": a repeated input is answered from a cache"))
+
+
+def timed_outputs_correct(timing: Mapping) -> CheckVerdict:
+    """The outputs the parent picked after each fresh-input timing round (the candidate could
+    not know which) pass the official check."""
+    spots = [s for s in _l(_d(timing.get("per_call")).get("spot_checks")) if isinstance(s, dict)]
+    if not spots:
+        return CheckVerdict("timed_outputs_correct", None, "no timed output was checked")
+    bad = [s.get("round") for s in spots if not _passes(s)]
+    return CheckVerdict("timed_outputs_correct", not bad, f"{len(spots)} timed output(s) picked after the fact pass"
+                        if not bad else f"the timed output of round(s) {bad[:4]} is wrong: the timed calls did not compute")
+
+
+def host_clock_agrees(blocks: Sequence[Mapping], arm: str = "candidate") -> CheckVerdict:
+    """The candidate's reported event time for each timing request (per-invocation time x
+    invocations) against the parent's own clock around that request (``host_ms``): no round
+    may claim more time than passed, and the median shortfall over a block's rounds may be at
+    most :data:`HOST_SLACK_MS` plus :data:`HOST_SLACK_FRACTION` of the median request (the
+    pipe, the JSON and the synchronisations of an honest request; one slow round is a host
+    hiccup, a patched timer or a forged reply is short in every round)."""
+    n, worst, undecided = 0, None, []
+    for b in blocks:
+        inv = _num(_d(b.get("protocol")).get("invocations_per_pair")) or 1
+        shorts, hosts = [], []
+        for i, r in enumerate(_l(b.get("rounds"))):
+            t, h = _num(_d(_d(r).get("times_ms")).get(arm)), _num(_d(_d(r).get("host_ms")).get(arm))
+            if t is None or h is None:
+                continue
+            claimed = t * inv
+            if claimed > h * 1.001 + 0.01:
+                return CheckVerdict("host_clock_agrees", False, f"block {b.get('id')} round {i}: the candidate claims "
+                                    f"{claimed:.3f} ms, more than the {h:.3f} ms that passed")
+            shorts.append(h - claimed)
+            hosts.append(h)
+        if not shorts:
+            continue
+        n += len(shorts)
+        short, host = statistics.median(shorts), statistics.median(hosts)
+        claimed = host - short
+        if short > HOST_SLACK_MS + HOST_SLACK_FRACTION * host:
+            return CheckVerdict("host_clock_agrees", False, f"block {b.get('id')}: the candidate's times fall short of "
+                                f"the parent's clock by {short:.3f} ms per request (median of {len(shorts)}; a request "
+                                f"takes {host:.3f} ms): its timer or its reply is not to be believed")
+        if claimed < short and claimed < 0.25 * host:
+            undecided.append(str(b.get("id")))
+        worst = short if worst is None else max(worst, short)
+    if undecided:
+        return CheckVerdict("host_clock_agrees", None, f"block(s) {', '.join(undecided[:2])}: the timed region is "
+                            "shorter than a request's fixed cost, so the parent's clock cannot confirm the times")
+    if not n:
+        return CheckVerdict("host_clock_agrees", None, "no round carries the parent's clock")
+    return CheckVerdict("host_clock_agrees", True, f"{n} requests; the median gap to the parent's clock at most "
+                        f"{worst:.3f} ms per request")
+
+
+def within_roofline(bytes_moved: Any, median_ms: Any, bandwidth_gbps: Any, slack: float = ROOFLINE_SLACK) -> CheckVerdict:
+    """A call that must move ``bytes_moved`` bytes (every input read and the output written
+    once) cannot take less than bytes / bandwidth (device copy bandwidth measured in the same
+    run, GB/s = 1e9 B/s)."""
+    b, t, bw = _num(bytes_moved), _num(median_ms), _num(bandwidth_gbps)
+    if not (b and t and bw) or t <= 0:
         return CheckVerdict("within_roofline", None, "bytes moved, time or bandwidth not measured")
-    gbps = bytes_moved / (median_ms * 1e-3) / 1e9
-    ok = gbps <= (1 + slack) * bandwidth_gbps
-    return CheckVerdict("within_roofline", ok, f"{gbps:.0f} GB/s against the measured {bandwidth_gbps:.0f} GB/s"
+    gbps = b / (t * 1e-3) / 1e9
+    ok = gbps <= (1 + slack) * bw
+    return CheckVerdict("within_roofline", ok, f"{gbps:.0f} GB/s against the measured {bw:.0f} GB/s"
                         + ("" if ok else ": faster than memory allows, so not all the work ran in the timed call"))
 
 
-__all__ = ["CheckVerdict", "tensor_digest", "inputs_unchanged", "output_is_plain_tensor", "discriminates",
-           "follows_fresh_inputs", "deterministic_under_poison", "per_call_times_consistent", "custom_kernel_ran",
-           "precision_flags_unchanged", "within_roofline", "LIBRARY_KERNEL"]
+def derive(obs: Mapping, timing: Mapping, blocks: Sequence[Mapping], atol: float, rtol: float) -> tuple[CheckVerdict, ...]:
+    """Every check of :data:`CHECKS`, in order, from one candidate's observations ``obs``, its
+    ``timing`` record (per-call times, spot checks, bytes moved, bandwidth, median) and its
+    timing ``blocks``. A candidate that did not run gets ``ran`` False and None elsewhere."""
+    first = ran(obs)
+    if first.passed is False and not _l(obs.get("cases")):
+        return (first,) + tuple(CheckVerdict(n, None, "the candidate did not run") for n in CHECKS[1:])
+    roof = _d(timing.get("roofline"))
+    out = [first, official_allclose(obs), other_shapes_correct(obs), redrawn_weights_correct(obs),
+           follows_fresh_inputs(obs), inputs_unchanged(obs), output_is_plain_tensor(obs),
+           discriminates(obs, atol, rtol), deterministic_under_poison(obs), precision_flags_unchanged(obs),
+           custom_kernel_ran(obs), single_stream(obs), no_work_after_return(obs), no_threads_left(obs),
+           per_call_times_consistent(_per_call(timing, "fresh")), fresh_inputs_same_speed(timing),
+           timed_outputs_correct(timing), host_clock_agrees(blocks),
+           within_roofline(roof.get("bytes_moved"), roof.get("median_ms"), roof.get("bandwidth_gbps"))]
+    assert tuple(v.name for v in out) == CHECKS
+    return tuple(out)
+
+
+__all__ = ["CheckVerdict", "CHECKS", "derive", "LIBRARY_KERNEL", *CHECKS]

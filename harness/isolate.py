@@ -1,226 +1,528 @@
-"""Running a KernelBench candidate (``ModelNew``) in a child process it cannot escape into ours.
+"""A KernelBench candidate (``ModelNew``) runs in a child process; the parent only asks and checks.
 
-The parent (the harness that checks, packs or verifies) never imports the candidate. It
-sends the child the candidate's source bytes, the task's source bytes, the seeds and the
-input tensors (as raw bytes with dtype and shape), and gets back the outputs the same way,
-with per-call times measured by timer functions the child bound before the candidate was
-imported. References are computed in the parent, from the pinned task file, on memory the
-candidate never saw; comparisons run in the parent with the harness's own predicates. So a
-candidate that patches ``torch.allclose``, the timers or the statistics changes only its own
-process, and a crash, ``os._exit`` or hang is a named failure, not ours.
+The parent (the harness that computes references, checks, times the baselines, packs or
+verifies) never imports the candidate. :class:`CandidateProcess` spawns a child that serves
+requests over one pipe: ``build`` (load the pinned task and the candidate from bytes, build
+``ModelNew`` with the task's init seed), ``draw`` (an input set drawn from a seed by
+:mod:`kbrepro.harness.kbtask`, the same bits as the parent's), ``call`` (one call, observed:
+input digests before and after, the output's exact type, a poisoned allocator, the profiler's
+kernels and streams, work still running after the call returned, threads left behind,
+precision flags), ``time`` (CUDA-event timing of the candidate alone) and ``output`` (one kept
+output of the last ``time`` request, for a spot check the parent chooses after the fact).
 
-The reply is JSON bytes (tensors base64-encoded), read with a size bound and parsed
-strictly: never a pickle, which the candidate could forge into code run by the parent.
+Messages are frames of bytes: a JSON header, then raw tensor bytes named by it. The parent
+reads a reply within the request's deadline, bounds every frame, and parses it strictly:
+never a pickle, which the candidate could forge into code run by the parent.
 
-What this does not stop (a red-team pass of this module, issue 11): the candidate runs in
-the same interpreter as :func:`_child`, so it can read ``_child``'s frame (the inputs, the
-task, the pipe) and send a reply of its own, with times it made up: **per-call times from the
-child are not evidence**, and a candidate can compute every answer during the warm-up call.
-It runs as our user on our filesystem, so it can signal or stop the parent, write the
-project's files, or leave processes behind in another session. It is not a sandbox; timing
-in a process the candidate cannot reach, and an unprivileged, isolated child, are the next
-step. What it does stop: the parent never unpickles, imports or executes the candidate's
-data, a reply is read within the deadline and bounded in size, and a malformed reply is a
-named failure.
+What the parent can trust, and what it cannot (red-team passes of issue 11):
+
+* the outputs are the candidate's outputs, whatever forged them: every verdict on correctness
+  is the parent's, on its own references, computed from inputs the candidate never touched;
+* the parent's own clock around a request is an upper bound on the work the child did in
+  that request; a ``time`` reply's event times come from the candidate's process and are
+  **claims**: the parent compares them with its clock (``host_clock_agrees``) and asks for one
+  of the timed outputs after the fact (``timed_outputs_correct``);
+* everything else a reply says about the child (digests, types, kernels, threads, flags) is
+  what honest code in the child observed. A candidate that takes over its own interpreter (it
+  can read this module's frames) can forge it. The checks catch candidates that cheat through
+  the kernel they ship, which is what KernelBench's adversarial tests and the public cheats do;
+  they do not stop a candidate that attacks the harness itself;
+* the child runs as our user with our filesystem and GPU: it can signal the parent, write
+  files, read other processes' GPU memory through the driver, or leave processes behind. It is
+  not a sandbox; run an untrusted candidate in a container (README).
 """
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
+import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
-from kbrepro.errors import ReproError
+from kbrepro.errors import CandidateFailure
 
-#: seconds a child may take by default (a load_inline build takes about 40 s on the H200)
+#: seconds a request may take by default (a load_inline build takes about 40 s on the H200)
 DEFAULT_TIMEOUT_S = 600.0
-#: the largest reply read from a child (JSON with base64 tensors; a parsed JSON document of n
-#: bytes can take about 25n of memory)
-MAX_REPLY_BYTES = 64 * 1024 * 1024
+#: the largest header frame and the largest raw frame read from a child
+MAX_HEADER_BYTES = 4 * 1024 * 1024
+MAX_FRAME_BYTES = 2 * 1024 * 1024 * 1024
 #: the dtypes a reply may carry, and the largest size of one dimension
 REPLY_DTYPES = ("float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8", "bool")
 MAX_DIM = 1 << 31
+#: bytes of poison written into the allocator's free memory before a poisoned call
+POISON_BYTES = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True)
-class CandidateRun:
-    """What came back from a child: ``ok`` (the child finished), ``outputs`` (one list of
-    CPU tensors per input set), ``times_ms`` (per-call host times, measured with timers the
-    child bound before importing the candidate), ``error`` (a one-line reason when not ok:
-    an exception, an exit code, a timeout) and ``seconds`` (wall time of the child)."""
+class Reply:
+    """A child's reply: ``header`` (parsed JSON object), ``frames`` (raw byte frames it named),
+    ``host_ms`` (the parent's clock from sending the request to reading the whole reply)."""
 
-    ok: bool
-    outputs: tuple = ()
-    times_ms: tuple = ()
-    error: str | None = None
-    seconds: float = 0.0
-    notes: tuple = field(default_factory=tuple)
+    header: dict
+    frames: tuple = ()
+    host_ms: float = 0.0
 
 
-def pack_tensor(t) -> dict:
-    """A tensor as JSON data: ``{"dtype", "shape", "b64"}`` (contiguous, CPU, base64 bytes)."""
-    import base64
-
+def tensor_frame(t) -> tuple[dict, bytes]:
+    """A tensor as ``({"dtype", "shape", "nbytes"}, raw bytes)`` (contiguous, copied to the CPU)."""
     import torch
 
     c = t.detach().contiguous().to("cpu")
     raw = c.view(torch.uint8).numpy().tobytes() if c.numel() else b""
-    return {"dtype": str(c.dtype).replace("torch.", ""), "shape": list(c.shape), "b64": base64.b64encode(raw).decode()}
+    return {"dtype": str(c.dtype).replace("torch.", ""), "shape": list(c.shape), "nbytes": len(raw)}, raw
 
 
-def unpack_tensor(d: dict):
-    """The tensor :func:`pack_tensor` packed (a new CPU tensor). Raises ValueError for a
-    dtype name that is not a torch dtype or bytes that do not fill the shape."""
+def frame_tensor(d: Mapping, raw: bytes):
+    """The CPU tensor a :func:`tensor_frame` describes. Raises ValueError for a dtype outside
+    :data:`REPLY_DTYPES`, a bad shape or bytes that do not fill it."""
     import torch
-
-    import base64
-    import binascii
 
     name = str(d.get("dtype"))
     dtype = getattr(torch, name, None) if name in REPLY_DTYPES else None
     if not isinstance(dtype, torch.dtype):
-        raise ValueError(f"not a torch dtype of a reply: {d.get('dtype')!r}")
-    raw_shape = d.get("shape", [])
-    if not isinstance(raw_shape, list) or len(raw_shape) > 16 or not all(
-            isinstance(s, int) and not isinstance(s, bool) for s in raw_shape):
-        raise ValueError(f"not a shape: {raw_shape!r}")
-    shape = list(raw_shape)
-    if any(s < 0 for s in shape):
-        raise ValueError(f"a negative size in {shape}")
-    if any(s > MAX_DIM for s in shape):
-        raise ValueError(f"a dimension over {MAX_DIM} in {shape}")
-    try:
-        raw = base64.b64decode(str(d.get("b64", "")), validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise ValueError(f"not base64: {exc}") from exc
+        raise ValueError(f"not a dtype a reply may carry: {d.get('dtype')!r}")
+    shape = d.get("shape")
+    if not isinstance(shape, list) or len(shape) > 16 or not all(
+            type(s) is int and 0 <= s <= MAX_DIM for s in shape):
+        raise ValueError(f"not a shape: {shape!r}")
     n = 1
     for s in shape:
         n *= s
     if len(raw) != n * torch.empty((), dtype=dtype).element_size():
-        raise ValueError(f"{len(raw)} bytes do not fill a {dtype} tensor of shape {shape}")
+        raise ValueError(f"{len(raw)} bytes do not fill a {name} tensor of shape {shape}")
     if n == 0:
         return torch.empty(shape, dtype=dtype)
     return torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(dtype).reshape(shape).clone()
 
 
-def _child(conn, candidate_src: bytes, task_src: bytes, seed: int, inputs: list, device: str) -> None:
-    """The child's whole life: bind the timers, import the task and the candidate from
-    bytes, build ``ModelNew`` as the task builds ``Model`` (same seed, same init inputs), run
-    it on every input set, send back plain data."""
-    import json as _json
+def _send(conn, header: dict, frames: Sequence[bytes] = ()) -> None:
+    import json
 
-    perf = time.perf_counter  # bound before the candidate runs: patching time.* later changes nothing here
-    dumps, send = _json.dumps, conn.send_bytes
+    conn.send_bytes(json.dumps({**header, "frames": [len(f) for f in frames]}).encode())
+    for f in frames:
+        conn.send_bytes(f)
 
-    def reply(doc: dict) -> None:
-        send(dumps(doc).encode())
 
-    try:
-        import types
+# --------------------------------------------------------------------------------------------
+# the child
+
+
+def _flags() -> dict:
+    import torch
+
+    return {"allow_tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+            "allow_tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
+            "float32_matmul_precision": str(torch.get_float32_matmul_precision()),
+            "allow_fp16_reduced_precision_reduction":
+                bool(torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction),
+            "allow_bf16_reduced_precision_reduction":
+                bool(torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction),
+            "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
+            "cudnn_benchmark": bool(torch.backends.cudnn.benchmark)}
+
+
+def _set_flags(f: Mapping) -> None:
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = bool(f["allow_tf32_matmul"])
+    torch.backends.cudnn.allow_tf32 = bool(f["allow_tf32_cudnn"])
+    torch.set_float32_matmul_precision(str(f["float32_matmul_precision"]))
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = bool(
+        f["allow_fp16_reduced_precision_reduction"])
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = bool(
+        f["allow_bf16_reduced_precision_reduction"])
+    torch.backends.cudnn.deterministic = bool(f["cudnn_deterministic"])
+    torch.backends.cudnn.benchmark = bool(f["cudnn_benchmark"])
+
+
+class _Server:
+    """The child's state; every helper it uses is bound before the candidate is imported."""
+
+    def __init__(self, conn):
+        import hashlib
+        import json
 
         import torch
 
-        task = types.ModuleType("kbrepro_task")
-        exec(compile(task_src, "task.py", "exec"), task.__dict__)
-        cand = types.ModuleType("kbrepro_candidate")
-        cand.__dict__.update({k: v for k, v in task.__dict__.items() if k in ("get_inputs", "get_init_inputs")})
-        exec(compile(candidate_src, "candidate.py", "exec"), cand.__dict__)
-        if not hasattr(cand, "ModelNew"):
-            reply({"ok": False, "error": "the candidate defines no ModelNew"})
+        from kbrepro.harness import kbtask
+
+        self.conn, self.torch, self.kbtask, self.json, self.sha = conn, torch, kbtask, json, hashlib.sha256
+        self.perf, self.thread_count = time.perf_counter, threading.active_count
+        self.Event, self.Tensor = torch.cuda.Event, torch.Tensor
+        self.inputs: dict[str, list] = {}
+        self.models: dict[str, Any] = {}
+        self.kept: list = []
+        self.marker = self.flush_buf = None
+        self.task = self.cand = None
+        self.device = "cpu"
+
+    # -- helpers ----------------------------------------------------------------------------
+    def digest(self, x) -> str | None:
+        return self.kbtask.fingerprint(x)
+
+    def sync(self) -> None:
+        if self.device.startswith("cuda"):
+            self.torch.cuda.synchronize()
+
+    def poison(self, byte: int, chunk: int) -> None:
+        """Fill free allocator memory with ``byte`` and give it back to the caching
+        allocator, so a ``torch.empty`` of the next call reads poison, not zeros or old data.
+        Blocks of ``chunk`` bytes (the reference output's size, so that an output allocation
+        is served from a poisoned block) and of 2 MiB, :data:`POISON_BYTES` in all or at least
+        four chunks."""
+        torch = self.torch
+        if not self.device.startswith("cuda"):
             return
-        torch.manual_seed(seed)
-        model = cand.ModelNew(*task.get_init_inputs()).to(device)
-        outs, times = [], []
-        for xs in inputs:
-            args = [unpack_tensor(x).to(device) if isinstance(x, dict) else x for x in xs]
-            t0 = perf()
-            y = model(*args)
-            if device.startswith("cuda"):
-                torch.cuda.synchronize()
-            times.append((perf() - t0) * 1e3)
-            ys = y if isinstance(y, (tuple, list)) else (y,)
-            outs.append([pack_tensor(v) if isinstance(v, torch.Tensor) else {"not_a_tensor": type(v).__name__}
-                         for v in ys])
-        reply({"ok": True, "outputs": outs, "times_ms": times})
-    except BaseException as exc:  # the candidate's failure is reported, whatever it is
+        torch.cuda.empty_cache()
+        sizes = [2 * 1024 * 1024] * 32
+        if chunk > 0:
+            sizes += [chunk] * max(4, POISON_BYTES // chunk)
+        bufs = [torch.full((n,), byte, dtype=torch.uint8, device=self.device) for n in sizes]
+        self.sync()
+        del bufs
+
+    # -- requests ----------------------------------------------------------------------------
+    def build(self, h: dict, frames: list) -> dict:
+        torch = self.torch
+        self.device = h["device"]
+        if "flags" in h and self.device.startswith("cuda"):
+            _set_flags(h["flags"])
+        before = _flags()
+        t0 = self.perf()
+        self.task = self.kbtask.load_task(frames[1], "kbrepro_task")
+        self.kbtask.apply_overrides(self.task, h.get("overrides") or {})
+        # a module of its own, with its source in linecache, so that code reading its source
+        # (Triton's @jit, inspect) finds it as it would find a file
+        import linecache
+        import sys
+        import types
+
+        text = frames[0].decode("utf-8", "replace")
+        fname = "kbrepro_candidate.py"
+        linecache.cache[fname] = (len(text), None, text.splitlines(True), fname)
+        mod = types.ModuleType("kbrepro_candidate")
+        mod.__file__ = fname
+        sys.modules["kbrepro_candidate"] = mod
+        exec(compile(frames[0], fname, "exec"), mod.__dict__)
+        cand = mod.__dict__
+        if "ModelNew" not in cand:
+            raise CandidateFailure("the candidate defines no ModelNew")
+        self.cand = cand
+        self.models["main"] = self.kbtask.build_model(self.task, cand["ModelNew"], int(h["seed"]), self.device)
+        if self.device.startswith("cuda"):
+            self.marker = torch.empty(1, device=self.device)
+        self.sync()
+        secs = self.perf() - t0
+        after = _flags()
+        _set_flags(before) if self.device.startswith("cuda") else None
+        return {"build_s": secs, "flags_before": before, "flags_after_build": after, "threads": self.thread_count(),
+                "torch": torch.__version__}
+
+    def model(self, h: dict) -> dict:
+        """A second instance with other weights (``seed``), or at other sizes."""
+        if h.get("overrides"):
+            self.kbtask.apply_overrides(self.task, h["overrides"])
+        self.models[h["name"]] = self.kbtask.build_model(self.task, self.cand["ModelNew"], int(h["seed"]),
+                                                         self.device)
+        self.sync()
+        return {}
+
+    def draw(self, h: dict) -> dict:
+        if h.get("overrides"):
+            self.kbtask.apply_overrides(self.task, h["overrides"])
+        xs = self.kbtask.draw_inputs(self.task, int(h["seed"]), h["distribution"], self.device)
+        if h.get("into"):  # the new values written into an earlier set's tensors (same id() and pointers)
+            for a, b in zip(self.inputs[h["into"]], xs):
+                if isinstance(a, self.Tensor):
+                    a.copy_(b)
+            self.sync()
+            return {"count": len(xs)}
+        self.inputs[h["id"]] = xs
+        return {"count": len(xs)}
+
+    def fresh(self, h: dict) -> dict:
+        """Input sets for fresh-input timing: each floating tensor of the set ``like`` redrawn
+        as standard normal values on the device from ``torch.Generator(device).manual_seed(s)``."""
+        torch = self.torch
+        like = self.inputs[h["like"]]
+        for k, s in zip(h["ids"], h["seeds"]):
+            g = torch.Generator(device=self.device).manual_seed(int(s))
+            self.inputs[k] = [torch.randn(x.shape, generator=g, dtype=x.dtype, device=self.device)
+                              if isinstance(x, self.Tensor) and x.is_floating_point() else x for x in like]
+        self.sync()
+        return {}
+
+    def call(self, h: dict) -> tuple[dict, list]:
+        torch = self.torch
+        xs = self.inputs[h["id"]]
+        model = self.models[h.get("model", "main")]
+        digests_before = [self.digest(x) for x in xs]
+        if h.get("poison") is not None:
+            self.poison(int(h["poison"]), int(h.get("poison_chunk") or 0))
+        threads_before = self.thread_count()
+        prof = None
+        cuda = self.device.startswith("cuda")
+        t0 = self.perf()
+        if h.get("profile") and cuda:
+            from torch.profiler import ProfilerActivity, profile
+
+            prof = profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU])
+            prof.__enter__()
+        stream = torch.cuda.current_stream() if cuda else None
+        if prof is not None:
+            self.marker.fill_(1.0)  # a kernel of ours on the calling stream: its stream id is the caller's
+        with torch.no_grad():
+            y = model(*xs)
+        returned = self.perf()
+        stream_done = device_done = returned
+        if cuda:
+            stream.synchronize()
+            stream_done = self.perf()
+            torch.cuda.synchronize()
+            device_done = self.perf()
+        kernels = marker = None
+        if prof is not None:
+            prof.__exit__(None, None, None)
+            kernels, marker = self.trace_kernels(prof)
+        ys = y if isinstance(y, (tuple, list)) else (y,)
+        outs, frames = [], []
+        for v in ys:
+            rec = {"type": f"{type(v).__module__}.{type(v).__qualname__}", "plain": type(v) is self.Tensor}
+            if isinstance(v, self.Tensor):
+                t = v.detach()
+                rec.update(device=str(t.device), layout=str(t.layout), requires_grad=bool(v.requires_grad),
+                           grad_fn=type(v.grad_fn).__name__ if v.grad_fn is not None else None)
+                if t.dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int16,
+                               torch.int32, torch.int64, torch.uint8, torch.bool) and t.layout == torch.strided:
+                    meta, raw = tensor_frame(t.as_subclass(self.Tensor) if type(v) is not self.Tensor else t)
+                    rec["tensor"] = meta
+                    rec["digest"] = self.kbtask.fingerprint(t)
+                    frames.append(raw)
+            outs.append(rec)
+        doc = {"outputs": outs, "digests_before": digests_before, "digests_after": [self.digest(x) for x in xs],
+               "threads_before": threads_before, "threads_after": self.thread_count(),
+               "call_ms": (returned - t0) * 1e3, "stream_wait_ms": (stream_done - returned) * 1e3,
+               "device_wait_ms": (device_done - stream_done) * 1e3, "flags_after_call": _flags(),
+               "kernels": kernels, "marker_stream": marker}
+        return doc, frames
+
+    def trace_kernels(self, prof) -> tuple[list, Any]:
+        """Kernels of a profiled call, in start order, from the profiler's trace: name and
+        stream; the first is the marker, whose stream is returned apart."""
+        import os as _os
+        import tempfile
+
+        fd, path = tempfile.mkstemp(suffix=".json")
+        _os.close(fd)
         try:
-            reply({"ok": False, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]})
-        except Exception:
-            pass
+            prof.export_chrome_trace(path)
+            with open(path, "rb") as f:
+                events = self.json.loads(f.read()).get("traceEvents", [])
+        finally:
+            _os.unlink(path)
+        ks = sorted(((e.get("ts", 0), str(e.get("name", ""))[:300], (e.get("args") or {}).get("stream"))
+                     for e in events if isinstance(e, dict) and e.get("cat") == "kernel"), key=lambda k: k[0])
+        if not ks:
+            return [], None
+        return [{"name": n, "stream": st} for _, n, st in ks[1:]], ks[0][2]
+
+    def time(self, h: dict) -> dict:
+        """``n`` calls on the input sets ``ids`` (cycled), as one CUDA-event interval
+        (``per_call`` false) or one interval per call; ``flush`` bytes are written before
+        each call inside the timed region (cold L2). Keeps the outputs when ``keep``."""
+        torch = self.torch
+        model = self.models[h.get("model", "main")]
+        sets = [self.inputs[k] for k in h["ids"]]
+        n, per_call, keep = int(h["n"]), bool(h.get("per_call")), bool(h.get("keep"))
+        flush = None
+        if h.get("flush"):  # allocated once: a first cudaMalloc inside a request would count as its time
+            if self.flush_buf is None or self.flush_buf.numel() != int(h["flush"]):
+                self.flush_buf = torch.empty(int(h["flush"]), dtype=torch.uint8, device=self.device)
+            flush = self.flush_buf
+        self.kept = []
+        times = []
+        with torch.no_grad():
+            torch.cuda.synchronize()
+            if per_call:
+                for i in range(n):
+                    if flush is not None:
+                        flush.fill_(i & 0xFF)
+                    a, b = self.Event(enable_timing=True), self.Event(enable_timing=True)
+                    a.record()
+                    y = model(*sets[i % len(sets)])
+                    b.record()
+                    b.synchronize()
+                    times.append(a.elapsed_time(b))
+                    if keep:
+                        self.kept.append(y)
+            else:
+                a, b = self.Event(enable_timing=True), self.Event(enable_timing=True)
+                a.record()
+                for i in range(n):
+                    if flush is not None:
+                        flush.fill_(i & 0xFF)
+                    y = model(*sets[i % len(sets)])
+                    if keep:
+                        self.kept.append(y)
+                b.record()
+                b.synchronize()
+                times.append(a.elapsed_time(b) / n)
+            torch.cuda.synchronize()
+        return {"times_ms": times}
+
+    def output(self, h: dict) -> tuple[dict, list]:
+        y = self.kept[int(h["index"])]
+        y = y[0] if isinstance(y, (tuple, list)) else y
+        meta, raw = tensor_frame(y.detach().as_subclass(self.Tensor))
+        return {"tensor": meta}, [raw]
+
+    def serve(self) -> None:
+        while True:
+            try:
+                raw = self.conn.recv_bytes()
+            except (EOFError, OSError):
+                return
+            h = self.json.loads(raw)
+            frames = [self.conn.recv_bytes() for _ in h.get("frames", [])]
+            cmd = h.get("cmd")
+            try:
+                if cmd == "quit":
+                    _send(self.conn, {"ok": True})
+                    return
+                fn = {"build": lambda: self.build(h, frames), "model": lambda: self.model(h),
+                      "draw": lambda: self.draw(h), "fresh": lambda: self.fresh(h), "call": lambda: self.call(h),
+                      "time": lambda: self.time(h), "output": lambda: self.output(h)}[cmd]
+                out = fn()
+                doc, fr = out if isinstance(out, tuple) else (out, [])
+                _send(self.conn, {"ok": True, **doc}, fr)
+            except BaseException as exc:  # the candidate's failure is reported, whatever it is
+                msg = str(exc).splitlines()[0] if str(exc) else ""
+                _send(self.conn, {"ok": False, "error": f"{type(exc).__name__}: {msg}"[:300]})
+
+
+def _child(conn) -> None:
+    try:
+        _Server(conn).serve()
     finally:
         conn.close()
 
 
-def run_candidate(candidate_src: bytes, task_src: bytes, *, seed: int, inputs: Sequence[Sequence[Any]],
-                  device: str = "cpu", timeout_s: float = DEFAULT_TIMEOUT_S) -> CandidateRun:
-    """Run ``ModelNew`` of ``candidate_src`` (a KernelBench candidate file's bytes) against
-    the task ``task_src`` in a spawned child: built after ``torch.manual_seed(seed)`` with the
-    task's ``get_init_inputs()``, called once per input set of ``inputs`` (each a sequence of
-    tensors, sent as bytes, moved to ``device`` in the child). Returns a
-    :class:`CandidateRun`; raises nothing for the candidate's failures (exception, exit,
-    hang past ``timeout_s``, malformed reply)."""
-    import torch
+# --------------------------------------------------------------------------------------------
+# the parent
 
-    ctx = mp.get_context("spawn")
-    parent, child = ctx.Pipe(duplex=False)
-    packed = [[pack_tensor(x) if isinstance(x, torch.Tensor) else x for x in xs] for xs in inputs]
-    proc = ctx.Process(target=_child, args=(child, bytes(candidate_src), bytes(task_src), int(seed), packed, device),
-                       daemon=True)
-    t0 = time.perf_counter()
-    proc.start()
-    child.close()
-    import threading
 
-    from kbrepro.harness import jsonio
+class CandidateProcess:
+    """One spawned child serving one candidate (see the module docstring). Use as a context
+    manager; :meth:`request` raises :class:`~kbrepro.errors.CandidateFailure` with a one-line
+    reason when the child raises, exits, hangs past the deadline or sends a malformed reply
+    (the child is then killed: a request after a failure raises too)."""
 
-    got: list = []
+    def __init__(self, env: Mapping[str, str] | None = None):
+        self._env = dict(env or {})
+        self.proc = self.conn = None
+        self.dead: str | None = None
 
-    def read() -> None:  # in a thread, so that a reply that stops half-way cannot outlast the deadline
+    def __enter__(self) -> "CandidateProcess":
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe(duplex=True)
+        self.proc = ctx.Process(target=_child, args=(child,), daemon=True)
+        saved = {k: os.environ.get(k) for k in self._env}
+        os.environ.update(self._env)  # the child's environment (extension and Triton cache folders)
         try:
-            got.append(parent.recv_bytes(MAX_REPLY_BYTES))
-        except (EOFError, ConnectionResetError):  # the child ended without a reply
-            pass
-        except OSError:
-            got.append(None)
+            self.proc.start()
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        child.close()
+        return self
 
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    reply = None
-    try:
-        reader.join(timeout_s)
-        if reader.is_alive():
-            proc.kill()  # closes the child's end: the reader ends
-            reader.join(5)
-        elif got:
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.proc is None:
+            return
+        if self.dead is None:
             try:
-                reply = jsonio.loads_strict(got[0], "the candidate's reply", max_bytes=MAX_REPLY_BYTES) \
-                    if got[0] is not None else {"ok": False, "error": "a malformed or oversized reply"}
-            except (ValueError, ReproError):
-                reply = {"ok": False, "error": "a malformed or oversized reply"}
-    finally:
-        proc.join(timeout=5)
-        if proc.is_alive():
-            proc.kill()
-            proc.join(timeout=5)
-        parent.close()
-    secs = time.perf_counter() - t0
-    if reply is None:
-        why = (f"the candidate's process did not answer within {timeout_s:g} s" if secs >= timeout_s or
-               proc.exitcode in (None, -9) else
-               f"the candidate's process ended with exit code {proc.exitcode} and no result")
-        return CandidateRun(False, error=why, seconds=secs)
-    if not isinstance(reply, dict) or not reply.get("ok"):
-        return CandidateRun(False, error=str((reply or {}).get("error") if isinstance(reply, dict) else
-                                             "a malformed reply")[:300], seconds=secs)
-    try:
-        outs = tuple(tuple(unpack_tensor(v) if isinstance(v, dict) and "b64" in v else v for v in row)
-                     for row in reply["outputs"])
-        times = tuple(float(t) for t in reply["times_ms"])
-    except Exception as exc:  # whatever the reply makes torch raise is the candidate's failure
-        return CandidateRun(False, error=f"a malformed reply: {type(exc).__name__}: {str(exc)[:200]}", seconds=secs)
-    if len(outs) != len(inputs):
-        return CandidateRun(False, error=f"{len(outs)} outputs for {len(inputs)} input sets", seconds=secs)
-    return CandidateRun(True, outputs=outs, times_ms=times, seconds=secs)
+                self.request({"cmd": "quit"}, timeout_s=10)
+            except CandidateFailure:
+                pass
+        self.proc.join(timeout=5)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(timeout=5)
+        self.conn.close()
+        self.proc = None
+
+    def _fail(self, why: str) -> CandidateFailure:
+        self.dead = why
+        if self.proc is not None and self.proc.is_alive():
+            self.proc.kill()
+        return CandidateFailure(why)
+
+    def request(self, header: dict, frames: Sequence[bytes] = (), *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Reply:
+        """Send one request and wait at most ``timeout_s`` seconds for its whole reply."""
+        import json
+
+        if self.dead is not None:
+            raise CandidateFailure(self.dead)
+        got: list = []
+
+        def read() -> None:  # in a thread, so that a reply that stops half-way cannot outlast the deadline
+            try:
+                head = self.conn.recv_bytes(MAX_HEADER_BYTES)
+                doc = json.loads(head)
+                if not isinstance(doc, dict):
+                    raise ValueError("the reply is not an object")
+                sizes = doc.get("frames", [])
+                if not isinstance(sizes, list) or len(sizes) > 64 or not all(
+                        type(s) is int and 0 <= s <= MAX_FRAME_BYTES for s in sizes):
+                    raise ValueError("bad frame list")
+                fr = []
+                for s in sizes:
+                    b = self.conn.recv_bytes(max(s, 1))
+                    if len(b) != s:
+                        raise ValueError("a frame of the wrong size")
+                    fr.append(b)
+                got.append((doc, tuple(fr)))
+            except (EOFError, ConnectionResetError):
+                got.append("eof")
+            except (OSError, ValueError, UnicodeDecodeError) as exc:
+                got.append(f"malformed: {type(exc).__name__}: {str(exc)[:120]}")
+
+        t0 = time.perf_counter()
+        try:
+            _send(self.conn, header, frames)
+        except (OSError, BrokenPipeError):
+            raise self._fail(self._exit_reason()) from None
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(timeout_s)
+        host_ms = (time.perf_counter() - t0) * 1e3
+        if reader.is_alive():
+            raise self._fail(f"the candidate's process did not answer {header.get('cmd')!r} within {timeout_s:g} s")
+        out = got[0] if got else "eof"
+        if out == "eof":
+            raise self._fail(self._exit_reason())
+        if isinstance(out, str):
+            raise self._fail(f"a {out} reply to {header.get('cmd')!r}")
+        doc, fr = out
+        if doc.get("ok") is not True:
+            raise CandidateFailure(str(doc.get("error") or "the candidate failed")[:300])
+        return Reply(doc, fr, host_ms)
+
+    def _exit_reason(self) -> str:
+        if self.proc is not None:
+            self.proc.join(timeout=5)
+            code = self.proc.exitcode
+            if code is not None:
+                return f"the candidate's process ended with exit code {code}"
+        return "the candidate's process closed its pipe"
 
 
-__all__ = ["CandidateRun", "run_candidate", "pack_tensor", "unpack_tensor", "DEFAULT_TIMEOUT_S"]
+__all__ = ["CandidateProcess", "Reply", "tensor_frame", "frame_tensor", "DEFAULT_TIMEOUT_S", "REPLY_DTYPES",
+           "POISON_BYTES"]

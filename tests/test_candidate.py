@@ -1,8 +1,21 @@
-"""One checking pass of a candidate (harness/candidate.py) on CPU: the honest candidate
-passes every named check; each cheat is caught by the check meant for it."""
+"""The KernelBench-candidate study kind on CPU: the engine's checking pass against fake
+candidates (each cheat caught by its named check), and a candidate bundle packed, verified, and
+refused once tampered with (the attacker re-hashes the bag, so the manifest still agrees)."""
 from __future__ import annotations
 
-from kbrepro.harness.candidate import check_candidate
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from kbrepro.bundle import candidates as bc
+from kbrepro.bundle import pack
+from kbrepro.bundle.verify import _bag_info, verify_archive
+from kbrepro.harness import candidate as hc
+from kbrepro.harness import jsonio
+
+ROOT = Path(__file__).resolve().parent.parent
 
 TASK = b'''import torch
 import torch.nn as nn
@@ -10,74 +23,251 @@ import torch.nn as nn
 class Model(nn.Module):
     def __init__(self, n):
         super().__init__()
-        self.w = nn.Parameter(torch.randn(n))
+        self.lin = nn.Linear(n, n)
     def forward(self, x):
-        return torch.relu(x) * self.w
+        return torch.relu(self.lin(x))
+
+batch_size = 8
+n = 16
 
 def get_inputs():
-    return [torch.randn(512, 1024)]
+    return [torch.rand(batch_size, n)]
 
 def get_init_inputs():
-    return [1024]
+    return [n]
 '''
+
 HEAD = b'''import torch
 import torch.nn as nn
 
 class ModelNew(nn.Module):
     def __init__(self, n):
         super().__init__()
-        self.w = nn.Parameter(torch.randn(n))
+        self.lin = nn.Linear(n, n)
 '''
+
 HONEST = HEAD + b'''    def forward(self, x):
-        return torch.clamp(x, min=0) * self.w
+        return torch.clamp_min(x @ self.lin.weight.t() + self.lin.bias, 0)
 '''
-ZEROS = HEAD + b'''    def forward(self, x):
-        return torch.zeros_like(x)
-'''
-CACHE_BY_SHAPE = HEAD + b'''        self.memo = {}
-    def forward(self, x):
-        k = tuple(x.shape)
-        if k not in self.memo:
-            self.memo[k] = torch.clamp(x, min=0) * self.w
-        return self.memo[k]
-'''
-EDITS_ITS_INPUT = HEAD + b'''    def forward(self, x):
-        y = torch.clamp(x, min=0) * self.w
-        x.zero_()  # would make a reference computed afterwards on the same tensor agree with zeros
+
+CHEATS = {
+    "inputs_unchanged": HEAD + b'''    def forward(self, x):
+        y = torch.relu(self.lin(x))
+        x.zero_()
         return y
+''',
+    "follows_fresh_inputs": HEAD + b'''        self.memo = {}
+    def forward(self, x):
+        k = x.data_ptr()
+        if k not in self.memo:
+            self.memo[k] = torch.relu(self.lin(x))
+        return self.memo[k]
+''',
+    "output_is_plain_tensor": HEAD + b'''    def forward(self, x):
+        class Lazy(torch.Tensor):
+            pass
+        return torch.relu(self.lin(x)).as_subclass(Lazy)
+''',
+    "no_threads_left": HEAD + b'''    def forward(self, x):
+        import threading, time
+        threading.Thread(target=time.sleep, args=(20,), daemon=True).start()
+        return torch.relu(self.lin(x))
+''',
+    "precision_flags_unchanged": HEAD + b'''    def forward(self, x):
+        torch.backends.cuda.matmul.allow_tf32 = True
+        return torch.relu(self.lin(x))
+''',
+    "other_shapes_correct": HEAD + b'''    def forward(self, x):
+        return torch.relu(self.lin(x)).reshape(8, -1)
+''',
+    "redrawn_weights_correct": HEAD + b'''        g = torch.Generator().manual_seed(0)
+        with torch.no_grad():
+            self.lin.weight.copy_(torch.randn(n, n, generator=g) / 4)
+            self.lin.bias.zero_()
+    def forward(self, x):
+        return torch.relu(self.lin(x))
+''',
+    "ran": b"raise ImportError('no such extension')\n",
+}
+
+
+def _run(src: bytes, name: str = "c", cfg=None):
+    spec = hc.CandidateSpec(name, src, "task.py", TASK)
+    return hc.run_candidate(spec, cfg or hc.PROFILES["quick"], Path(pytest.tmp) / name, device="cpu")
+
+
+@pytest.fixture(autouse=True)
+def _tmp(tmp_path):
+    pytest.tmp = tmp_path
+
+
+def _verdicts(rec) -> dict:
+    return {v["name"]: v["passed"] for v in rec["verdicts"]}
+
+
+def test_an_honest_candidate_passes_every_check_that_can_decide_on_cpu():
+    rec = _run(HONEST)
+    v = _verdicts(rec)
+    assert [k for k, p in v.items() if p is False] == []
+    # what needs a GPU (profiler, timing) is undecided on CPU, not passed
+    assert v["custom_kernel_ran"] is None and v["host_clock_agrees"] is None
+    kinds = [c["kind"] for c in rec["observations"]["cases"]]
+    assert {"official", "normal", "same_buffers", "repeat", "poison", "redrawn_weights", "extra_shape"} <= set(kinds)
+
+
+@pytest.mark.parametrize("check", sorted(CHEATS))
+def test_each_cheat_is_caught_by_its_named_check(check):
+    v = _verdicts(_run(CHEATS[check]))
+    assert v[check] is False, v
+
+
+def test_a_candidate_cannot_move_the_reference_by_editing_its_inputs():
+    rec = _run(CHEATS["inputs_unchanged"])
+    first = rec["observations"]["cases"][0]
+    assert first["compare"]["official"]["pass"] is True  # its first answer was right ...
+    assert first["digests_after"] != first["digests_parent"]  # ... and it zeroed what it was given
+    assert _verdicts(rec)["official_allclose"] is False  # so later calls on those tensors fail
+
+
+# --------------------------------------------------------------------------------- bundles
+
+def _kernelbench(dest: Path) -> Path:
+    """The pinned level 1 task 40 and LICENSE, from the committed LayerNorm example bundle."""
+    (b,) = (ROOT / "examples").glob("layernorm-l1-40-full-*.tar")
+    kb = dest / "kb"
+    with tarfile.open(b) as tf:
+        for m in tf:
+            rel = m.name.split("/", 1)[1] if "/" in m.name else ""
+            if m.isfile() and rel.startswith("data/inputs/kernelbench/") and not rel.endswith(".json"):
+                out = kb / rel[len("data/inputs/kernelbench/"):]
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_bytes(tf.extractfile(m).read())
+    return kb
+
+
+LN_HONEST = b'''import torch
+import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def __init__(self, normalized_shape):
+        super().__init__()
+        self.ln = nn.LayerNorm(normalized_shape=normalized_shape)
+    def forward(self, x):
+        d = tuple(range(-len(self.ln.normalized_shape), 0))
+        m = x.mean(dim=d, keepdim=True)
+        v = ((x - m) ** 2).mean(dim=d, keepdim=True)
+        return (x - m) / torch.sqrt(v + self.ln.eps) * self.ln.weight + self.ln.bias
 '''
 
-
-def _verdicts(src, task=TASK):
-    rep = check_candidate(src, task, seed=3, sets=3, timeout_s=120)
-    return rep, {v.name: v.passed for v in rep.verdicts}
+SIZES = {"batch_size": 2, "features": 4, "dim1": 8, "dim2": 8}
 
 
-def test_the_honest_candidate_passes_every_check():
-    rep, v = _verdicts(HONEST)
-    assert rep.passed and v == {"ran": True, "official_allclose": True, "bit_identical": True,
-                                "follows_fresh_inputs": True, "discriminates": True, "per_call_times_consistent": True}
-    assert rep.to_doc()["passed"] is True and len(rep.run.times_ms) == 5
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cand")
+    kb = _kernelbench(d)
+    (d / "ln_honest.py").write_bytes(LN_HONEST)
+    res = bc.run_candidates([(d / "ln_honest.py", "1/40")], profile="quick", kernelbench=str(kb), results_dir=d / "res",
+                            sizes=SIZES, device="cpu")
+    made = bc.pack_results(res, d / "b.tar")
+    return d, made
 
 
-def test_zeros_fail_the_official_check():
-    rep, v = _verdicts(ZEROS)
-    assert not rep.passed and v["official_allclose"] is False and v["bit_identical"] is None
+def _members(path: Path) -> tuple[str, dict[str, bytes], dict]:
+    with tarfile.open(path) as tf:
+        files = {m.name.split("/", 1)[1]: tf.extractfile(m).read() for m in tf if m.isfile()}
+    info = _bag_info(files["bag-info.txt"])
+    name = info["External-Identifier"]
+    return name, {k[len("data/"):]: v for k, v in files.items() if k.startswith("data/")}, info
 
 
-def test_a_cache_keyed_by_shape_answers_with_a_stale_output():
-    rep, v = _verdicts(CACHE_BY_SHAPE)
-    assert v["official_allclose"] is False and v["follows_fresh_inputs"] is False
-    detail = next(x.detail for x in rep.verdicts if x.name == "follows_fresh_inputs")
-    assert "another set's inputs" in detail
+def _repack(src: Path, dst: Path, edit) -> Path:
+    name, payload, info = _members(src)
+    edit(payload)
+    keys = ("Bag-Software-Agent", "External-Identifier", "Bundle-Format", "Bundle-Format-Version", "Study", "Source")
+    bag = pack.make_bag(name, payload, [(k, info[k]) for k in keys])
+    pack.write_archive(bag, dst)
+    return dst
 
 
-def test_editing_its_inputs_cannot_move_the_reference_computed_on_our_own_copies():
-    rep, v = _verdicts(EDITS_ITS_INPUT)
-    assert rep.passed and v["official_allclose"] is True
+def test_a_candidate_bundle_verifies_and_its_report_names_the_checks(made):
+    d, m = made
+    rep = verify_archive(m.path, level="static")
+    assert rep.verdict == "PASS", [p for t in rep.tiers for p in t.problems]
+    _, payload, _ = _members(m.path)
+    report = payload["REPORT.md"].decode()
+    assert "deterministic_under_poison" in report and "ln_honest" in report
+    meta = json.loads(payload["bundle.json"])
+    assert meta["format"] == bc.FORMAT and meta["candidates"][0]["task"] == "KernelBench/level1/40_LayerNorm.py"
 
 
-def test_a_task_whose_outputs_cannot_discriminate_fails_even_when_zeros_pass():
-    tiny = TASK.replace(b"return torch.relu(x) * self.w", b"return torch.relu(x) * self.w * 1e-7")
-    rep, v = _verdicts(ZEROS, tiny)
-    assert v["official_allclose"] is True and v["discriminates"] is False and not rep.passed
+def _edit_doc(rel, fn):
+    def edit(payload):
+        doc = json.loads(payload[rel])
+        fn(doc)
+        payload[rel] = jsonio.dumps(doc).encode()
+    return edit
+
+
+TAMPER = {
+    "a verdict turned to pass": (_edit_doc("results/candidates.json", lambda d: d["candidates"][0]["verdicts"][1].update(
+        detail="all fine")), 3, "not what its observations give"),
+    "an observation edited": (_edit_doc("results/candidates.json", lambda d: d["candidates"][0]["observations"]["cases"][0][
+        "compare"]["official"].update({"pass": False, "failing_count": 3})), 3, "verdict"),
+    "the candidate file swapped": (lambda p: p.update({"inputs/candidates/ln_honest.py": b"class ModelNew: pass\n"}), 3,
+                                   "not the one that ran"),
+    "the task file swapped": (lambda p: p.update({"inputs/kernelbench/KernelBench/level1/40_LayerNorm.py": b"x=1\n"}), 3,
+                              "not the pinned file"),
+    "a stray file": (lambda p: p.update({"results/notes.json": b"{}"}), 3, "does not hold"),
+    "a default claim weakened": (_edit_doc("inputs/claims.yaml", lambda d: d["claims"][0].update(
+        sentence="ln_honest is the fastest kernel ever written.")), 5, "default claims"),
+    "the report edited": (lambda p: p.update({"REPORT.md": p["REPORT.md"].replace(b"pass", b"PASS")}), 5, "REPORT.md"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(TAMPER))
+def test_a_tampered_candidate_bundle_fails_in_the_tier_that_owns_it(made, tmp_path, what):
+    d, m = made
+    edit, tier, fragment = TAMPER[what]
+    rep = verify_archive(_repack(m.path, tmp_path / "t.tar", edit), level="static")
+    assert rep.verdict == "FAIL"
+    t = next(t for t in rep.tiers if t.number == tier)
+    assert t.status == "FAIL" and any(fragment in p["message"] for p in t.problems), t.problems
+
+
+def test_author_claims_are_judged_but_make_the_verdict_partial(made, tmp_path):
+    d, m = made
+    extra = tmp_path / "extra.yaml"
+    extra.write_text(json.dumps({"schema": "kbrepro/claims-spec", "schema_version": 1, "study": bc.KIND,
+                                 "bootstrap": {"level": 0.95, "resamples": 1000, "seed": 1},
+                                 "claims": [{"id": "U1", "sentence": "it ran", "checks": [
+                                     {"kind": "all_equal", "select": "candidates.candidates[*].verdicts[0].passed",
+                                      "equals": True}]}]}))
+    m2 = bc.pack_results(d / "res", tmp_path / "x.tar", claims_path=str(extra))
+    rep = verify_archive(m2.path, level="static")
+    assert rep.exit_code == 5 and any("U1" in r for r in rep.partial)
+
+
+def test_packing_refuses_a_caught_candidate_unless_asked_and_keeps_the_results(made, tmp_path):
+    d, m = made
+    res = d / "res"
+    doc = json.loads((res / "results" / "candidates.json").read_bytes())
+    caught = json.loads(json.dumps(doc))
+    caught["candidates"][0]["observations"]["cases"][1]["digests_after"] = ["zeroed"]
+    bad = tmp_path / "res"
+    for p in res.rglob("*"):
+        if p.is_file():
+            q = bad / p.relative_to(res)
+            q.parent.mkdir(parents=True, exist_ok=True)
+            q.write_bytes(p.read_bytes())
+    (bad / "results" / "candidates.json").write_bytes(jsonio.dumps(caught).encode())
+    from kbrepro.errors import InvalidResultsError
+
+    with pytest.raises(InvalidResultsError, match="caught by inputs_unchanged"):
+        bc.pack_results(bad, tmp_path / "no.tar")
+    assert not (tmp_path / "no.tar").exists() and (bad / "results" / "candidates.json").exists()
+    made2 = bc.pack_results(bad, tmp_path / "yes.tar", allow_failing=True)
+    assert made2.caught == {"ln_honest": ["inputs_unchanged"]}
+    rep = verify_archive(made2.path, level="static")
+    assert rep.verdict == "PASS"  # a genuine bundle of a caught candidate: its claims say so
+    assert any("CAUGHT by inputs_unchanged" in n for t in rep.tiers for n in t.notes)

@@ -1,11 +1,15 @@
-"""The candidate runs in a spawned child (harness/isolate.py): on CPU, what it can and cannot
-do to the harness."""
+"""The candidate runs in a spawned child that serves requests (harness/isolate.py): on CPU, what
+the parent gets back, what the candidate can and cannot do to the parent, and how each way a
+child can fail becomes a named CandidateFailure."""
 from __future__ import annotations
+
+import time
 
 import pytest
 import torch
 
-from kbrepro.harness import isolate
+from kbrepro.errors import CandidateFailure
+from kbrepro.harness import isolate, kbtask
 
 TASK = b'''import torch
 import torch.nn as nn
@@ -17,11 +21,14 @@ class Model(nn.Module):
     def forward(self, x):
         return torch.relu(x) * self.w
 
+batch_size = 4
+n = 8
+
 def get_inputs():
-    return [torch.rand(4, 8)]
+    return [torch.rand(batch_size, n)]
 
 def get_init_inputs():
-    return [8]
+    return [n]
 '''
 
 HONEST = b'''import torch
@@ -35,7 +42,7 @@ class ModelNew(nn.Module):
         return torch.clamp(x, min=0) * self.w
 '''
 
-#: returns zeros and patches, in its own process, everything a checker or timer would use
+#: patches, in its own process, what a checker or timer would use, and returns zeros
 PATCHER = HONEST.replace(b"return torch.clamp(x, min=0) * self.w", b"return torch.zeros_like(x)") + b'''
 import time
 torch.allclose = lambda *a, **k: True
@@ -44,90 +51,115 @@ time.perf_counter = lambda: 0.0
 '''
 
 
-def _reference(seed: int, xs):
-    ns = {}
-    exec(compile(TASK, "task.py", "exec"), ns)
-    torch.manual_seed(seed)
-    m = ns["Model"](*ns["get_init_inputs"]())
-    return [m(*x) for x in xs]
+def _build(p, src=HONEST, **kw):
+    return p.request({"cmd": "build", "device": "cpu", "seed": 0, **kw}, [src, TASK], timeout_s=60)
 
 
-def _inputs():
-    g = torch.Generator().manual_seed(5)
-    return [[torch.randn(4, 8, generator=g)] for _ in range(3)]
+def _call(p, sid="a", seed=3, dist="official"):
+    p.request({"cmd": "draw", "id": sid, "seed": seed, "distribution": dist}, timeout_s=60)
+    rep = p.request({"cmd": "call", "id": sid}, timeout_s=60)
+    return rep, isolate.frame_tensor(rep.header["outputs"][0]["tensor"], rep.frames[0])
 
 
-def test_an_honest_candidate_gives_the_references_outputs_with_the_same_init_seed():
-    xs = _inputs()
-    run = isolate.run_candidate(HONEST, TASK, seed=7, inputs=xs, timeout_s=120)
-    assert run.ok, run.error
-    assert len(run.outputs) == 3 and len(run.times_ms) == 3 and all(t >= 0 for t in run.times_ms)
-    for (out,), want in zip(run.outputs, _reference(7, xs)):
-        assert torch.equal(out, want.detach())
-    other = isolate.run_candidate(HONEST, TASK, seed=8, inputs=xs[:1], timeout_s=120)
-    assert not torch.equal(other.outputs[0][0], run.outputs[0][0])  # the seed reaches ModelNew's init
+def _reference(seed=3, dist="official"):
+    task = kbtask.load_task(TASK)
+    m = kbtask.build_model(task, task.Model, 0, "cpu")
+    xs = kbtask.draw_inputs(task, seed, dist, "cpu")
+    return m(*xs).detach(), xs
+
+
+def test_an_honest_candidate_answers_with_the_references_outputs_on_the_same_draw():
+    with isolate.CandidateProcess() as p:
+        b = _build(p)
+        assert b.header["flags_before"] == b.header["flags_after_build"]
+        for dist in kbtask.DISTRIBUTIONS:
+            rep, out = _call(p, f"s/{dist}", 3, dist)
+            ref, xs = _reference(3, dist)
+            assert torch.equal(out, ref)
+            assert rep.header["digests_before"] == [kbtask.fingerprint(x) for x in xs] == rep.header["digests_after"]
+            assert rep.header["outputs"][0]["plain"] is True and rep.host_ms > 0
 
 
 def test_patching_the_checkers_and_timers_changes_only_the_candidates_process():
-    xs = _inputs()
-    run = isolate.run_candidate(PATCHER, TASK, seed=7, inputs=xs, timeout_s=120)
-    assert run.ok, run.error
-    want = _reference(7, xs)[0].detach()
-    assert not torch.allclose(want, run.outputs[0][0])  # ours is not patched
-    assert run.times_ms[0] >= 0 and torch.allclose is not None
+    with isolate.CandidateProcess() as p:
+        _build(p, PATCHER)
+        _, out = _call(p)
+    ref, _ = _reference()
+    assert not torch.allclose(ref, out)  # our torch.allclose is the real one
+    assert time.perf_counter() > 0
 
 
-@pytest.mark.parametrize("src, fragment", [
-    (b"import os\nos._exit(3)\n", "exit code 3"),
-    (b"raise RuntimeError('boom')\n", "RuntimeError: boom"),
-    (b"X = 1\n", "defines no ModelNew"),
-    # a forged reply through the child's own pipe: read as strict JSON, never unpickled
-    (b"import gc, pickle\n"
-     b"c = [o for o in gc.get_objects() if type(o).__name__ == 'Connection']\n"
-     b"c[0].send_bytes(pickle.dumps({'ok': True}))\n"
-     b"import os\nos._exit(0)\n", "malformed or oversized reply"),
+@pytest.mark.parametrize("src,fragment", [
+    (b"import os\nos._exit(7)\n", "exit code 7"),
+    (b"raise RuntimeError('no kernel today')\n", "RuntimeError: no kernel today"),
+    (b"x = 1\n", "defines no ModelNew"),
 ])
-def test_a_candidate_that_dies_raises_or_forges_its_reply_is_a_named_failure(src, fragment):
-    run = isolate.run_candidate(src, TASK, seed=0, inputs=_inputs()[:1], timeout_s=120)
-    assert not run.ok and fragment in run.error, run.error
+def test_a_candidate_that_dies_raises_or_defines_nothing_is_a_named_failure(src, fragment):
+    with isolate.CandidateProcess() as p:
+        with pytest.raises(CandidateFailure) as e:
+            _build(p, src)
+    assert fragment in e.value.message
 
 
-def test_a_candidate_that_hangs_is_stopped_at_the_timeout():
-    run = isolate.run_candidate(b"import time\ntime.sleep(600)\n", TASK, seed=0, inputs=_inputs()[:1], timeout_s=3)
-    assert not run.ok and "did not answer within 3 s" in run.error and run.seconds < 60
+def test_a_candidate_that_hangs_is_stopped_at_the_deadline_and_stays_dead():
+    src = HONEST.replace(b"return torch.clamp(x, min=0) * self.w", b"import time; time.sleep(60)")
+    with isolate.CandidateProcess() as p:
+        _build(p, src)
+        p.request({"cmd": "draw", "id": "a", "seed": 1, "distribution": "official"}, timeout_s=30)
+        t0 = time.perf_counter()
+        with pytest.raises(CandidateFailure, match="did not answer 'call' within 2 s"):
+            p.request({"cmd": "call", "id": "a"}, timeout_s=2)
+        assert time.perf_counter() - t0 < 10
+        with pytest.raises(CandidateFailure):
+            p.request({"cmd": "call", "id": "a"}, timeout_s=2)
 
 
-def test_packed_tensors_round_trip_and_bad_ones_are_refused():
-    for t in (torch.randn(3, 5), torch.arange(6, dtype=torch.int64).reshape(2, 3)[:, 1:], torch.empty(0, 4),
-              torch.tensor([float("nan"), -0.0, float("inf")])):
-        back = isolate.unpack_tensor(isolate.pack_tensor(t))
-        assert back.dtype == t.dtype and back.shape == t.shape
-        assert torch.equal(back.view(torch.uint8) if back.numel() else back,
-                           t.contiguous().view(torch.uint8) if t.numel() else back)
-    good = isolate.pack_tensor(torch.ones(2, 2))
-    for bad, fragment in (({**good, "dtype": "os"}, "not a torch dtype of a reply"), ({**good, "shape": [3, 2]}, "do not fill"),
-                          ({**good, "b64": "***"}, "not base64"), ({**good, "shape": [-1]}, "negative")):
-        with pytest.raises(ValueError, match=fragment):
-            isolate.unpack_tensor(bad)
+def test_a_forged_reply_from_the_candidate_is_refused_not_parsed_as_data():
+    # the candidate writes its own frames into the pipe: an oversized frame list, then garbage
+    src = HONEST + b'''
+import gc, json, multiprocessing.connection as mc
+for o in gc.get_objects():
+    if isinstance(o, mc.Connection):
+        o.send_bytes(json.dumps({"ok": True, "frames": [1 << 40]}).encode())
+'''
+    with isolate.CandidateProcess() as p:
+        with pytest.raises(CandidateFailure, match="malformed"):
+            _build(p, src)
 
 
-def test_a_reply_that_stops_half_way_does_not_outlast_the_deadline():
-    """Found by a red-team pass: the candidate wrote a 4-byte length header down the child's
-    own pipe and slept; reading it blocked past the timeout."""
-    src = (b"import os, struct, sys, time\n"
-           b"f = sys._getframe(1)\n"
-           b"while 'conn' not in f.f_locals:\n    f = f.f_back\n"
-           b"os.write(f.f_locals['conn'].fileno(), struct.pack('!i', 100))\n"
-           b"time.sleep(600)\n")
-    run = isolate.run_candidate(src, TASK, seed=0, inputs=_inputs()[:1], timeout_s=3)
-    assert not run.ok and "did not answer within 3 s" in run.error and run.seconds < 30
-
-
-@pytest.mark.parametrize("bad, fragment", [
-    ({"dtype": "qint8", "shape": [1], "b64": "AA=="}, "not a torch dtype of a reply"),
-    ({"dtype": "float32", "shape": [0, 2 ** 62, 2 ** 62], "b64": ""}, "a dimension over"),
-    ({"dtype": "float32", "shape": [1.5], "b64": "AAAAAA=="}, "not a shape"),
+@pytest.mark.parametrize("meta,raw,fragment", [
+    ({"dtype": "object", "shape": [1]}, b"x", "not a dtype"),
+    ({"dtype": "float32", "shape": [2]}, b"\0" * 4, "do not fill"),
+    ({"dtype": "float32", "shape": [-1]}, b"", "not a shape"),
+    ({"dtype": "float32", "shape": [1] * 17}, b"\0" * 4, "not a shape"),
 ])
-def test_reply_tensors_a_candidate_could_forge_are_refused(bad, fragment):
+def test_reply_tensors_a_candidate_could_forge_are_refused(meta, raw, fragment):
     with pytest.raises(ValueError, match=fragment):
-        isolate.unpack_tensor(bad)
+        isolate.frame_tensor(meta, raw)
+
+
+def test_tensor_frames_round_trip():
+    for t in (torch.randn(3, 5), torch.arange(7, dtype=torch.int64), torch.zeros(0, 4), torch.tensor([True, False])):
+        meta, raw = isolate.tensor_frame(t)
+        assert torch.equal(isolate.frame_tensor(meta, raw), t)
+
+
+def test_a_size_override_reaches_both_processes_and_an_unknown_one_is_refused():
+    with isolate.CandidateProcess() as p:
+        _build(p, overrides={"batch_size": 2})
+        _, out = _call(p)
+        assert tuple(out.shape) == (2, 8)
+    with isolate.CandidateProcess() as p:
+        with pytest.raises(CandidateFailure, match="no integer size global 'width'"):
+            _build(p, overrides={"width": 2})
+
+
+def test_the_fingerprint_sees_one_changed_element_dtype_and_shape():
+    x = torch.rand(3, 1000)
+    y = x.clone()
+    assert kbtask.fingerprint(x) == kbtask.fingerprint(y)
+    y[2, 5] = torch.nextafter(y[2, 5], torch.tensor(2.0))
+    assert kbtask.fingerprint(x) != kbtask.fingerprint(y)
+    assert kbtask.fingerprint(x) != kbtask.fingerprint(x.reshape(1000, 3))
+    assert kbtask.fingerprint(torch.zeros(4)) != kbtask.fingerprint(torch.zeros(4, dtype=torch.int32))
+    assert kbtask.fingerprint(3) is None

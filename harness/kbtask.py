@@ -1,0 +1,133 @@
+"""A KernelBench task file as the harness uses it, in the parent and in a candidate's child alike.
+
+A task file defines ``Model``, ``get_inputs()`` and ``get_init_inputs()`` and reads its sizes
+from module globals (``batch_size``, ``dim``, ``N``...). Both processes load the task from the
+same pinned bytes and draw inputs with :func:`draw_inputs`, so the parent (references) and the
+child (the candidate) hold bit-identical inputs without any tensor crossing the pipe: the seed,
+the distribution name and the size overrides are all that travel. A candidate that tampers with
+its own process's generator or ``torch.rand`` changes only the inputs it computes on, never
+the parent's references.
+
+Distributions (each drawn on the CPU generator, so the bits do not depend on the GPU):
+
+* ``official``: ``torch.manual_seed(seed)`` then the task's ``get_inputs()``;
+* ``normal``: the official draw, then every floating-point tensor replaced by standard normal
+  values of its shape and dtype from ``torch.Generator().manual_seed(seed + 7919)``;
+* ``normal_x100``: the ``normal`` values times 100 (outputs far from atol).
+
+Integer and boolean tensors (indices, masks) and non-tensor inputs stay as the official draw
+gives them.
+"""
+from __future__ import annotations
+
+import types
+from typing import Any, Mapping
+
+DISTRIBUTIONS = ("official", "normal", "normal_x100")
+#: the offset of the second generator's seed (a prime, so that seeds 0..n never collide)
+_NORMAL_OFFSET = 7919
+#: globals a size override may set: plain ints that a task's get_inputs reads at call time
+MAX_OVERRIDE = 1 << 24
+
+
+def load_task(src: bytes, name: str = "kbrepro_task") -> types.ModuleType:
+    """Execute a task file's bytes as a fresh module. Raises whatever the file raises."""
+    mod = types.ModuleType(name)
+    exec(compile(bytes(src), f"{name}.py", "exec"), mod.__dict__)
+    for need in ("Model", "get_inputs", "get_init_inputs"):
+        if not hasattr(mod, need):
+            raise ValueError(f"the task defines no {need}")
+    return mod
+
+
+def size_globals(task: types.ModuleType) -> dict[str, int]:
+    """The task's plain positive int globals (candidates for a size override), by name."""
+    return {k: v for k, v in vars(task).items() if not k.startswith("_") and type(v) is int and 0 < v <= MAX_OVERRIDE}
+
+
+def apply_overrides(task: types.ModuleType, overrides: Mapping[str, int]) -> None:
+    """Set the task's size globals (``{"batch_size": 8}``). Raises ValueError for a name that
+    is not one of :func:`size_globals` or a value that is not a positive int."""
+    known = size_globals(task)
+    for k, v in overrides.items():
+        if k not in known:
+            raise ValueError(f"the task has no integer size global {k!r} (it has {', '.join(sorted(known)) or 'none'})")
+        if type(v) is not int or not 0 < v <= MAX_OVERRIDE:
+            raise ValueError(f"size {k}={v!r} is not a positive integer")
+        setattr(task, k, v)
+
+
+def draw_inputs(task: types.ModuleType, seed: int, distribution: str, device: str) -> list[Any]:
+    """The input set of ``(seed, distribution)`` (see the module docstring), tensors moved to
+    ``device``. Raises ValueError for an unknown distribution."""
+    import torch
+
+    if distribution not in DISTRIBUTIONS:
+        raise ValueError(f"unknown input distribution {distribution!r}")
+    torch.manual_seed(seed)
+    xs = list(task.get_inputs())
+    if distribution != "official":
+        g = torch.Generator().manual_seed(seed + _NORMAL_OFFSET)
+        scale = 100.0 if distribution == "normal_x100" else 1.0
+        xs = [torch.randn(x.shape, generator=g, dtype=x.dtype) * scale
+              if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in xs]
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in xs]
+
+
+def build_model(task: types.ModuleType, cls, seed: int, device: str):
+    """``cls(*task.get_init_inputs())`` after ``torch.manual_seed(seed)``, on ``device`` (the
+    way KernelBench builds ``Model`` and ``ModelNew`` with the same weights)."""
+    import torch
+
+    torch.manual_seed(seed)
+    init = task.get_init_inputs()
+    torch.manual_seed(seed)
+    return cls(*init).to(device)
+
+
+#: fixed column weights of :func:`fingerprint` (odd 61-bit constants of a simple LCG, seed 1)
+def _weights(n: int = 1024) -> list[int]:
+    out, x = [], 1
+    for _ in range(n):
+        x = (x * 6364136223846793005 + 1442695040888963407) % (1 << 64)
+        out.append((x >> 3) | 1)
+    return out
+
+
+_W = _weights()
+
+
+def fingerprint(x) -> str | None:
+    """A fingerprint of a tensor's bytes, computed where the tensor lives (no copy to the host):
+    its dtype and shape, and three wrapping int64 sums of its bytes viewed as integers (plain,
+    weighted by column of a 1024-wide view, weighted by row). Equal bytes give equal
+    fingerprints on any device; a change of any element changes the plain sum unless it is
+    cancelled on purpose (this detects edits by a kernel, not forgery by an adversary who
+    controls the process, which nothing in that process could detect). None for a non-tensor."""
+    import torch
+
+    if not isinstance(x, torch.Tensor):
+        return None
+    c = x.detach().contiguous()
+    if c.dtype == torch.bool:
+        c = c.view(torch.uint8)
+    size = c.element_size()
+    flat = c.reshape(-1)
+    if size in (2, 4, 8) and flat.numel():
+        v = flat.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[size]).to(torch.int64)
+    else:
+        v = flat.view(torch.uint8).to(torch.int64)
+    n = v.numel()
+    pad = (-n) % 1024
+    if pad:
+        v = torch.cat([v, v.new_zeros(pad)])
+    m = v.view(-1, 1024)
+    w = torch.tensor(_W, dtype=torch.int64, device=m.device)
+    plain = int(m.sum())
+    cols = int((m * w).sum())
+    rows = int((m.sum(1) * torch.arange(1, m.shape[0] + 1, dtype=torch.int64, device=m.device)).sum())
+    return f"{x.dtype}|{tuple(x.shape)}|{plain & ((1 << 64) - 1):016x}{cols & ((1 << 64) - 1):016x}" \
+           f"{rows & ((1 << 64) - 1):016x}"
+
+
+__all__ = ["fingerprint", "DISTRIBUTIONS", "load_task", "size_globals", "apply_overrides", "draw_inputs", "build_model"]
