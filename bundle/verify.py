@@ -1648,23 +1648,31 @@ def _candidate_tiers(b: Bundle, tier: Callable, last: int, level: str, *, trust:
         failed |= t.status == "FAIL"
     if last >= 6:
         t = tier(6)
-        from kbrepro.errors import deferred_sigint
-
-        with deferred_sigint():
-            import torch
-
-        if not torch.cuda.is_available() and level == "auto":
-            t.status = "SKIP"
-            t.notes.append("no CUDA GPU here; replay skipped (--level replay on a GPU machine runs it)")
-        elif failed:
-            t.status = "SKIP"
-            t.notes.append("earlier tiers failed; an untrusted bundle is not replayed")
-        else:
+        if _replay_runs(t, level, failed):
             t0 = time.perf_counter()
             vc.tier_replay(b, t, trust=trust, kernelbench=kernelbench, progress=progress)
             t.seconds = time.perf_counter() - t0
             failed |= t.status == "FAIL"
     return 1 if failed else 0
+
+
+def _replay_runs(t: Tier, level: str, failed: bool) -> bool:
+    """Whether tier 6 runs: a GPU is present (at ``auto`` its absence skips) and no earlier
+    tier failed (an untrusted bundle is never replayed); otherwise ``t`` is marked SKIP."""
+    from kbrepro.errors import deferred_sigint
+
+    with deferred_sigint():  # a Ctrl-C inside torch's C++ import would abort
+        import torch
+
+    if not torch.cuda.is_available() and level == "auto":
+        t.status = "SKIP"
+        t.notes.append("no CUDA GPU here; replay skipped (--level replay on a GPU machine runs it)")
+        return False
+    if failed:
+        t.status = "SKIP"
+        t.notes.append("earlier tiers failed; an untrusted bundle is not replayed")
+        return False
+    return True
 
 
 def verify_archive(path: Path, *, level: str = "auto", profile: str | None = None, trust: bool = False,
@@ -1768,18 +1776,7 @@ def verify_archive(path: Path, *, level: str = "auto", profile: str | None = Non
             failed |= t.status == "FAIL"
         if last >= 6:
             t = tier(6)
-            from kbrepro.errors import deferred_sigint
-
-            with deferred_sigint():  # a Ctrl-C inside torch's C++ import would abort
-                import torch
-
-            if not torch.cuda.is_available() and level == "auto":
-                t.status = "SKIP"
-                t.notes.append("no CUDA GPU here; replay skipped (--level replay on a GPU machine runs it)")
-            elif failed:
-                t.status = "SKIP"
-                t.notes.append("earlier tiers failed; an untrusted bundle is not replayed")
-            else:
+            if _replay_runs(t, level, failed):
                 t0 = time.perf_counter()
                 _tier_replay(b, t, profile=profile, trust=trust, kernelbench=kernelbench,
                              ratio_tolerance=ratio_tolerance, keep=keep_replay, progress=progress)

@@ -1,0 +1,51 @@
+"""make_bundle.py's candidate options, as a new user gets them wrong: each mistake is one
+``error:`` line with the documented exit code, found before any work, and nothing is left
+behind; packing a candidate results folder refuses a caught candidate unless asked."""
+from __future__ import annotations
+
+import pytest
+
+from test_cli_misuse import cli, one_error, tree
+
+HONEST = "import torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n"
+
+
+@pytest.fixture
+def cand(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    p = tmp_path / "mine.py"
+    p.write_text(HONEST)
+    return p
+
+
+@pytest.mark.parametrize("args,code,fragment", [
+    (["--task", "1/40"], 2, "needs --candidate FILE and --task"),
+    (["--candidate", "{c}"], 2, "needs --candidate FILE and --task"),
+    (["--candidate", "{c}", "--task", "1/99999"], 2, "neither LEVEL/TASK"),
+    (["--candidate", "{c}", "--task", "9/1"], 2, "no level 9 task 1"),
+    (["--candidate", "{c}", "--task", "KernelBench/level1/nope.py"], 2, "neither LEVEL/TASK"),
+    (["--candidate", "{c}", "--task", "1/40", "--study", "studies/layernorm"], 2, "do not apply to KernelBench"),
+    (["--candidate", "{c}", "--task", "1/40", "--size", "batch_size"], 2, "NAME=VALUE"),
+    (["--candidate", "{c}", "--task", "1/40", "--extra-shape", "batch_size=x"], 2, "NAME=VALUE"),
+    (["--candidate", "{c}", "--candidate", "{c}", "--candidate", "{c}", "--task", "1/40", "--task", "1/19"], 2,
+     "3 --candidate and 2 --task"),
+    (["--candidate", "{c}", "--task", "1/40", "--profile", "extended"], 2, "unknown profile 'extended' for candidates"),
+    (["--candidate", "missing.py", "--task", "1/40"], 3, "--candidate"),
+    (["--candidate", "{c}", "--task", "1/40"], 4, "no CUDA GPU"),
+])
+def test_each_candidate_mistake_is_one_line_with_its_exit_code_and_nothing_is_written(cand, tmp_path, args, code,
+                                                                                        fragment):
+    before = tree(tmp_path)
+    res = cli("make", *[a.replace("{c}", str(cand)) for a in args])
+    one_error(res, code, fragment)
+    assert tree(tmp_path) == before
+
+
+def test_from_results_of_candidates_takes_no_run_options(cand, tmp_path):
+    res_dir = tmp_path / "res" / "results"
+    res_dir.mkdir(parents=True)
+    (res_dir / "candidates.json").write_text("{}")
+    one_error(cli("make", "--from-results", tmp_path / "res", "--candidate", cand), 2, "apply to a new run")
+    # an unreadable candidates.json: exit 3 or 1 (invalid), one line, nothing written
+    res = cli("make", "--from-results", tmp_path / "res", "--out", tmp_path / "x.tar")
+    assert res.code in (1, 3) and "Traceback" not in res.err and not (tmp_path / "x.tar").exists()
