@@ -77,7 +77,9 @@ def task_path(arg: str, pin) -> str:
             return hits[0]
         raise UsageError(f"KernelBench at the pinned commit has no level {m.group(1)} task {m.group(2)}",
                          "give --task LEVEL/TASK of an existing task, e.g. 1/88")
-    if arg in pin.files and arg.endswith(".py"):
+    from kbrepro.bundle.verify_candidate import TASK_PATH
+
+    if arg in pin.files and TASK_PATH.match(arg):
         return arg
     raise UsageError(f"--task {arg!r} is neither LEVEL/TASK nor a Python file of the KernelBench pin",
                      "use e.g. --task 1/88 or --task src/kernelbench/prompts/model_ex_add.py")
@@ -225,8 +227,14 @@ def _fmt(x, d: int = 4) -> str:
     return str(x)
 
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9 .,:;=+\-*/_%#'\"!?&{}~^]")
+
+
 def _md(text: str) -> str:
-    return str(text).replace("|", "/").replace("\n", " ")[:300]
+    """A table cell or inline text made inert: anything but letters, digits, spaces and plain
+    punctuation (no ``|``, brackets, ``<>``, backticks, control or non-ASCII characters)
+    becomes ``?``; at most 300 characters."""
+    return _UNSAFE.sub("?", str(text))[:300]
 
 
 def render_report(meta: Mapping, doc: Mapping, claims_doc: Mapping) -> str:
@@ -242,15 +250,15 @@ def render_report(meta: Mapping, doc: Mapping, claims_doc: Mapping) -> str:
     lines += ["## Verdict", ""]
     for r in doc.get("candidates") or []:
         bad = caught[r["name"]]
-        lines.append(f"- **{r['name']}** ({r['task']}): " + ("passes every check that can decide" if not bad else
-                                                            "CAUGHT by " + ", ".join(bad)))
+        lines.append(f"- **{r['name']}** ({_md(r['task'])}): " + ("passes every check that can decide" if not bad else
+                                                                 "CAUGHT by " + ", ".join(bad)))
     lines += ["", "## Claims", "", "| id | verdict | claim |", "|---|---|---|"]
     for c in claims_doc.get("claims") or []:
         lines.append(f"| {c['id']} | {c['verdict']} | {_md(c['sentence'])} |")
     for r in doc.get("candidates") or []:
         lines += ["", f"## {r['name']}", "", f"Task `{r['task']}` (sha256 `{r['task_sha256'][:16]}...`); candidate "
                   f"sha256 `{r['source_sha256'][:16]}...`; compile {_fmt(r.get('compile_seconds'), 3)} s, whole "
-                  f"check {_fmt(r.get('seconds'), 3)} s; built with {', '.join((r.get('provenance') or {}).get('built_with') or []) or 'nothing we could trace'}.",
+                  f"check {_fmt(r.get('seconds'), 3)} s; built with {_md(', '.join((r.get('provenance') or {}).get('built_with') or [])) or 'nothing we could trace'}.",
                   "", "| check | verdict | detail |", "|---|---|---|"]
         for v in r.get("verdicts") or []:
             mark = {True: "pass", False: "**FAIL**", None: "undecided"}[v.get("passed")]
@@ -354,6 +362,7 @@ def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelben
     files["inputs/kernelbench/LICENSE"] = checkout.read_verified("LICENSE")
     env = fingerprint.add_clocks(env, "end")
     doc = {"schema": "kbrepro/candidates", "schema_version": 1, "kind": KIND, "profile": profile,
+           "device": "cuda" if device.startswith("cuda") else "cpu",
            "started_utc": started, "finished_utc": _utc(),
            "predicate": {"official": "allclose", **PREDICATES["allclose"], "atol": cfg.atol, "rtol": cfg.rtol},
            "kernelbench": {"commit": pin.commit, "repository": pin.repository},

@@ -1644,6 +1644,11 @@ def _candidate_tiers(b: Bundle, tier: Callable, last: int, level: str, *, trust:
             fn(b, t)
         except ReproError as exc:  # a bound of a parser or evaluator was hit: the bundle's fault
             t.fail(None, exc.message)
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError, ArithmeticError) as exc:
+            # data of a shape no schema rule foresaw broke a check: the bundle is not what the
+            # packer writes (and a defect of ours shows here too, named, rather than as a crash)
+            t.fail(None, f"the bundle's data broke this verifier's {fn.__name__}: {type(exc).__name__}: "
+                   f"{safe_text(str(exc), 160)}")
         t.seconds = time.perf_counter() - t0
         failed |= t.status == "FAIL"
     if last >= 6:

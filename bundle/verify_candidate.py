@@ -15,6 +15,7 @@ the result is then PARTIAL, not PASS. A replay runs the bundle's candidate code,
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from pathlib import Path
 from typing import Callable
@@ -59,6 +60,150 @@ def _load(b, t, rel: str, schema: str):
     return None if problems else doc
 
 
+#: case kinds a checking pass records, and the task paths a candidate may solve: a task of a
+#: level, or one of KernelBench's example models (never a candidate or test file of the pin)
+CASE_KINDS = ("official", "normal", "normal_x100", "same_buffers", "repeat", "poison", "profiled", "redrawn_weights",
+              "extra_shape")
+TASK_PATH = re.compile(r"^(KernelBench/level\d{1,2}/\d{1,4}_[A-Za-z0-9_]{1,120}\.py|"
+                       r"src/kernelbench/prompts/model_ex_[A-Za-z0-9_]{1,60}\.py)$")
+_NOTE = re.compile(r"^(candidate [A-Za-z][A-Za-z0-9_]{0,39}: verdicts derived again by this packer differ from the "
+                   r"run's: [A-Za-z0-9_ ,>-]{1,300}|\d{1,3} claim\(s\) added by the author \(--claims\), judged by this "
+                   r"product's evaluator on the author's definitions)$")
+
+
+def expected_cases(cfg, extra_shapes: list, cuda: bool = True) -> list[tuple[str, str]]:
+    """The (id, kind) of every case a complete checking pass of ``cfg`` (a
+    :class:`~kbrepro.harness.candidate.CandidateConfig`) records, in order
+    (harness/candidate.py: checking pass, timing input (a GPU run only), re-drawn weights,
+    extra shapes)."""
+    out = [(f"s{s}/{d}", d) for s in cfg.seeds for d in cfg.distributions]
+    out += [("same_buffers", "same_buffers"), ("repeat", "repeat")]
+    out += [(f"poison{i}", "poison") for i in range(len(cfg.poison_bytes))]
+    out += [("profiled", "profiled")] + ([("timing_input", "official")] if cuda else [])
+    out += [("redrawn_weights", "redrawn_weights")]
+    out += [(f"shape{i}", "extra_shape") for i in range(len(extra_shapes))]
+    return out
+
+
+def _record_problems(r: dict, doc: dict, i: int, task_src: bytes | None) -> list[tuple[str, str]]:
+    """What a record must hold for its verdicts to mean anything: the profile's protocol, every
+    case, block, arm and per-call record a complete run of that protocol writes, and derived
+    fields equal to what they are derived from. Returns ``(json path, message)`` pairs."""
+    import statistics
+
+    from kbrepro.harness import candidate as hc
+    from kbrepro.harness import kbtask
+
+    out: list[tuple[str, str]] = []
+    at = f"$.candidates[{i}]"
+    base = hc.PROFILES.get(doc["profile"])
+    if base is None:
+        return [("$.profile", f"unknown profile {doc['profile']!r}")]
+    cfg = r["config"]
+    own = base.to_doc()
+    for k, v in own.items():
+        if k in ("sizes", "extra_shapes"):
+            continue
+        if cfg.get(k) != v:
+            out.append((f"{at}.config.{k}", f"is {str(cfg.get(k))[:80]}, not the {doc['profile']} profile's {str(v)[:80]}"))
+    if doc["predicate"]["atol"] != base.atol or doc["predicate"]["rtol"] != base.rtol:
+        out.append(("$.predicate", f"atol/rtol are not the {doc['profile']} profile's {base.atol:g}/{base.rtol:g}"))
+    if out:
+        return out
+    sizes = cfg.get("sizes") or {}
+    shapes = cfg.get("extra_shapes") or []
+    if not isinstance(sizes, dict) or not isinstance(shapes, list) or not all(isinstance(x, dict) for x in shapes):
+        return [(f"{at}.config", "sizes or extra_shapes are not objects")]
+    obs = r["observations"]
+    if not shapes and task_src is not None:
+        # the default rule (harness/candidate.py: batch_size // 2), on the pinned task's sizes as
+        # its source states them, overridden by the run's sizes; the task is read, never run
+        g = {**kbtask.static_size_globals(task_src), **sizes}
+        shapes = [{"batch_size": g["batch_size"] // 2}] if g.get("batch_size", 0) >= 2 else []
+    if obs.get("extra_shapes") is not None and obs.get("extra_shapes") != shapes:
+        out.append((f"{at}.observations.extra_shapes", "the extra shapes are not the ones the configuration gives"))
+    cuda = doc.get("device", "cuda") == "cuda"
+    want = expected_cases(base, shapes, cuda)
+    got = [(c.get("id"), c.get("kind")) for c in obs.get("cases") or []]
+    complete = obs.get("failure") is None
+    if (complete and got != want) or (not complete and got != want[:len(got)]):
+        out.append((f"{at}.observations.cases", f"the cases are not the ones a {'complete ' if complete else ''}"
+                    f"checking pass of this profile records ({len(got)} recorded, {len(want)} expected)"))
+        return out
+    build = obs.get("build") or {}
+    if r.get("compile_seconds") != build.get("host_s"):
+        out.append((f"{at}.compile_seconds", "is not the build's own time (observations.build.host_s)"))
+    if not complete:
+        return out
+    for j, c in enumerate(obs["cases"]):
+        for k in ("device_wait_ms", "call_ms", "threads_before", "threads_after"):
+            if not isinstance(c.get(k), (int, float)) or isinstance(c.get(k), bool):
+                out.append((f"{at}.observations.cases[{j}].{k}", "missing: every checked call records it"))
+        if not isinstance(c.get("flags_after_call"), dict) or not c.get("flags_after_call"):
+            out.append((f"{at}.observations.cases[{j}].flags_after_call", "missing: every checked call records it"))
+    if not isinstance(build.get("flags_before"), dict) or not build.get("flags_before"):
+        out.append((f"{at}.observations.build.flags_before", "missing"))
+    if not cuda:
+        return out
+    if not isinstance(obs.get("profile"), dict) or not isinstance(obs["profile"].get("kernels"), list):
+        out.append((f"{at}.observations.profile", "missing: a GPU run profiles one call"))
+    timing = r["timing"]
+    base_info = timing.get("baselines") if isinstance(timing.get("baselines"), dict) else {}
+    if sorted(base_info) != sorted(base.baselines):
+        out.append((f"{at}.timing.baselines", "are not the profile's baselines"))
+        return out
+    ran = [a for a in base.baselines if isinstance(base_info[a], dict) and "skipped" not in base_info[a]]
+    arms = [*ran, "candidate"]
+    want_blocks = [("warm", base.rounds)] + ([("cold", base.cold_rounds)] if base.cold_l2 else [])
+    blocks = r["blocks"]
+    if [(blk.get("l2"), len(blk.get("rounds") or [])) for blk in blocks] != want_blocks:
+        out.append((f"{at}.blocks", f"are not the profile's timing blocks ({want_blocks})"))
+        return out
+    for j, blk in enumerate(blocks):
+        if blk.get("arms") != arms or blk.get("id") != f"{r['name']}/{blk['l2']}":
+            out.append((f"{at}.blocks[{j}].arms", f"are not the baselines that ran and the candidate: {arms}"))
+        for k, row in enumerate(blk["rounds"]):
+            if sorted(row.get("times_ms") or {}) != sorted(arms) or sorted(row.get("order") or []) != sorted(arms) \
+                    or sorted(row.get("host_ms") or {}) != ["candidate"]:
+                out.append((f"{at}.blocks[{j}].rounds[{k}]", "does not time every arm once and clock the candidate"))
+                break
+    pc = timing.get("per_call") if isinstance(timing.get("per_call"), dict) else {}
+    for key in ("fresh", "repeat", "spot_checks"):
+        rows = pc.get(key)
+        if not isinstance(rows, list) or len(rows) != base.fresh_rounds or not all(isinstance(x, dict) for x in rows):
+            out.append((f"{at}.timing.per_call.{key}", f"is not one record per fresh-input round ({base.fresh_rounds})"))
+        elif key != "spot_checks" and not all(isinstance(x.get("times_ms"), list) and len(x["times_ms"]) ==
+                                              base.fresh_sets for x in rows):
+            out.append((f"{at}.timing.per_call.{key}", f"does not hold {base.fresh_sets} calls per round"))
+    roof = timing.get("roofline") if isinstance(timing.get("roofline"), dict) else {}
+    if out:
+        return out
+    med = statistics.median(row["times_ms"]["candidate"] for row in blocks[0]["rounds"])
+    if roof.get("median_ms") != med or roof.get("bandwidth_gbps") != doc["bandwidth"].get("gbps") or \
+            not isinstance(roof.get("bytes_moved"), int) or roof["bytes_moved"] <= 0:
+        out.append((f"{at}.timing.roofline", "is not the warm block's median, the run's bandwidth and a byte count"))
+    return out
+
+
+def _compare_problems(doc: dict) -> list[tuple[str, str]]:
+    """Every check record (cases, spot checks, baselines): a verdict equal to its own counts:
+    ``pass`` exactly when no element fails, and then a worst ratio of at most 1."""
+    from kbrepro.bundle.crosscheck import _checks_of
+
+    out = []
+    for path, c in _checks_of(doc):
+        for lbl in ("official", "legacy"):
+            p = c.get(lbl)
+            if not isinstance(p, dict):
+                continue
+            n, ok, w = p.get("failing_count"), p.get("pass"), p.get("worst_ratio")
+            if isinstance(n, int) and isinstance(ok, bool) and ok != (n == 0):
+                out.append((f"{path}.{lbl}.pass", f"is {ok} with {n} failing elements"))
+            if ok is True and isinstance(w, (int, float)) and not isinstance(w, bool) and w > 1 + 1e-6:
+                out.append((f"{path}.{lbl}.worst_ratio", f"{w:g} > 1 in a passing check"))
+    return out
+
+
 def tier_documents(b, t) -> None:
     """Tier 3: metadata, documents, inputs against the product's pin, derived verdicts, check arithmetic."""
     from kbrepro.bundle import crosscheck
@@ -86,6 +231,24 @@ def tier_documents(b, t) -> None:
     pin = load_pin()
     names = [c["name"] for c in meta["candidates"]]
     recs = {r["name"]: r for r in doc["candidates"]}
+    if len(set(names)) != len(names):
+        t.fail("data/bundle.json", "two candidates carry the same name", path="$.candidates")
+        return
+    if meta["profile"] != doc["profile"]:
+        t.fail("data/bundle.json", "the profile differs from the results'", path="$.profile", expected=doc["profile"],
+               found=meta["profile"])
+    fields = env.get("fields") or {}
+    want_product = {"version": (fields.get("product_version") or {}).get("value"),
+                    "commit": (fields.get("product_commit") or {}).get("value")}
+    if meta["product"] != want_product:
+        t.fail("data/bundle.json", "the product named is not the one environment.json records", path="$.product",
+               expected=want_product, found=meta["product"])
+    claims_raw = b.files.get("data/inputs/claims.yaml", b"")
+    if meta["claims"]["sha256"] != crosscheck_sha(claims_raw):
+        t.fail("data/bundle.json", "the claims file's hash is not the one listed", path="$.claims.sha256")
+    for n in meta["notes"]:
+        if not _NOTE.match(n):
+            t.fail("data/bundle.json", f"a note the packer does not write: {safe_text(n, 120)}", path="$.notes")
     if names != [r["name"] for r in doc["candidates"]]:
         t.fail("data/bundle.json", "the candidates listed differ from those in results/candidates.json",
                path="$.candidates", expected=[r["name"] for r in doc["candidates"]], found=names)
@@ -112,6 +275,10 @@ def tier_documents(b, t) -> None:
             t.fail(f"data/{r['file']}", "the candidate file is missing or is not the one that ran")
         allowed.add(f"data/{r['file']}")
         own = pin.files.get(r["task"])
+        if not TASK_PATH.match(r["task"]):
+            t.fail("data/results/candidates.json", f"task {safe_text(r['task'])} is not a KernelBench task (a level's "
+                   "task or an example model of the pin)", path=f"$.candidates[{names.index(r['name'])}].task")
+            continue
         if own is None:
             t.fail("data/results/candidates.json", f"task {safe_text(r['task'])} is not a file of this verifier's "
                    "KernelBench pin", path="$.candidates")
@@ -142,7 +309,22 @@ def tier_documents(b, t) -> None:
                 allowed.add(f"data/{want}")
         for bin_ in r["provenance"].get("binaries") or []:
             if isinstance(bin_, dict) and isinstance(bin_.get("sass_file"), str):
+                if not bin_["sass_file"].startswith(f"provenance/{r['name']}/sass/"):
+                    t.fail("data/results/candidates.json", f"candidate {r['name']}: a SASS file outside its "
+                           f"provenance/{r['name']}/sass/ folder", found=bin_["sass_file"])
+                    continue
                 allowed.add(f"data/{bin_['sass_file']}")
+        prov = r["provenance"]
+        built = sorted({"load_inline" for _ in prov.get("builds") or []} | {
+            "triton" for f in prov["files"] if str(f.get("path", "")).startswith("triton/")
+            and str(f.get("path", "")).endswith(".cubin")})
+        if prov.get("built_with") != built:
+            t.fail("data/results/candidates.json", f"candidate {r['name']}: built_with is not what its provenance files "
+                   "show", expected=built, found=prov.get("built_with"))
+        task_src = b.files.get(f"data/inputs/kernelbench/{r['task']}") if own is not None else None
+        for path, msg in _record_problems(r, doc, names.index(r["name"]), task_src if
+                                          task_src is not None and crosscheck_sha(task_src) == own else None):
+            t.fail("data/results/candidates.json", f"candidate {r['name']}: {path.rsplit('.', 1)[-1]} {msg}", path=path)
     want_kb = {p[len("data/inputs/kernelbench/"):]: crosscheck_sha(v) for p, v in b.files.items()
                if p.startswith("data/inputs/kernelbench/")}
     if meta["kernelbench"]["files"] != dict(sorted(want_kb.items())):
@@ -150,6 +332,10 @@ def tier_documents(b, t) -> None:
     stray = sorted(p for p in b.files if p.startswith("data/") and p not in allowed)
     for p in stray[:20]:
         t.fail(p, "a file a candidate bundle does not hold (not a listed input, result or provenance file)")
+    for path, msg in _compare_problems(doc):
+        t.fail("data/results/candidates.json", f"a check record's verdict contradicts its counts: {msg}", path=path)
+    if doc.get("device", "cuda") != "cuda":
+        b.partial.append("the candidates ran without a GPU: no timing, no profiler, no poisoned allocator")
     for p in crosscheck._check_arithmetic({"correctness": doc}):
         t.fail("data/results/candidates.json", p["message"], path=p.get("path"), expected=p.get("expected"),
                found=p.get("found"))
@@ -208,8 +394,15 @@ def tier_claims(b, t) -> None:
     except ReproError as exc:
         t.fail("data/inputs/claims.yaml", exc.message)
         return
+    if raw != bc.spec_yaml(spec):
+        t.fail("data/inputs/claims.yaml", "not in the canonical form the packer writes (sorted-key JSON, no comments)")
+        return
     own = bc.default_claims(doc)
     n = len(own["claims"])
+    ids = [c["id"] for c in spec["claims"]]
+    if len(set(ids)) != len(ids):
+        t.fail("data/inputs/claims.yaml", "two claims carry the same id (the last would decide for both)")
+        return
     head = {**spec, "claims": spec["claims"][:n]}
     if json.loads(json.dumps(head)) != own:
         t.fail("data/inputs/claims.yaml", "the default claims are not the ones this verifier writes from the data "

@@ -193,7 +193,9 @@ def _repack(src: Path, dst: Path, edit) -> Path:
 def test_a_candidate_bundle_verifies_and_its_report_names_the_checks(made):
     d, m = made
     rep = verify_archive(m.path, level="static")
-    assert rep.verdict == "PASS", [p for t in rep.tiers for p in t.problems]
+    # a CPU run: every check passes, and the verdict says what a CPU run cannot show
+    assert rep.verdict == "PARTIAL", [p for t in rep.tiers for p in t.problems]
+    assert any("without a GPU" in r for r in rep.partial)
     _, payload, _ = _members(m.path)
     report = payload["REPORT.md"].decode()
     assert "deterministic_under_poison" in report and "ln_honest" in report
@@ -209,6 +211,13 @@ def _edit_doc(rel, fn):
     return edit
 
 
+def _weaken_claim(payload):
+    """The first default claim reworded, and bundle.json's hash of the claims file updated to match."""
+    _edit_doc("inputs/claims.yaml", lambda d: d["claims"][0].update(
+        sentence="ln_honest is the fastest kernel ever written."))(payload)
+    _edit_doc("bundle.json", lambda d: d["claims"].update(sha256=pack.sha256_hex(payload["inputs/claims.yaml"])))(payload)
+
+
 TAMPER = {
     "a verdict turned to pass": (_edit_doc("results/candidates.json", lambda d: d["candidates"][0]["verdicts"][1].update(
         detail="all fine")), 3, "not what its observations give"),
@@ -219,8 +228,7 @@ TAMPER = {
     "the task file swapped": (lambda p: p.update({"inputs/kernelbench/KernelBench/level1/40_LayerNorm.py": b"x=1\n"}), 3,
                               "not the pinned file"),
     "a stray file": (lambda p: p.update({"results/notes.json": b"{}"}), 3, "does not hold"),
-    "a default claim weakened": (_edit_doc("inputs/claims.yaml", lambda d: d["claims"][0].update(
-        sentence="ln_honest is the fastest kernel ever written.")), 5, "default claims"),
+    "a default claim weakened": (_weaken_claim, 5, "default claims"),
     "the report edited": (lambda p: p.update({"REPORT.md": p["REPORT.md"].replace(b"pass", b"PASS")}), 5, "REPORT.md"),
 }
 
@@ -269,5 +277,101 @@ def test_packing_refuses_a_caught_candidate_unless_asked_and_keeps_the_results(m
     made2 = bc.pack_results(bad, tmp_path / "yes.tar", allow_failing=True)
     assert made2.caught == {"ln_honest": ["inputs_unchanged"]}
     rep = verify_archive(made2.path, level="static")
-    assert rep.verdict == "PASS"  # a genuine bundle of a caught candidate: its claims say so
+    assert rep.verdict == "PARTIAL"  # a genuine bundle (of a CPU run) of a caught candidate: its claims say so
     assert any("CAUGHT by inputs_unchanged" in n for t in rep.tiers for n in t.notes)
+
+
+# ------------------------------------------------- forgeries of the GPU example bundle
+# The attacker edits the results and packs them again with this product's own packer: verdicts,
+# claims, REPORT.md and manifests then all agree with the edited data, so only the verifier's own
+# expectations of a complete run (harness/candidate.py's protocol) can catch the lie. Found by a
+# red-team pass of issue 11; each case names its finding.
+
+EXAMPLE = ROOT / "examples" / "candidates-quick-20261201T153437.tar"
+
+
+def _forge(tmp_path: Path, edit) -> Path:
+    _, payload, _ = _members(EXAMPLE)
+    files = {k: v for k, v in payload.items() if k.split("/")[0] in ("inputs", "results", "provenance")
+             and k != "inputs/claims.yaml"}
+    doc = json.loads(files["results/candidates.json"])
+    edit(doc, files)
+    files["results/candidates.json"] = jsonio.dumps(doc).encode()
+    bag, _, _, _ = bc.build_payload(files, name="candidates-quick-20261201T153437")
+    out = tmp_path / "forged.tar"
+    pack.write_archive(bag, out)
+    return out
+
+
+def _c0(doc):
+    return doc["candidates"][0]
+
+
+def _case_edit(doc, files):
+    o = _c0(doc)["observations"]["cases"][1]["compare"]["official"]
+    o.update({"pass": True, "failing_count": 50, "worst_ratio": 1000.0})
+
+
+def _dup(doc, files):
+    doc["candidates"][1] = json.loads(json.dumps(doc["candidates"][0]))
+
+
+def _sass_outside(doc, files):
+    files["results/summary.json"] = b"{}"
+    _c0(doc)["provenance"]["binaries"].append({"file": "x", "sass_file": "results/summary.json",
+                                               "sass_sha256": pack.sha256_hex(b"{}"), "ftz_counts": None,
+                                               "sass_says_ftz": None})
+
+
+FORGERIES = {
+    "a01 a passing case whose counts fail": (_case_edit, "contradicts its counts"),
+    "a02 a failing case deleted": (lambda d, f: _c0(d)["observations"]["cases"].pop(1), "cases are not the ones"),
+    "a03 the profiled call deleted": (lambda d, f: _c0(d)["observations"].pop("profile"), "profile"),
+    "a04 the roofline's bandwidth edited": (lambda d, f: _c0(d)["timing"]["roofline"].update(bandwidth_gbps=1e9),
+                                            "roofline"),
+    "a05 eager dropped from the arms": (lambda d, f: _c0(d)["blocks"][0]["arms"].remove("eager"), "arms"),
+    "a06 the cold block deleted": (lambda d, f: _c0(d)["blocks"].pop(1), "timing blocks"),
+    "a07 a baseline marked failing against its counts": (lambda d, f: _c0(d)["timing"]["baselines"]["compile_default"][
+        "compare"]["official"].update({"pass": False}), "contradicts its counts"),
+    "a09 two candidates of one name": (_dup, "same name"),
+    "a13 markup in built_with": (lambda d, f: _c0(d)["provenance"].update(built_with=["triton"]), "built_with"),
+    "a15 a file let in as SASS": (_sass_outside, "SASS file outside"),
+    "a16 the task set to a solution file": (lambda d, f: _c0(d).update(task="src/kernelbench/prompts/model_new_ex_add.py"),
+                                            "not a KernelBench task"),
+    "a27 the compile time edited": (lambda d, f: _c0(d).update(compile_seconds=0.5), "compile_seconds"),
+    "a28 the tolerance loosened": (lambda d, f: [d["predicate"].update(atol=0.05, rtol=0.05)] + [
+        r["config"].update(atol=0.05, rtol=0.05) for r in d["candidates"]], "profile's"),
+    "a30 a case relabelled to a kind no check judges": (
+        lambda d, f: _c0(d)["observations"]["cases"][1].update(kind="profiled"), "cases are not the ones"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(FORGERIES))
+def test_a_forgery_packed_with_our_own_packer_fails_on_the_protocol(tmp_path, what):
+    edit, fragment = FORGERIES[what]
+    rep = verify_archive(_forge(tmp_path, edit), level="static")
+    assert rep.verdict == "FAIL", what
+    problems = [p["message"] for t in rep.tiers for p in t.problems]
+    assert any(fragment in m for m in problems), problems
+
+
+def test_the_example_forged_with_no_edit_still_verifies(tmp_path):
+    rep = verify_archive(_forge(tmp_path, lambda d, f: None), level="static")
+    assert rep.verdict == "PASS", [p for t in rep.tiers for p in t.problems]
+
+
+def test_author_claims_cannot_take_a_default_claims_id(tmp_path):
+    _, payload, info = _members(EXAMPLE)
+    spec = json.loads(payload["inputs/claims.yaml"])
+    spec["claims"].append({"id": "K1a", "sentence": "shadow", "checks": [
+        {"kind": "all_equal", "select": "candidates.kind", "equals": "kernelbench-candidates"}]})
+
+    def edit(p):
+        p["inputs/claims.yaml"] = jsonio.dumps(spec).encode()
+        meta = json.loads(p["bundle.json"])
+        meta["claims"].update(sha256=pack.sha256_hex(p["inputs/claims.yaml"]), extra=1)
+        p["bundle.json"] = jsonio.dumps(meta).encode()
+
+    rep = verify_archive(_repack(EXAMPLE, tmp_path / "t.tar", edit), level="static")
+    assert rep.verdict == "FAIL"
+    assert any("same id" in p["message"] for t in rep.tiers for p in t.problems)
