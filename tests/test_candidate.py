@@ -375,3 +375,35 @@ def test_author_claims_cannot_take_a_default_claims_id(tmp_path):
     rep = verify_archive(_repack(EXAMPLE, tmp_path / "t.tar", edit), level="static")
     assert rep.verdict == "FAIL"
     assert any("same id" in p["message"] for t in rep.tiers for p in t.problems)
+
+
+def test_what_a_candidate_builds_is_traced_and_scrubbed_of_machine_paths(tmp_path):
+    """A candidate that 'builds' an extension (writes into the folder the harness gives the
+    child as TORCH_EXTENSIONS_DIR) gets its files listed with hashes, copied into the bundle
+    with home paths and the results folder scrubbed (the built file's hash kept), ninja's own
+    logs left out, and build.ninja's command lines recorded."""
+    kb = _kernelbench(tmp_path)
+    src = LN_HONEST + b'''
+import os
+_d = os.path.join(os.environ["TORCH_EXTENSIONS_DIR"], "my_ext")
+os.makedirs(_d, exist_ok=True)
+with open(os.path.join(_d, "build.ninja"), "w") as f:
+    f.write("nvcc = /usr/local/cuda/bin/nvcc\\ncuda_cflags = -O3 --use_fast_math -I/home/alice/include -I" + _d + "\\n"
+            "rule cuda_compile\\n  command = $nvcc $cuda_cflags -c $in -o $out\\n")
+with open(os.path.join(_d, ".ninja_log"), "w") as f:
+    f.write("/home/alice\\n")
+'''
+    (tmp_path / "built.py").write_bytes(src)
+    res = bc.run_candidates([(tmp_path / "built.py", "1/40")], profile="quick", kernelbench=str(kb),
+                            results_dir=tmp_path / "res", sizes=SIZES, device="cpu")
+    rec = json.loads((res / "results" / "candidates.json").read_bytes())["candidates"][0]
+    prov = rec["provenance"]
+    assert prov["built_with"] == ["load_inline"]
+    (f,) = prov["files"]  # build.ninja only: .ninja_log is not evidence
+    assert f["path"] == "ext/my_ext/build.ninja" and f["scrubbed"] and f["built_sha256"] != f["sha256"]
+    stored = (res / f["bundle_path"]).read_bytes()
+    assert b"/home/alice" not in stored and str(tmp_path).encode() not in stored and b"--use_fast_math" in stored
+    assert prov["builds"][0]["commands"] == ["$nvcc $cuda_cflags -c $in -o $out"]
+    made = bc.pack_results(res, tmp_path / "b.tar")
+    rep = verify_archive(made.path, level="static")
+    assert rep.exit_code == 5, [p for t in rep.tiers for p in t.problems]  # PARTIAL: a CPU run
