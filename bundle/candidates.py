@@ -338,10 +338,14 @@ def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelben
         records.append(rec)
         files[rec["file"]] = src
         files[f"inputs/kernelbench/{tp}"] = task_src
-        prov = work / "provenance"
+        prov = Path(rec.pop("provenance_dir"))
         for f in (rec["provenance"].get("files") or []):
             if f.get("copied"):
                 f["bundle_path"] = f"provenance/{name}/{safe_relpath(f['path'])}"
+                if f["bundle_path"] in files:  # two build files one bundle path: keep the first, list the other
+                    f.update(copied=False, bundle_path=None)
+                    del f["bundle_path"]
+                    continue
                 data = (prov / f["path"]).read_bytes()
                 if Path(f["path"]).suffix in TEXT_SUFFIXES:
                     # build files name the folders they were built in: home paths, user and host

@@ -71,6 +71,10 @@ _NOTE = re.compile(r"^(candidate [A-Za-z][A-Za-z0-9_]{0,39}: verdicts derived ag
                    r"product's evaluator on the author's definitions)$")
 
 
+#: configuration fields that bound a run (deadlines, budget) without changing what it measures
+_LIMITS = ("build_timeout_s", "call_timeout_s", "budget_s")
+
+
 def expected_cases(cfg, extra_shapes: list, cuda: bool = True) -> list[tuple[str, str]]:
     """The (id, kind) of every case a complete checking pass of ``cfg`` (a
     :class:`~kbrepro.harness.candidate.CandidateConfig`) records, in order
@@ -102,7 +106,7 @@ def _record_problems(r: dict, doc: dict, i: int, task_src: bytes | None) -> list
     cfg = r["config"]
     own = base.to_doc()
     for k, v in own.items():
-        if k in ("sizes", "extra_shapes"):
+        if k in ("sizes", "extra_shapes") or k in _LIMITS:  # the user's options; limits, not the protocol
             continue
         if cfg.get(k) != v:
             out.append((f"{at}.config.{k}", f"is {str(cfg.get(k))[:80]}, not the {doc['profile']} profile's {str(v)[:80]}"))

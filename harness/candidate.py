@@ -56,6 +56,7 @@ MAX_INVOCATIONS = 1000
 #: the largest provenance file copied into a bundle, and the most per candidate
 MAX_PROVENANCE_FILE = 32 * 1024 * 1024
 MAX_PROVENANCE_TOTAL = 96 * 1024 * 1024
+MAX_PROVENANCE_FILES = 500
 #: build outputs never copied (object files are the .so's inputs; the .so is kept; ninja's own
 #: logs and dependency databases hold machine paths and no evidence)
 _SKIP_SUFFIXES = (".o", ".d", ".lock", ".pyc", ".ninja_deps", ".ninja_log")
@@ -86,6 +87,7 @@ class CandidateConfig:
     sizes: tuple = ()              # ((name, value), ...): the task's size globals for the whole run
     build_timeout_s: float = 900.0
     call_timeout_s: float = 300.0
+    budget_s: float = 3600.0       # the whole candidate: every request's deadline stops here
 
     def to_doc(self) -> dict:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -160,44 +162,63 @@ def _sync(dev: str) -> None:
         torch.cuda.synchronize()
 
 
+def _failing(ref) -> dict:
+    n = int(ref.numel())
+    return {"shape_match": False, "element_count": n, "bit_identical_count": 0,
+            "official": {"pass": False, "failing_count": n, "worst_ratio": None},
+            "legacy": {"pass": False, "failing_count": n, "worst_ratio": None}}
+
+
 def _case(c: _Ctx, cid: str, kind: str, xs_parent: list, ref, *, set_id: str, model: str = "main",
           poison: int | None = None, profile: bool = False, others: Mapping | None = None) -> dict:
     """One call of the candidate on the child's set ``set_id`` (the same values as
-    ``xs_parent``), compared with ``ref``. Appends the case to the observations."""
+    ``xs_parent``), compared with ``ref`` (a tensor, or a tuple of them: every output is
+    compared, the case's record is the worst). Appends the case to the observations. Raises
+    CandidateFailure when the parent's own reference changed during the call (a child that
+    writes into the parent's memory)."""
     import torch
 
-    ref = _first(ref)
+    refs = tuple(ref) if isinstance(ref, (tuple, list)) else (ref,)
+    ref = refs[0]
+    before = [kbtask.fingerprint(r) for r in refs]
     req = {"cmd": "call", "id": set_id, "model": model, "profile": profile}
     if poison is not None:
         req.update(poison=poison, poison_chunk=int(ref.numel() * ref.element_size()))
-    rep = c.proc.request(req, timeout_s=c.cfg.call_timeout_s)
+    nbytes = sum(int(r.numel() * r.element_size()) for r in refs if isinstance(r, torch.Tensor))
+    rep = c.proc.request(req, timeout_s=c.cfg.call_timeout_s, max_bytes=2 * nbytes + 4096)
+    if [kbtask.fingerprint(r) for r in refs] != before:
+        raise CandidateFailure("the parent's reference changed while the candidate ran: its process wrote into ours")
     h = rep.header
     outs = h.get("outputs") or []
     o = outs[0] if outs else {"type": "nothing", "plain": False}
     case = {"id": cid, "kind": kind, "set": set_id, "model": model, "reference_device": str(ref.device),
             "reference_range": _ref_range(ref), "digests_parent": [_digest(x) for x in xs_parent],
             "output": {k: o.get(k) for k in ("type", "plain", "device", "layout", "grad_fn", "digest")},
-            "output_count": len(outs)}
+            "output_count": len(outs), "reference_count": len(refs)}
     for k in ("digests_before", "digests_after", "threads_before", "threads_after", "call_ms", "stream_wait_ms",
               "device_wait_ms", "flags_after_call"):
         case[k] = h.get(k)
     case["host_ms"] = rep.host_ms
     if poison is not None:
         case["poison_byte"] = poison
-    out = None
-    if "tensor" in o and rep.frames:
+    frames = iter(rep.frames)
+    got = []
+    for oi in outs:
+        raw = next(frames, None) if "tensor" in oi else None
         try:
-            out = frame_tensor(o["tensor"], rep.frames[0]).to(ref.device)
+            got.append(frame_tensor(oi["tensor"], raw) if raw is not None else None)
         except ValueError as exc:
             case["output"]["unreadable"] = str(exc)[:200]
-    if out is None:
-        case["compare"] = {"shape_match": False, "element_count": int(ref.numel()), "bit_identical_count": 0,
-                           "official": {"pass": False, "failing_count": int(ref.numel()), "worst_ratio": None},
-                           "legacy": {"pass": False, "failing_count": int(ref.numel()), "worst_ratio": None}}
+            got.append(None)
+    if len(got) != len(refs) or any(g is None for g in got):
+        case["compare"] = _failing(ref)
     else:
-        case["compare"] = compare(ref.detach(), out, c.tol)
+        cmps = [compare(r.detach(), g.to(r.device), c.tol) for r, g in zip(refs, got)]
+        case["compare"] = next((x for x in cmps if not x["official"]["pass"]), cmps[0])
+        out = got[0].to(ref.device)
         if not case["compare"]["official"]["pass"] and others:
-            case["matches_other"] = sorted(k for k, r in others.items() if k != cid and tuple(r.shape) == tuple(out.shape)
+            firsts = {k: (r[0] if isinstance(r, tuple) else r) for k, r in others.items()}
+            case["matches_other"] = sorted(k for k, r in firsts.items() if k != cid and tuple(r.shape) == tuple(out.shape)
                                            and r.dtype == out.dtype and bool(torch.allclose(r, out, atol=c.tol.atol,
                                                                                             rtol=c.tol.rtol)))
     if profile and h.get("kernels") is not None:
@@ -217,10 +238,12 @@ def _draw(c: _Ctx, set_id: str, seed: int, dist: str, *, into: str | None = None
 
 
 def _reference(model, xs):
+    """The task's outputs on copies of ``xs``: a tensor, or a tuple of them."""
     import torch
 
     with torch.no_grad():
-        return _first(model(*_clone(xs)))
+        y = model(*_clone(xs))
+    return tuple(y) if isinstance(y, (tuple, list)) else y
 
 
 def _checking_pass(c: _Ctx) -> None:
@@ -442,37 +465,94 @@ def _ninja_commands(text: str) -> dict:
     return out
 
 
-def collect_provenance(name: str, ext_dir: Path, triton_dir: Path, out_dir: Path) -> dict:
-    """Copy what the candidate built into ``out_dir`` (``ext/...``, ``triton/...``,
-    ``cubin/...``, ``sass/...``) and describe it: files with sha256 and bytes, the
-    ``build.ninja`` command lines, cubins and SASS from ``cuobjdump`` with FTZ evidence
-    (kernels.compile), tool versions. Files over :data:`MAX_PROVENANCE_FILE` or past
-    :data:`MAX_PROVENANCE_TOTAL` are listed with their hash, not copied."""
+def _triton_version() -> str | None:
+    """Triton's version from the installed distribution's metadata (read, never imported)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("triton")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _walk_files(root: Path):
+    """Regular files under ``root`` (sorted, relative POSIX paths), never following a
+    symbolic link, at most :data:`MAX_PROVENANCE_FILES` of them."""
+    out = []
+    for d, dirs, names in os.walk(root, followlinks=False):
+        dirs.sort()
+        for n in sorted(names):
+            p = Path(d) / n
+            try:
+                st = os.lstat(p)
+            except OSError:
+                continue
+            if not __import__("stat").S_ISREG(st.st_mode):
+                continue
+            out.append((p, st.st_size))
+            if len(out) >= MAX_PROVENANCE_FILES:
+                return out
+    return out
+
+
+def _read_bounded(p: Path, size: int) -> tuple[str, bytes | None]:
+    """sha256 of the file, streamed, and its bytes when at most :data:`MAX_PROVENANCE_FILE`
+    (opened without following a link: O_NOFOLLOW)."""
+    h = hashlib.sha256()
+    keep = size <= MAX_PROVENANCE_FILE
+    chunks = []
+    fd = os.open(p, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as f:
+        while True:
+            b = f.read(1 << 20)
+            if not b:
+                break
+            h.update(b)
+            if keep:
+                chunks.append(b)
+                keep = sum(map(len, chunks)) <= MAX_PROVENANCE_FILE
+    return h.hexdigest(), (b"".join(chunks) if keep else None)
+
+
+def collect_provenance(name: str, ext_dir: Path, triton_dir: Path, out_dir: Path,
+                       tools: Mapping[str, str | None] | None = None) -> dict:
+    """Copy what the candidate built into ``out_dir`` (a folder the parent made after the
+    child ended: ``ext/...``, ``triton/...``, ``sass/...``) and describe it: files with sha256
+    and bytes (at most :data:`MAX_PROVENANCE_FILES`; regular files only, no link followed; a
+    file over :data:`MAX_PROVENANCE_FILE` or past :data:`MAX_PROVENANCE_TOTAL` listed with its
+    hash, not copied), the ``build.ninja`` command lines (at most 20 builds), cubins and SASS
+    from ``cuobjdump`` with FTZ evidence (kernels.compile), tool versions. ``tools``: the
+    absolute paths of nvcc, cuobjdump and the host compiler, resolved before the child ran."""
     from kbrepro.kernels.compile import sass_ftz_counts, sass_says_ftz
 
+    tools = dict(tools) if tools is not None else {"nvcc": shutil.which("nvcc"), "cuobjdump": shutil.which("cuobjdump"),
+                                                   "cxx": shutil.which(os.environ.get("CXX", "c++"))}
     files, total, builds = [], 0, []
     for root, kind in ((ext_dir, "ext"), (triton_dir, "triton")):
-        if not root.is_dir():
+        if not root.is_dir() or root.is_symlink():
             continue
-        for p in sorted(root.rglob("*")):
-            if not p.is_file() or p.is_symlink() or p.suffix in _SKIP_SUFFIXES or p.name in _SKIP_SUFFIXES:
+        for p, size in _walk_files(root):
+            if p.suffix in _SKIP_SUFFIXES or p.name in _SKIP_SUFFIXES:
                 continue
-            data = p.read_bytes()
+            try:
+                digest, data = _read_bounded(p, size)
+            except OSError:
+                continue
             rel = f"{kind}/{p.relative_to(root).as_posix()}"
-            rec = {"path": rel, "sha256": _sha(data), "bytes": len(data), "copied": False}
-            if len(data) <= MAX_PROVENANCE_FILE and total + len(data) <= MAX_PROVENANCE_TOTAL:
+            rec = {"path": rel, "sha256": digest, "bytes": size if data is None else len(data), "copied": False}
+            if data is not None and total + len(data) <= MAX_PROVENANCE_TOTAL:
                 dst = out_dir / rel
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 dst.write_bytes(data)
                 total += len(data)
                 rec["copied"] = True
             files.append(rec)
-            if p.name == "build.ninja":
+            if p.name == "build.ninja" and data is not None and len(builds) < 20:
                 builds.append({"path": rel, **_ninja_commands(data.decode("utf-8", "replace"))})
     binaries = []
-    cuobjdump = shutil.which("cuobjdump")
-    for rec in [f for f in files if f["path"].endswith(".so") or f["path"].endswith(".cubin")]:
-        src = (ext_dir if rec["path"].startswith("ext/") else triton_dir) / rec["path"].split("/", 1)[1]
+    cuobjdump = tools.get("cuobjdump")
+    for rec in [f for f in files if f["copied"] and (f["path"].endswith(".so") or f["path"].endswith(".cubin"))][:200]:
+        src = out_dir / rec["path"]  # the parent's copy, whose hash is recorded
         entry = {"file": rec["path"], "sha256": rec["sha256"]}
         if cuobjdump is None:
             entry["sass"] = None
@@ -496,19 +576,35 @@ def collect_provenance(name: str, ext_dir: Path, triton_dir: Path, out_dir: Path
                          sass_says_ftz=sass_says_ftz(counts))
         entry["elf"] = [ln.split(":", 1)[-1].strip() for ln in elves.splitlines() if "ELF file" in ln][:50]
         binaries.append(entry)
-    versions = {"nvcc": _tool_version(["nvcc", "--version"]),
-                "cxx": _tool_version([os.environ.get("CXX", "c++"), "--version"], 0),
+    versions = {"nvcc": _tool_version([tools["nvcc"], "--version"]) if tools.get("nvcc") else None,
+                "cxx": _tool_version([tools["cxx"], "--version"], 0) if tools.get("cxx") else None,
                 "cuobjdump": _tool_version([cuobjdump, "--version"]) if cuobjdump else None}
-    try:
-        import triton  # noqa: F401
-
-        versions["triton"] = triton.__version__
-    except Exception:  # Triton is optional
-        versions["triton"] = None
+    versions["triton"] = tools.get("triton")
     kinds = sorted({"load_inline" for b in builds} | {"triton" for f in files if f["path"].startswith("triton/")
                                                       and f["path"].endswith(".cubin")})
     return {"files": files, "builds": builds, "binaries": binaries, "versions": versions, "built_with": kinds,
-            "copied_bytes": total}
+            "copied_bytes": total, "dir": str(out_dir)}
+
+
+#: the environment variable naming the user id a candidate's child runs as (the parent must be root)
+UID_ENV = "KBREPRO_CANDIDATE_UID"
+
+
+def candidate_uid() -> int | None:
+    """The user id of ``$KBREPRO_CANDIDATE_UID`` (e.g. 65534, nobody), or None where unset.
+    Raises UsageError for a value that is not a positive integer or a parent that is not root
+    (only root can start a process as another user)."""
+    from kbrepro.errors import UsageError
+
+    v = os.environ.get(UID_ENV)
+    if not v:
+        return None
+    if not v.isdigit() or int(v) == 0:
+        raise UsageError(f"{UID_ENV}={v!r} is not a user id other than root's", f"e.g. {UID_ENV}=65534")
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        raise UsageError(f"{UID_ENV} needs the harness to run as root (it starts the candidate as that user)",
+                         f"unset {UID_ENV}, or run as root, or in a container (README)")
+    return int(v)
 
 
 def run_candidate(spec: CandidateSpec, cfg: CandidateConfig, workdir: Path, *, device: str = "cuda",
@@ -524,6 +620,13 @@ def run_candidate(spec: CandidateSpec, cfg: CandidateConfig, workdir: Path, *, d
     ext.mkdir(parents=True, exist_ok=True)
     tri.mkdir(parents=True, exist_ok=True)
     env = {"TORCH_EXTENSIONS_DIR": str(ext), "TRITON_CACHE_DIR": str(tri), "CUDA_CACHE_DISABLE": "1"}
+    run_as = candidate_uid()
+    if run_as is not None:  # the child's own folders, and a home of its own for the caches it writes
+        home = workdir / "build" / "home"
+        home.mkdir(parents=True, exist_ok=True)
+        for d in (workdir / "build", ext, tri, home):
+            os.chown(d, run_as, run_as)
+        env.update(HOME=str(home), TRITON_HOME=str(home), XDG_CACHE_HOME=str(home))
     tol = Tolerance(cfg.atol, cfg.rtol)
     task = kbtask.load_task(spec.task_source, "kbrepro_reference_task")
     kbtask.apply_overrides(task, dict(cfg.sizes))
@@ -534,7 +637,18 @@ def run_candidate(spec: CandidateSpec, cfg: CandidateConfig, workdir: Path, *, d
     timing: dict = {}
     obs: dict = {"failure": None}
     t_all = time.perf_counter()
-    with CandidateProcess(env) as proc:
+    # what the parent runs after the child started is loaded before it: a child that plants a
+    # module on sys.path (it runs as our user) must not get it imported here
+    import importlib
+
+    importlib.import_module("kbrepro.kernels.compile")  # collect_provenance's FTZ evidence
+    try:
+        importlib.import_module("triton")
+    except Exception:  # Triton is optional
+        pass
+    tools = {"nvcc": shutil.which("nvcc"), "cuobjdump": shutil.which("cuobjdump"),
+             "cxx": shutil.which(os.environ.get("CXX", "c++")), "triton": _triton_version()}
+    with CandidateProcess(env, budget_s=cfg.budget_s, run_as=run_as) as proc:
         c = _Ctx(spec, cfg, device, tol, proc, task, model, say, obs)
 
         def stage(name: str, fn: Callable[[], None]) -> bool:
@@ -546,6 +660,11 @@ def run_candidate(spec: CandidateSpec, cfg: CandidateConfig, workdir: Path, *, d
             except CandidateFailure as exc:
                 obs["failure"] = f"{name}: {exc.message}"
                 say(f"{spec.name}: {name} failed: {exc.message}")
+                return False
+            except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+                # a reply of the right shape whose values still broke our handling of it
+                obs["failure"] = f"{name}: a malformed reply: {type(exc).__name__}: {str(exc)[:160]}"
+                say(f"{spec.name}: {name} failed: {obs['failure']}")
                 return False
             finally:
                 rec["stages"].append({"name": name, "seconds": time.perf_counter() - t0})
@@ -585,7 +704,12 @@ def run_candidate(spec: CandidateSpec, cfg: CandidateConfig, workdir: Path, *, d
     rec["seconds"] = time.perf_counter() - t_all
     rec["compile_seconds"] = (obs.get("build") or {}).get("host_s")
     say(f"{spec.name}: provenance")
-    rec["provenance"] = collect_provenance(spec.name, ext, tri, workdir / "provenance")
+    import tempfile
+
+    # a folder made now, after the child is gone, so that it cannot have been prepared by it
+    rec["provenance"] = collect_provenance(spec.name, ext, tri, Path(tempfile.mkdtemp(prefix="provenance-",
+                                                                                      dir=workdir)), tools)
+    rec["provenance_dir"] = rec["provenance"].pop("dir")
     rec["observations"] = obs
     rec["timing"] = timing
     rec["blocks"] = blocks

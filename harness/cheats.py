@@ -68,7 +68,7 @@ HOST_SLACK_FRACTION = 0.10
 ROOFLINE_SLACK = 0.10
 
 #: the kinds of checking-pass case and which check judges them
-MAIN_KINDS = ("official", "normal", "normal_x100", "fresh_set", "same_buffers", "repeat", "poison")
+MAIN_KINDS = ("official", "normal", "normal_x100", "fresh_set", "same_buffers", "repeat", "poison", "profiled")
 
 
 @dataclass(frozen=True)
@@ -126,8 +126,8 @@ def _all_pass(name: str, cases: list[dict], what: str) -> CheckVerdict:
 
 
 def official_allclose(obs: Mapping) -> CheckVerdict:
-    """Every main case (seeds x distributions, fresh sets, same buffers, repeat, poisoned)
-    passes the official predicate (``compare.official.pass``, harness/checks.py)."""
+    """Every main case (seeds x distributions, the timing input, same buffers, repeat,
+    poisoned, profiled: the call whose kernels other checks read) passes the official predicate (``compare.official.pass``, harness/checks.py)."""
     return _all_pass("official_allclose", _cases(obs, MAIN_KINDS), "main")
 
 

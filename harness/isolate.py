@@ -27,9 +27,12 @@ What the parent can trust, and what it cannot (red-team passes of issue 11):
   can read this module's frames) can forge it. The checks catch candidates that cheat through
   the kernel they ship, which is what KernelBench's adversarial tests and the public cheats do;
   they do not stop a candidate that attacks the harness itself;
-* the child runs as our user with our filesystem and GPU: it can signal the parent, write
-  files, read other processes' GPU memory through the driver, or leave processes behind. It is
-  not a sandbox; run an untrusted candidate in a container (README).
+* by default the child runs as our user with our filesystem and GPU: it can signal the
+  parent, write files (the project's own code among them), read or write the parent's memory
+  (as root even when the parent is not dumpable), read other processes' GPU memory through the
+  driver, or leave processes behind that left its process group. ``run_as`` (the harness reads
+  ``KBREPRO_CANDIDATE_UID``) starts it as another user, which closes the first four for an
+  unprivileged id. It is not a sandbox; run an untrusted candidate in a container (README).
 """
 from __future__ import annotations
 
@@ -40,7 +43,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from kbrepro.errors import CandidateFailure
+from kbrepro.errors import CandidateFailure, ReproError
 
 #: seconds a request may take by default (a load_inline build takes about 40 s on the H200)
 DEFAULT_TIMEOUT_S = 600.0
@@ -50,6 +53,83 @@ MAX_FRAME_BYTES = 2 * 1024 * 1024 * 1024
 #: the dtypes a reply may carry, and the largest size of one dimension
 REPLY_DTYPES = ("float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8", "bool")
 MAX_DIM = 1 << 31
+#: the most frames of a reply, and the deepest nesting of its header
+MAX_FRAMES = 64
+MAX_REPLY_DEPTH = 8
+#: what a reply to each request must hold: field -> accepted Python types (JSON values)
+_NUM = (int, float)
+REPLY_FIELDS = {
+    "build": {"build_s": _NUM, "flags_before": dict, "flags_after_build": dict, "threads": int, "torch": str},
+    "call": {"outputs": list, "digests_before": list, "digests_after": list, "threads_before": int,
+             "threads_after": int, "call_ms": _NUM, "stream_wait_ms": _NUM, "device_wait_ms": _NUM,
+             "flags_after_call": dict},
+    "time": {"times_ms": list},
+    "output": {"tensor": dict},
+    "draw": {"count": int},
+}
+
+
+def _printable(text: str) -> str:
+    """``text`` with control and non-ASCII characters replaced by ``?``."""
+    return "".join(c if " " <= c <= "~" else "?" for c in text)
+
+
+def _shape_problem(cmd: str, doc: dict) -> str | None:
+    """Why a reply's header is not what ``cmd``'s reply holds (types, bounded strings and
+    lists), or None."""
+    for k, want in REPLY_FIELDS.get(cmd, {}).items():
+        v = doc.get(k)
+        if not isinstance(v, want) or isinstance(v, bool) and want is not bool:
+            return f"{k} is not a {getattr(want, '__name__', 'number')}"
+    if cmd == "call":
+        outs = doc["outputs"]
+        if len(outs) > 16 or not all(isinstance(o, dict) for o in outs):
+            return "outputs is not a short list of objects"
+        for o in outs:
+            if "tensor" in o and not isinstance(o["tensor"], dict):
+                return "an output's tensor is not an object"
+            for k in ("type", "device", "layout", "grad_fn", "digest"):
+                if o.get(k) is not None and (not isinstance(o[k], str) or len(o[k]) > 300):
+                    return f"an output's {k} is not a short string"
+        for k in ("digests_before", "digests_after"):
+            if len(doc[k]) > 64 or not all(d is None or isinstance(d, str) and len(d) <= 200 for d in doc[k]):
+                return f"{k} is not a short list of digests"
+        if not all(isinstance(x, (bool, str)) and len(str(x)) <= 40 for x in doc["flags_after_call"].values()):
+            return "flags_after_call holds other values than flags"
+        ks = doc.get("kernels")
+        if ks is not None and (not isinstance(ks, list) or len(ks) > 5000 or not all(
+                isinstance(k, dict) and isinstance(k.get("name"), str) and len(k["name"]) <= 300 for k in ks)):
+            return "kernels is not a bounded list of named kernels"
+    if cmd == "time" and (len(doc["times_ms"]) > 100000 or not all(
+            isinstance(x, _NUM) and not isinstance(x, bool) for x in doc["times_ms"])):
+        return "times_ms is not a list of numbers"
+    return None
+
+
+def _not_dumpable() -> None:
+    """Make this (the parent's) process not dumpable (Linux ``prctl(PR_SET_DUMPABLE, 0)``): a
+    child running as the same, unprivileged user can then neither ptrace it nor open
+    ``/proc/<parent>/mem``. It does not stop a child running as root (CAP_SYS_PTRACE); the
+    parent also re-checks its references after every call (harness/candidate.py)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+    except (OSError, AttributeError, TypeError):  # not Linux, or no prctl
+        pass
+
+
+def _kill_group(pid: int) -> None:
+    """Kill what is left of the child's process group (grandchildren it started and that
+    stayed in it; one that made a session of its own escapes: see the module docstring)."""
+    import signal
+
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
 #: bytes of poison written into the allocator's free memory before a poisoned call
 POISON_BYTES = 256 * 1024 * 1024
 
@@ -401,7 +481,16 @@ class _Server:
                 _send(self.conn, {"ok": False, "error": f"{type(exc).__name__}: {msg}"[:300]})
 
 
-def _child(conn) -> None:
+def _child(conn, uid: int | None = None) -> None:
+    try:
+        os.setpgid(0, 0)  # a group of its own: what it starts is killed with it (not what leaves the group)
+    except OSError:
+        pass
+    if uid is not None:  # another user before anything of the candidate's (or torch) is loaded
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+        os.umask(0o077)
     try:
         _Server(conn).serve()
     finally:
@@ -413,20 +502,26 @@ def _child(conn) -> None:
 
 
 class CandidateProcess:
-    """One spawned child serving one candidate (see the module docstring). Use as a context
-    manager; :meth:`request` raises :class:`~kbrepro.errors.CandidateFailure` with a one-line
+    """One spawned child serving one candidate (see the module docstring), as the user id
+    ``run_as`` if given (the parent must be root: the child then cannot write the parent's
+    files, ptrace it or read its memory). Use as a context manager; :meth:`request` raises :class:`~kbrepro.errors.CandidateFailure` with a one-line
     reason when the child raises, exits, hangs past the deadline or sends a malformed reply
     (the child is then killed: a request after a failure raises too)."""
 
-    def __init__(self, env: Mapping[str, str] | None = None):
+    def __init__(self, env: Mapping[str, str] | None = None, budget_s: float | None = None,
+                 run_as: int | None = None):
         self._env = dict(env or {})
+        self.run_as = run_as
         self.proc = self.conn = None
         self.dead: str | None = None
+        self.budget_s = budget_s
+        self.deadline = None
 
     def __enter__(self) -> "CandidateProcess":
+        _not_dumpable()
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe(duplex=True)
-        self.proc = ctx.Process(target=_child, args=(child,), daemon=True)
+        self.proc = ctx.Process(target=_child, args=(child, self.run_as), daemon=True)
         saved = {k: os.environ.get(k) for k in self._env}
         os.environ.update(self._env)  # the child's environment (extension and Triton cache folders)
         try:
@@ -438,6 +533,8 @@ class CandidateProcess:
                 else:
                     os.environ[k] = v
         child.close()
+        if self.budget_s is not None:
+            self.deadline = time.monotonic() + self.budget_s
         return self
 
     def __exit__(self, *exc) -> None:
@@ -455,6 +552,7 @@ class CandidateProcess:
         if self.proc.is_alive():
             self.proc.kill()
             self.proc.join(timeout=5)
+        _kill_group(self.proc.pid)
         self.conn.close()
         self.proc = None
 
@@ -464,24 +562,34 @@ class CandidateProcess:
             self.proc.kill()
         return CandidateFailure(why)
 
-    def request(self, header: dict, frames: Sequence[bytes] = (), *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Reply:
-        """Send one request and wait at most ``timeout_s`` seconds for its whole reply."""
-        import json
+    def request(self, header: dict, frames: Sequence[bytes] = (), *, timeout_s: float = DEFAULT_TIMEOUT_S,
+                max_bytes: int = MAX_FRAME_BYTES) -> Reply:
+        """Send one request and wait at most ``timeout_s`` seconds (and no longer than the
+        process's whole budget) for its whole reply, whose frames may hold at most
+        ``max_bytes`` bytes in all. The reply header is parsed strictly (no NaN, bounded depth
+        and size: :func:`kbrepro.harness.jsonio.loads_strict`) and checked against
+        :data:`REPLY_FIELDS`; anything else is the candidate's failure."""
+        from kbrepro.harness import jsonio
 
         if self.dead is not None:
             raise CandidateFailure(self.dead)
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise self._fail(f"the candidate used up its budget of {self.budget_s:g} s")
+            timeout_s = min(timeout_s, left)
         got: list = []
 
         def read() -> None:  # in a thread, so that a reply that stops half-way cannot outlast the deadline
             try:
                 head = self.conn.recv_bytes(MAX_HEADER_BYTES)
-                doc = json.loads(head)
+                doc = jsonio.loads_strict(head, "a reply", max_bytes=MAX_HEADER_BYTES, max_depth=MAX_REPLY_DEPTH)
                 if not isinstance(doc, dict):
                     raise ValueError("the reply is not an object")
                 sizes = doc.get("frames", [])
-                if not isinstance(sizes, list) or len(sizes) > 64 or not all(
-                        type(s) is int and 0 <= s <= MAX_FRAME_BYTES for s in sizes):
-                    raise ValueError("bad frame list")
+                if not isinstance(sizes, list) or len(sizes) > MAX_FRAMES or not all(
+                        type(s) is int and 0 <= s <= MAX_FRAME_BYTES for s in sizes) or sum(sizes) > max_bytes:
+                    raise ValueError(f"bad frame list (at most {MAX_FRAMES} frames and {max_bytes} bytes)")
                 fr = []
                 for s in sizes:
                     b = self.conn.recv_bytes(max(s, 1))
@@ -491,8 +599,8 @@ class CandidateProcess:
                 got.append((doc, tuple(fr)))
             except (EOFError, ConnectionResetError):
                 got.append("eof")
-            except (OSError, ValueError, UnicodeDecodeError) as exc:
-                got.append(f"malformed: {type(exc).__name__}: {str(exc)[:120]}")
+            except (OSError, ValueError, UnicodeDecodeError, ReproError) as exc:
+                got.append(f"malformed: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}")
 
         t0 = time.perf_counter()
         try:
@@ -512,7 +620,10 @@ class CandidateProcess:
             raise self._fail(f"a {out} reply to {header.get('cmd')!r}")
         doc, fr = out
         if doc.get("ok") is not True:
-            raise CandidateFailure(str(doc.get("error") or "the candidate failed")[:300])
+            raise CandidateFailure(_printable(str(doc.get("error") or "the candidate failed"))[:300])
+        bad = _shape_problem(str(header.get("cmd")), doc)
+        if bad:
+            raise self._fail(f"a malformed reply to {header.get('cmd')!r}: {bad}")
         return Reply(doc, fr, host_ms)
 
     def _exit_reason(self) -> str:

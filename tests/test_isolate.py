@@ -3,6 +3,7 @@ the parent gets back, what the candidate can and cannot do to the parent, and ho
 child can fail becomes a named CandidateFailure."""
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -44,6 +45,7 @@ class ModelNew(nn.Module):
 
 #: patches, in its own process, what a checker or timer would use, and returns zeros
 PATCHER = HONEST.replace(b"return torch.clamp(x, min=0) * self.w", b"return torch.zeros_like(x)") + b'''
+import os
 import time
 torch.allclose = lambda *a, **k: True
 torch.equal = lambda *a, **k: True
@@ -163,3 +165,83 @@ def test_the_fingerprint_sees_one_changed_element_dtype_and_shape():
     assert kbtask.fingerprint(x) != kbtask.fingerprint(x.reshape(1000, 3))
     assert kbtask.fingerprint(torch.zeros(4)) != kbtask.fingerprint(torch.zeros(4, dtype=torch.int32))
     assert kbtask.fingerprint(3) is None
+
+
+AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def _others_can_run_python() -> bool:
+    """Whether another user can reach this interpreter and its libraries (every folder above
+    them searchable by others): not so for a Python installed under /root."""
+    import sys
+    from pathlib import Path
+
+    for top in {Path(sys.executable).resolve(), Path(os.__file__).resolve(), Path(torch.__file__).resolve()}:
+        for d in top.parents:
+            if not os.stat(d).st_mode & 0o001:
+                return False
+    return True
+
+
+@pytest.mark.skipif(not AS_ROOT or not _others_can_run_python(),
+                    reason="starting the child as another user needs root and an interpreter that user can run")
+def test_a_child_started_as_another_user_runs_and_cannot_write_our_files(tmp_path, monkeypatch):
+    from kbrepro.harness import candidate as hc
+
+    ours = tmp_path / "ours.txt"
+    ours.write_text("parent's")
+    os.chmod(tmp_path, 0o700)
+    monkeypatch.setenv("KBREPRO_CANDIDATE_UID", "65534")
+    rec = hc.run_candidate(hc.CandidateSpec("c", HONEST, "task.py", TASK), hc.PROFILES["quick"], tmp_path / "w1",
+                           device="cpu")
+    assert rec["observations"]["failure"] is None and rec["verdicts"][0]["passed"] is True
+    evil = HONEST + f"open({str(ours)!r}, 'w').write('candidate')\n".encode()
+    rec = hc.run_candidate(hc.CandidateSpec("c", evil, "task.py", TASK), hc.PROFILES["quick"], tmp_path / "w2",
+                           device="cpu")
+    assert rec["verdicts"][0]["passed"] is False and "PermissionError" in rec["observations"]["failure"]
+    assert ours.read_text() == "parent's"
+
+
+def test_a_bad_candidate_uid_is_a_usage_error(monkeypatch):
+    from kbrepro.errors import UsageError
+    from kbrepro.harness import candidate as hc
+
+    monkeypatch.setenv("KBREPRO_CANDIDATE_UID", "0")
+    with pytest.raises(UsageError):
+        hc.candidate_uid()
+
+
+def _forger(raw: bytes) -> bytes:
+    """A candidate that, inside its forward, writes ``raw`` as a reply header into the child's
+    pipe (found with gc) before the real server can answer."""
+    return HONEST.replace(b"    def forward(self, x):\n", b'''    def forward(self, x):
+        import gc, multiprocessing.connection as mc
+        for o in gc.get_objects():
+            if isinstance(o, mc.Connection) and not o.closed:
+                o.send_bytes(RAW)
+''') + b"\nRAW = " + repr(raw).encode() + b"\n"
+
+
+@pytest.mark.parametrize("forged,fragment", [
+    (b'{"ok": true, "outputs": 5, "frames": []}', "outputs is not a list"),
+    (b'{"ok": true, "outputs": [], "call_ms": Infinity, "frames": []}', "Infinity"),
+    (b'{"ok": true, "outputs": [[[[[[[[[[1]]]]]]]]]], "frames": []}', "nested"),
+])
+def test_a_reply_the_candidate_forges_is_refused_and_is_its_failure(tmp_path, forged, fragment):
+    from kbrepro.harness import candidate as hc
+
+    rec = hc.run_candidate(hc.CandidateSpec("c", _forger(forged), "task.py", TASK), hc.PROFILES["quick"],
+                           tmp_path / "w", device="cpu")
+    assert rec["verdicts"][0]["passed"] is False
+    assert fragment in rec["observations"]["failure"], rec["observations"]["failure"]
+
+
+def test_more_outputs_than_the_task_has_fail_the_official_check(tmp_path):
+    from kbrepro.harness import candidate as hc
+
+    src = HONEST.replace(b"return torch.clamp(x, min=0) * self.w", b"return torch.clamp(x, min=0) * self.w, x")
+    rec = hc.run_candidate(hc.CandidateSpec("c", src, "task.py", TASK), hc.PROFILES["quick"], tmp_path / "w",
+                           device="cpu")
+    v = {x["name"]: x["passed"] for x in rec["verdicts"]}
+    assert v["official_allclose"] is False
+    assert rec["observations"]["cases"][0]["output_count"] == 2 and rec["observations"]["cases"][0]["reference_count"] == 1
