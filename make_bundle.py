@@ -174,8 +174,8 @@ def _pairs(items, opt: str) -> dict:
     out = {}
     for it in items:
         k, sep, v = it.partition("=")
-        if not sep or not k.strip().isidentifier() or not v.strip().isdigit():
-            raise UsageError(f"{opt} {it!r} is not NAME=VALUE with a positive integer VALUE",
+        if not sep or not k.strip().isidentifier() or not v.strip().isdigit() or int(v) == 0 or k.strip() in out:
+            raise UsageError(f"{opt} {it!r} is not NAME=VALUE with a positive integer VALUE, each NAME once",
                              f"e.g. {opt} batch_size=8")
         out[k.strip()] = int(v)
     return out
@@ -190,8 +190,9 @@ def _candidates_main(given, candidates, tasks, sizes, extra_shapes, allow_failin
 
     wrong = [p.opts[0] for p in given if p.name in ("study", "cache_dir", "no_plots")]
     if wrong:
-        raise UsageError(f"{', '.join(wrong)} do not apply to KernelBench candidates",
+        raise UsageError(f"{', '.join(wrong)} {'does' if len(wrong) == 1 else 'do'} not apply to KernelBench candidates",
                          "drop them; a candidate bundle needs --candidate FILE --task LEVEL/TASK")
+    make._check_name(name)
     if claims:
         check_input_file(claims, "--claims")
     if out:
@@ -200,7 +201,8 @@ def _candidates_main(given, candidates, tasks, sizes, extra_shapes, allow_failin
         extra = [p.opts[0] for p in given if p.name in ("candidates", "tasks", "sizes", "extra_shapes", "profile",
                                                           "results_dir")]
         if extra:
-            raise UsageError(f"{', '.join(extra)} apply to a new run, not to --from-results",
+            raise UsageError(f"{', '.join(extra)} {'applies' if len(extra) == 1 else 'apply'} to a new run, not to "
+                             "--from-results",
                              "results already carry their candidates, tasks and profile")
         check_input_dir(from_results, "--from-results", "pass the folder a candidate run wrote")
         made = bc.pack_results(Path(from_results), Path(out) if out else None, claims_path=claims, name=name,

@@ -157,8 +157,11 @@ def default_claims(doc: Mapping) -> dict:
                        f"({len((rec.get('verdicts') or []))} checks; one that cannot decide is listed, not counted).",
                        "checks": [{"kind": "all_equal", "select": f"{q}.verdicts[?passed != null].passed",
                                    "equals": True}]})
+        shapes = any(c.get("kind") == "extra_shape" for c in (rec.get("observations") or {}).get("cases") or []
+                     if isinstance(c, dict))
         claims.append({"id": f"{k}b", "sentence": f"{n} passes torch.allclose(reference, candidate, atol={atol:g}, "
-                       f"rtol={rtol:g}) on every case: seeds x input distributions, re-drawn weights and extra shapes.",
+                       f"rtol={rtol:g}) on every case: seeds x input distributions, re-drawn weights"
+                       + (" and extra shapes." if shapes else " (no extra shape: the task has no batch size to vary)."),
                        "checks": [{"kind": "all_equal", "select": f"{q}.verdicts[?(name == 'official_allclose' || "
                                    "name == 'redrawn_weights_correct' || name == 'other_shapes_correct') && "
                                    "passed != null].passed", "equals": True}]})
@@ -227,14 +230,14 @@ def _fmt(x, d: int = 4) -> str:
     return str(x)
 
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9 .,:;=+\-*/_%#'\"!?&{}~^]")
+_UNSAFE = re.compile(r"[^A-Za-z0-9 .,:;=+\-*/_%#'\"!?&{}~^()]")
 
 
 def _md(text: str) -> str:
     """A table cell or inline text made inert: anything but letters, digits, spaces and plain
-    punctuation (no ``|``, brackets, ``<>``, backticks, control or non-ASCII characters)
-    becomes ``?``; at most 300 characters."""
-    return _UNSAFE.sub("?", str(text))[:300]
+    punctuation and parentheses (square brackets become parentheses, so no link can form; ``|``,
+    ``<>``, backticks, control and non-ASCII characters become ``?``); at most 300 characters."""
+    return _UNSAFE.sub("?", str(text).replace("[", "(").replace("]", ")"))[:300]
 
 
 def render_report(meta: Mapping, doc: Mapping, claims_doc: Mapping) -> str:

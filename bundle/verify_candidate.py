@@ -345,6 +345,7 @@ def tier_documents(b, t) -> None:
                found=p.get("found"))
     b.documents = {"candidates": doc, "environment": env}
     t.details["candidates"] = names
+    t.details["documents"] = ["bundle", "candidates", "environment"]
 
 
 def crosscheck_sha(data: bytes) -> str:
@@ -383,6 +384,8 @@ def tier_provenance(b, t) -> None:
                        expected={"ftz_counts": counts, "sass_says_ftz": sass_says_ftz(counts)},
                        found={"ftz_counts": bin_.get("ftz_counts"), "sass_says_ftz": bin_.get("sass_says_ftz")})
     t.details["provenance_files"] = n
+    t.details["checked"] = [f"{n} provenance files against their hashes",
+                            "FTZ evidence counted again from the SASS"]
 
 
 def tier_claims(b, t) -> None:
@@ -440,7 +443,12 @@ def tier_claims(b, t) -> None:
         t.fail("data/REPORT.md", "REPORT.md is not the report this verifier renders from the documents")
     t.details["claims"] = mine["summary"]
     t.details["caught"] = {k: v for k, v in bc.caught(doc).items() if v}
-    t.notes.append("claims: " + ", ".join(f"{k} {v}" for k, v in mine["summary"].items() if v))
+    t.notes.append("claims: " + ", ".join(f"{k} {v}" for k, v in mine["summary"].items() if v)
+                   + " (a PASS says every verdict was derived again from the data; a claim may still fail)")
+    failing = [c["id"] for c in mine["claims"] if c["verdict"] != "holds"]
+    if failing:
+        t.notes.append("claims that do not hold: " + ", ".join(f"{c['id']} {c['verdict']}" for c in mine["claims"]
+                                                              if c["verdict"] != "holds"))
     for k, v in t.details["caught"].items():
         t.notes.append(f"candidate {k} was CAUGHT by {', '.join(v)} (the bundle is genuine; the candidate cheats "
                        "or is wrong)")

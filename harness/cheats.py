@@ -338,7 +338,8 @@ def per_call_times_consistent(times_ms: Sequence[float], gap: float = SPLIT_GAP,
     least = max(2, share * len(ts))
     bad = ts[i] / ts[i - 1] > gap and len(fast) >= least and len(slow) >= least
     return CheckVerdict("per_call_times_consistent", not bad,
-                        f"{len(ts)} calls, median {statistics.median(ts):.4g} ms, no split" if not bad else
+                        f"{len(ts)} calls timed one by one (each synchronised), median {statistics.median(ts):.4g} ms, "
+                        "no split" if not bad else
                         f"{len(fast)} call(s) at most {fast[-1]:.4g} ms and {len(slow)} at least {slow[0]:.4g} ms "
                         f"({ts[i] / ts[i - 1]:.0f}x apart): the work is not done on every call")
 
@@ -356,7 +357,8 @@ def fresh_inputs_same_speed(timing: Mapping) -> CheckVerdict:
         return CheckVerdict("fresh_inputs_same_speed", None, "per-call times were not taken")
     r, f = statistics.median(rep), statistics.median(fresh)
     ok = r * REPEAT_SPEEDUP_MAX >= f
-    return CheckVerdict("fresh_inputs_same_speed", ok, f"repeated input {r:.4g} ms, fresh inputs {f:.4g} ms per call"
+    return CheckVerdict("fresh_inputs_same_speed", ok, f"repeated input {r:.4g} ms, fresh inputs {f:.4g} ms per call "
+                        "(each call timed and synchronised alone)"
                         + ("" if ok else ": a repeated input is answered from a cache"))
 
 
@@ -422,7 +424,7 @@ def within_roofline(bytes_moved: Any, median_ms: Any, bandwidth_gbps: Any, slack
         return CheckVerdict("within_roofline", None, "bytes moved, time or bandwidth not measured")
     gbps = b / (t * 1e-3) / 1e9
     ok = gbps <= (1 + slack) * bw
-    return CheckVerdict("within_roofline", ok, f"{gbps:.0f} GB/s against the measured {bw:.0f} GB/s"
+    return CheckVerdict("within_roofline", ok, f"{gbps:.3g} GB/s against the measured {bw:.0f} GB/s"
                         + ("" if ok else ": faster than memory allows, so not all the work ran in the timed call"))
 
 

@@ -24,7 +24,7 @@ def cand(tmp_path, monkeypatch):
     (["--candidate", "{c}", "--task", "1/99999"], 2, "neither LEVEL/TASK"),
     (["--candidate", "{c}", "--task", "9/1"], 2, "no level 9 task 1"),
     (["--candidate", "{c}", "--task", "KernelBench/level1/nope.py"], 2, "neither LEVEL/TASK"),
-    (["--candidate", "{c}", "--task", "1/40", "--study", "studies/layernorm"], 2, "do not apply to KernelBench"),
+    (["--candidate", "{c}", "--task", "1/40", "--study", "studies/layernorm"], 2, "not apply to KernelBench"),
     (["--candidate", "{c}", "--task", "1/40", "--size", "batch_size"], 2, "NAME=VALUE"),
     (["--candidate", "{c}", "--task", "1/40", "--extra-shape", "batch_size=x"], 2, "NAME=VALUE"),
     (["--candidate", "{c}", "--candidate", "{c}", "--candidate", "{c}", "--task", "1/40", "--task", "1/19"], 2,
@@ -45,7 +45,16 @@ def test_from_results_of_candidates_takes_no_run_options(cand, tmp_path):
     res_dir = tmp_path / "res" / "results"
     res_dir.mkdir(parents=True)
     (res_dir / "candidates.json").write_text("{}")
-    one_error(cli("make", "--from-results", tmp_path / "res", "--candidate", cand), 2, "apply to a new run")
+    one_error(cli("make", "--from-results", tmp_path / "res", "--candidate", cand), 2, "to a new run")
     # an unreadable candidates.json: exit 3 or 1 (invalid), one line, nothing written
     res = cli("make", "--from-results", tmp_path / "res", "--out", tmp_path / "x.tar")
     assert res.code in (1, 3) and "Traceback" not in res.err and not (tmp_path / "x.tar").exists()
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--size", "batch_size=0"], "positive integer"),
+    (["--size", "batch_size=4", "--size", "batch_size=8"], "each NAME once"),
+    (["--name", "bad/.."], "bundle name"),
+])
+def test_values_a_run_would_refuse_late_are_refused_first(cand, tmp_path, args, fragment):
+    one_error(cli("make", "--candidate", cand, "--task", "1/40", *args), 2, fragment)
