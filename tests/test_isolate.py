@@ -172,7 +172,7 @@ AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
 def _others_can_run_python() -> bool:
     """Whether another user can reach this interpreter and its libraries (every folder above
-    them searchable by others): not so for a Python installed under /root."""
+    them searchable by others): not so for a Python installed in root's home folder."""
     import sys
     from pathlib import Path
 
