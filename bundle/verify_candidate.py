@@ -248,7 +248,7 @@ def tier_documents(b, t) -> None:
         t.fail("data/bundle.json", "the product named is not the one environment.json records", path="$.product",
                expected=want_product, found=meta["product"])
     claims_raw = b.files.get("data/inputs/claims.yaml", b"")
-    if meta["claims"]["sha256"] != crosscheck_sha(claims_raw):
+    if meta["claims"]["sha256"] != _sha(claims_raw):
         t.fail("data/bundle.json", "the claims file's hash is not the one listed", path="$.claims.sha256")
     for n in meta["notes"]:
         if not _NOTE.match(n):
@@ -263,7 +263,7 @@ def tier_documents(b, t) -> None:
         t.fail("data/results/candidates.json", "KernelBench is not at the commit this verifier pins",
                path="$.kernelbench.commit", expected=pin.commit, found=doc["kernelbench"]["commit"])
     lic = b.files.get("data/inputs/kernelbench/LICENSE")
-    if lic is None or crosscheck_sha(lic) != pin.files.get("LICENSE"):
+    if lic is None or _sha(lic) != pin.files.get("LICENSE"):
         t.fail("data/inputs/kernelbench/LICENSE", "missing or not KernelBench's LICENSE at the pinned commit")
     for m in meta["candidates"]:
         r = recs[m["name"]]
@@ -275,7 +275,7 @@ def tier_documents(b, t) -> None:
         if r["file"] != f"inputs/candidates/{r['name']}.py":
             t.fail("data/results/candidates.json", f"candidate {r['name']} is not at inputs/candidates/{r['name']}.py")
         src = b.files.get(f"data/{r['file']}")
-        if src is None or crosscheck_sha(src) != r["source_sha256"]:
+        if src is None or _sha(src) != r["source_sha256"]:
             t.fail(f"data/{r['file']}", "the candidate file is missing or is not the one that ran")
         allowed.add(f"data/{r['file']}")
         own = pin.files.get(r["task"])
@@ -290,7 +290,7 @@ def tier_documents(b, t) -> None:
             t.fail("data/results/candidates.json", f"task {r['task']} is not the pinned file", expected=own,
                    found=r["task_sha256"])
         tsrc = b.files.get(f"data/inputs/kernelbench/{r['task']}")
-        if tsrc is None or crosscheck_sha(tsrc) != own:
+        if tsrc is None or _sha(tsrc) != own:
             t.fail(f"data/inputs/kernelbench/{r['task']}", "the task file is missing or is not the pinned file")
         allowed.add(f"data/inputs/kernelbench/{r['task']}")
         derived = [v.to_doc() for v in cheats.derive(r["observations"], r["timing"], r["blocks"],
@@ -327,9 +327,9 @@ def tier_documents(b, t) -> None:
                    "show", expected=built, found=prov.get("built_with"))
         task_src = b.files.get(f"data/inputs/kernelbench/{r['task']}") if own is not None else None
         for path, msg in _record_problems(r, doc, names.index(r["name"]), task_src if
-                                          task_src is not None and crosscheck_sha(task_src) == own else None):
+                                          task_src is not None and _sha(task_src) == own else None):
             t.fail("data/results/candidates.json", f"candidate {r['name']}: {path.rsplit('.', 1)[-1]} {msg}", path=path)
-    want_kb = {p[len("data/inputs/kernelbench/"):]: crosscheck_sha(v) for p, v in b.files.items()
+    want_kb = {p[len("data/inputs/kernelbench/"):]: _sha(v) for p, v in b.files.items()
                if p.startswith("data/inputs/kernelbench/")}
     if meta["kernelbench"]["files"] != dict(sorted(want_kb.items())):
         t.fail("data/bundle.json", "the KernelBench files listed are not the ones in the bag", path="$.kernelbench.files")
@@ -348,7 +348,8 @@ def tier_documents(b, t) -> None:
     t.details["documents"] = ["bundle", "candidates", "environment"]
 
 
-def crosscheck_sha(data: bytes) -> str:
+def _sha(data: bytes) -> str:
+    """sha256 hex of ``data``."""
     import hashlib
 
     return hashlib.sha256(data).hexdigest()
@@ -367,14 +368,14 @@ def tier_provenance(b, t) -> None:
                 continue
             rel = f"data/{f.get('bundle_path')}"
             data = b.files.get(rel)
-            if data is None or crosscheck_sha(data) != f["sha256"] or len(data) != f["bytes"]:
+            if data is None or _sha(data) != f["sha256"] or len(data) != f["bytes"]:
                 t.fail(rel, "a provenance file is missing or differs from its record", expected=f["sha256"])
             n += 1
         for bin_ in r["provenance"].get("binaries") or []:
             if not isinstance(bin_, dict) or not isinstance(bin_.get("sass_file"), str):
                 continue
             data = b.files.get(f"data/{bin_['sass_file']}")
-            if data is None or crosscheck_sha(data) != bin_.get("sass_sha256"):
+            if data is None or _sha(data) != bin_.get("sass_sha256"):
                 t.fail(f"data/{bin_['sass_file']}", "the SASS listed is missing or differs from its hash")
                 continue
             counts = sass_ftz_counts(data.decode("utf-8", "replace"))
@@ -457,8 +458,6 @@ def tier_claims(b, t) -> None:
 def tier_replay(b, t, *, trust: bool, kernelbench: str | None, progress: Callable | None = None) -> None:
     """Tier 6: run every candidate again on this GPU (each in its own child) with the recorded
     profile, and compare each named check's verdict and each claim's verdict."""
-    from kbrepro.harness import cheats
-
     if not trust:
         t.status = "SKIP"
         t.notes.append("replay runs the bundle's candidate code: pass --trust-bundle-code to run it (isolated in a "
@@ -488,7 +487,6 @@ def tier_replay(b, t, *, trust: bool, kernelbench: str | None, progress: Callabl
     t.details["claim_changes"] = [{"id": c["id"], "recorded": rec.get(c["id"]), "replayed": c["verdict"]}
                                   for c in mine["claims"] if rec.get(c["id"]) != c["verdict"]]
     t.details["replayed_caught"] = {k: v for k, v in bc.caught(again).items() if v}
-    del cheats
 
 
 __all__ = ["is_candidate_bundle", "tier_documents", "tier_provenance", "tier_claims", "tier_replay"]

@@ -300,7 +300,7 @@ def _baselines(c: _Ctx, xs: list, ref) -> tuple[dict, dict]:
         except Exception as exc:  # a baseline that cannot run is recorded, not fatal
             info[name] = {"skipped": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"}
             continue
-        info[name] = {"build_s": time.perf_counter() - t0, "compare": compare(ref, out.detach(), c.tol)}
+        info[name] = {"build_s": time.perf_counter() - t0, "compare": compare(_first(ref), out.detach(), c.tol)}
         arms[name] = (lambda f: (lambda: f(*xs)))(fn)
     return arms, info
 
@@ -391,9 +391,10 @@ def _per_call(c: _Ctx, xs_timing: list) -> dict:
                              timeout_s=cfg.call_timeout_s)
         fresh.append({"round": r, "times_ms": list(rep.header.get("times_ms") or [])})
         j = rng.randrange(k)
-        got = c.proc.request({"cmd": "output", "index": j}, timeout_s=cfg.call_timeout_s)
         mine = _fresh_sets(c, xs_timing, [seeds[j]])[0]
-        ref = _reference(c.model, mine)
+        ref = _first(_reference(c.model, mine))  # the timed outputs are checked on the first output
+        got = c.proc.request({"cmd": "output", "index": j}, timeout_s=cfg.call_timeout_s,
+                             max_bytes=2 * int(ref.numel() * ref.element_size()) + 4096)
         try:
             out = frame_tensor(got.header.get("tensor") or {}, got.frames[0] if got.frames else b"").to(ref.device)
             cmp = compare(ref, out, c.tol)
@@ -691,7 +692,7 @@ def run_candidate(spec: CandidateSpec, cfg: CandidateConfig, workdir: Path, *, d
                 l2 = int(torch.cuda.get_device_properties(0).L2_cache_size)
                 blocks.append(_block(c, arms, l2="cold", rounds=cfg.cold_rounds, flush_bytes=2 * l2))
             timing["per_call"] = _per_call(c, xs)
-            out_bytes = int(ref.numel() * ref.element_size())
+            out_bytes = sum(int(r.numel() * r.element_size()) for r in (ref if isinstance(ref, tuple) else (ref,)))
             in_bytes = sum(int(x.numel() * x.element_size()) for x in xs if isinstance(x, torch.Tensor))
             med = statistics.median(r["times_ms"]["candidate"] for r in blocks[0]["rounds"])
             timing["roofline"] = {"bytes_moved": in_bytes + out_bytes, "median_ms": med,
