@@ -432,8 +432,6 @@ def build_payload(files: Mapping[str, bytes], *, extra_claims: Mapping | None = 
     schema or whose recorded verdicts are not the ones their observations give."""
     from kbrepro import schemas
     from kbrepro.harness import cheats
-    from kbrepro.harness.fingerprint import product_version
-
     doc = jsonio.loads_strict(files["results/candidates.json"], "results/candidates.json")
     env = jsonio.loads_strict(files["results/environment.json"], "results/environment.json")
     problems = schemas.validate(doc, "candidates") + schemas.validate(env, "environment")
@@ -485,11 +483,8 @@ def build_payload(files: Mapping[str, bytes], *, extra_claims: Mapping | None = 
     if problems:
         raise InvalidResultsError("internal error: bundle metadata invalid: " + "; ".join(map(str, problems[:5])),
                                   "report this as a bug")
-    bag = pack.make_bag(meta["name"], payload, [
-        ("Bag-Software-Agent", f"kbrepro {product_version() or 'unknown'}"),
-        ("External-Identifier", meta["name"]), ("Bundle-Format", FORMAT),
-        ("Bundle-Format-Version", str(FORMAT_VERSION)), ("Study", f"{KIND} ({meta['profile']})"),
-        ("Source", "measured")])
+    bag = pack.make_bag(meta["name"], payload, pack.bag_info(meta["name"], FORMAT, FORMAT_VERSION,
+                                                             f"{KIND} ({meta['profile']})", "measured"))
     return bag, meta, claims_doc, doc
 
 

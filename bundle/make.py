@@ -482,16 +482,9 @@ def build_payload(rs: ResultSet, *, kernelbench: str | None = None, study_path: 
     if problems:
         raise InvalidResultsError("internal error: bundle metadata invalid: " + "; ".join(map(str, problems[:10])),
                                   "report this as a bug")
-    from kbrepro.harness.fingerprint import product_version
-
-    bag = pack.make_bag(meta["name"], payload, [
-        ("Bag-Software-Agent", f"kbrepro {product_version() or 'unknown'}"),
-        ("External-Identifier", meta["name"]),
-        ("Bundle-Format", pack.FORMAT_NAME),
-        ("Bundle-Format-Version", str(pack.FORMAT_VERSION)),
-        ("Study", f"{study_info['name']} ({study_info['profile']})"),
-        ("Source", rs.source),
-    ])
+    bag = pack.make_bag(meta["name"], payload, pack.bag_info(meta["name"], pack.FORMAT_NAME, pack.FORMAT_VERSION,
+                                                             f"{study_info['name']} ({study_info['profile']})",
+                                                             rs.source))
     return bag, meta, claims_doc
 
 

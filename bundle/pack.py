@@ -100,6 +100,20 @@ class Bag:
         return out
 
 
+#: the bag-info.txt fields the packers write, in this order (the verifier requires exactly these)
+BAG_INFO_KEYS = ("Bag-Software-Agent", "External-Identifier", "Bundle-Format", "Bundle-Format-Version", "Study",
+                 "Source")
+
+
+def bag_info(name: str, fmt: str, version: int, study: str, source: str) -> list[tuple[str, str]]:
+    """The bag-info.txt fields of a bundle, in :data:`BAG_INFO_KEYS` order (Payload-Oxum is
+    added by :class:`Bag`)."""
+    from kbrepro.harness.fingerprint import product_version
+
+    return list(zip(BAG_INFO_KEYS, (f"kbrepro {product_version() or 'unknown'}", name, fmt, str(version), study,
+                                    source)))
+
+
 def make_bag(name: str, payload: Mapping[str, bytes], info: list[tuple[str, str]]) -> Bag:
     """Build a :class:`Bag`; checks the bundle name and every payload path."""
     if not NAME_RE.match(name):

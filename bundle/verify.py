@@ -329,9 +329,8 @@ def _tier_manifest(c: arc.ArchiveContents, t: Tier) -> str | None:
     return digest
 
 
-#: the fields the packer writes into bag-info.txt, in order (bundle.make.build_payload, pack.Bag)
-BAG_INFO_KEYS = ("Bag-Software-Agent", "External-Identifier", "Bundle-Format", "Bundle-Format-Version", "Study",
-                 "Source", "Payload-Oxum")
+#: the fields the packers write into bag-info.txt, in order (pack.bag_info, then pack.Bag's Payload-Oxum)
+BAG_INFO_KEYS = (*pack.BAG_INFO_KEYS, "Payload-Oxum")
 
 
 def _schema_problem(t: Tier, file: str, p: str) -> None:

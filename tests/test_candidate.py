@@ -184,8 +184,7 @@ def _members(path: Path) -> tuple[str, dict[str, bytes], dict]:
 def _repack(src: Path, dst: Path, edit) -> Path:
     name, payload, info = _members(src)
     edit(payload)
-    keys = ("Bag-Software-Agent", "External-Identifier", "Bundle-Format", "Bundle-Format-Version", "Study", "Source")
-    bag = pack.make_bag(name, payload, [(k, info[k]) for k in keys])
+    bag = pack.make_bag(name, payload, [(k, info[k]) for k in pack.BAG_INFO_KEYS])
     pack.write_archive(bag, dst)
     return dst
 
