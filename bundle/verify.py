@@ -1626,7 +1626,7 @@ def _tier_replay(b: Bundle, t: Tier, *, profile: str | None, trust: bool, kernel
 
 
 def _candidate_tiers(b: Bundle, tier: Callable, last: int, level: str, *, trust: bool, kernelbench: str | None,
-                     progress: Callable | None) -> int:
+                     progress: Callable | None, ratio_tolerance: float = 0.05) -> int:
     """Tiers 3-6 of a KernelBench-candidate bundle (:mod:`kbrepro.bundle.verify_candidate`);
     returns the exit code (0, or 1 when a tier failed; PARTIAL is decided by ``b.partial``)."""
     from kbrepro.bundle import verify_candidate as vc
@@ -1654,7 +1654,8 @@ def _candidate_tiers(b: Bundle, tier: Callable, last: int, level: str, *, trust:
         t = tier(6)
         if _replay_runs(t, level, failed):
             t0 = time.perf_counter()
-            vc.tier_replay(b, t, trust=trust, kernelbench=kernelbench, progress=progress)
+            vc.tier_replay(b, t, trust=trust, kernelbench=kernelbench, ratio_tolerance=ratio_tolerance,
+                             progress=progress)
             t.seconds = time.perf_counter() - t0
             failed |= t.status == "FAIL"
     return 1 if failed else 0
@@ -1758,7 +1759,7 @@ def verify_archive(path: Path, *, level: str = "auto", profile: str | None = Non
 
         if vc.is_candidate_bundle(contents.files):
             return finish(_candidate_tiers(b, tier, last, level, trust=trust, kernelbench=kernelbench,
-                                           progress=progress))
+                                           progress=progress, ratio_tolerance=ratio_tolerance))
         t = tier(3)
         t0 = time.perf_counter()
         _tier_documents(b, t)

@@ -181,7 +181,7 @@ def _case(c: _Ctx, cid: str, kind: str, xs_parent: list, ref, *, set_id: str, mo
     refs = tuple(ref) if isinstance(ref, (tuple, list)) else (ref,)
     ref = refs[0]
     before = [kbtask.fingerprint(r) for r in refs]
-    req = {"cmd": "call", "id": set_id, "model": model, "profile": profile}
+    req = {"cmd": "call", "id": set_id, "model": model, "profile": profile, "case": cid}
     if poison is not None:
         req.update(poison=poison, poison_chunk=int(ref.numel() * ref.element_size()))
     nbytes = sum(int(r.numel() * r.element_size()) for r in refs if isinstance(r, torch.Tensor))
@@ -199,6 +199,8 @@ def _case(c: _Ctx, cid: str, kind: str, xs_parent: list, ref, *, set_id: str, mo
               "device_wait_ms", "flags_after_call"):
         case[k] = h.get(k)
     case["host_ms"] = rep.host_ms
+    earlier = {e.get("id") for e in c.obs.get("cases", [])}
+    case["held_over"] = next((o["held_over"] for o in outs if o.get("held_over") in earlier), None)
     if poison is not None:
         case["poison_byte"] = poison
     frames = iter(rep.frames)

@@ -38,7 +38,10 @@ Thresholds are stated here, before any data: a split of per-call times needs a g
 at least 2 calls and 10% on each side; repeated-input calls may be at most 3x faster than
 fresh-input calls (an L2-resident repeat of a memory-bound kernel gains well under that on an
 H200: 4.8 TB/s HBM against about 10 TB/s L2); the device may stay busy at most 0.5 ms after the
-calling stream is done (an honest synchronisation costs tens of microseconds); a candidate's
+calling stream is done (an honest synchronisation costs tens of microseconds) in all calls but
+one (a lone call over it is a host pause: an honest Triton candidate had one of 4.2 ms on a
+replay on the H200, with Python's collector on; the child now collects before each call and
+keeps the collector off while it is clocked); a candidate's
 event time may fall short of the parent's clock by at most 1.25 ms plus 10% per timing request
 (median over a block; an honest request's fixed cost, parent and child sharing the GPU,
 measured 0.83 to 1.14 ms on the H200, and a timed region lasts at least 4 ms of eager
@@ -141,15 +144,28 @@ def redrawn_weights_correct(obs: Mapping) -> CheckVerdict:
 
 def follows_fresh_inputs(obs: Mapping) -> CheckVerdict:
     """No failing case's output matches the reference of another input set
-    (``matches_other``, found by the parent with the official predicate): a cache keyed by
-    ``id()``, pointer, shape or content answers a later set with an earlier set's output."""
+    (``matches_other``, found by the parent with the official predicate), and no failing case
+    returned the memory of an earlier case's output that the candidate still held
+    (``held_over``; the child writes NaN over every output once it has read it, so an answer
+    returned again without being recomputed fails): a cache keyed by ``id()``, pointer, shape
+    or content answers a later call with an earlier call's output. A held-over output that
+    passes was recomputed into the same memory (a reused output buffer, a CUDA graph's static
+    output) and is noted, not failed."""
     cases = _cases(obs, MAIN_KINDS)
-    stale = [c.get("id") for c in cases if not _passes(c) and _l(c.get("matches_other"))]
     if not cases:
         return CheckVerdict("follows_fresh_inputs", None, "no case was run")
-    return CheckVerdict("follows_fresh_inputs", not stale,
-                        f"{len(cases)} calls, each answering its own inputs" if not stale else
-                        f"case(s) {', '.join(map(str, stale[:4]))} got the answer to another input set (a cache)")
+    stale = [c.get("id") for c in cases if not _passes(c) and _l(c.get("matches_other"))]
+    held = [f"{c.get('id')} (of {c.get('held_over')})" for c in cases if not _passes(c) and c.get("held_over")]
+    if stale:
+        return CheckVerdict("follows_fresh_inputs", False, f"case(s) {', '.join(map(str, stale[:4]))} got the answer "
+                            "to another input set (a cache)")
+    if held:
+        return CheckVerdict("follows_fresh_inputs", False, f"case(s) {', '.join(held[:4])} returned an earlier "
+                            "output's memory without recomputing it (a cache)")
+    reused = [c.get("id") for c in cases if c.get("held_over")]
+    return CheckVerdict("follows_fresh_inputs", True, f"{len(cases)} calls, each answering its own inputs" +
+                        (f"; {len(reused)} recomputed into memory the candidate kept (a reused output buffer)"
+                         if reused else ""))
 
 
 def inputs_unchanged(obs: Mapping) -> CheckVerdict:
@@ -304,15 +320,21 @@ def single_stream(obs: Mapping) -> CheckVerdict:
 
 def no_work_after_return(obs: Mapping) -> CheckVerdict:
     """After the calling stream was synchronised, a device-wide synchronisation waited at
-    most :data:`DEVICE_BUSY_MAX_MS` in every case (``device_wait_ms``)."""
+    most :data:`DEVICE_BUSY_MAX_MS` (``device_wait_ms``) in all cases but one: work left on
+    another stream shows in every call that launches it, and one lone case over the bound is
+    a pause of the child's host thread (the scheduler, a page fault), noted, not failed."""
     cases = [c for c in _l(obs.get("cases")) if isinstance(c, dict) and _num(c.get("device_wait_ms")) is not None]
     if not cases:
         return CheckVerdict("no_work_after_return", None, "no call was clocked")
-    worst = max(cases, key=lambda c: c["device_wait_ms"])
-    ok = worst["device_wait_ms"] <= DEVICE_BUSY_MAX_MS
-    return CheckVerdict("no_work_after_return", ok, f"the device was idle within {worst['device_wait_ms']:.3f} ms of the "
-                        "calling stream" if ok else f"case {worst.get('id')}: the device was busy "
-                        f"{worst['device_wait_ms']:.3f} ms after the calling stream was done (work on another stream)")
+    over = sorted((c for c in cases if c["device_wait_ms"] > DEVICE_BUSY_MAX_MS), key=lambda c: -c["device_wait_ms"])
+    if len(over) >= 2:
+        return CheckVerdict("no_work_after_return", False, f"{len(over)} of {len(cases)} calls left the device busy "
+                            f"after the calling stream was done (case {over[0].get('id')}: "
+                            f"{over[0]['device_wait_ms']:.3f} ms; work on another stream)")
+    within = [c["device_wait_ms"] for c in cases if c not in over]
+    lone = f"; case {over[0].get('id')} alone waited {over[0]['device_wait_ms']:.3f} ms (a host pause)" if over else ""
+    return CheckVerdict("no_work_after_return", True, f"the device was idle within {max(within, default=0):.3f} ms "
+                        f"of the calling stream{lone}")
 
 
 def no_threads_left(obs: Mapping) -> CheckVerdict:

@@ -88,7 +88,7 @@ def _shape_problem(cmd: str, doc: dict) -> str | None:
         for o in outs:
             if "tensor" in o and not isinstance(o["tensor"], dict):
                 return "an output's tensor is not an object"
-            for k in ("type", "device", "layout", "grad_fn", "digest"):
+            for k in ("type", "device", "layout", "grad_fn", "digest", "held_over"):
                 if o.get(k) is not None and (not isinstance(o[k], str) or len(o[k]) > 300):
                     return f"an output's {k} is not a short string"
         for k in ("digests_before", "digests_after"):
@@ -220,8 +220,10 @@ class _Server:
     """The child's state; every helper it uses is bound before the candidate is imported."""
 
     def __init__(self, conn):
+        import gc
         import hashlib
         import json
+        import weakref
 
         import torch
 
@@ -233,6 +235,9 @@ class _Server:
         self.inputs: dict[str, list] = {}
         self.models: dict[str, Any] = {}
         self.kept: list = []
+        # (case, weak reference to an earlier output's storage, its address, its bytes)
+        self.held: list = []
+        self.weakref, self.gc = weakref.ref, gc
         self.marker = self.flush_buf = None
         self.task = self.cand = None
         self.device = "cpu"
@@ -334,13 +339,25 @@ class _Server:
         return {}
 
     def call(self, h: dict) -> tuple[dict, list]:
-        torch = self.torch
         xs = self.inputs[h["id"]]
         model = self.models[h.get("model", "main")]
         digests_before = [self.digest(x) for x in xs]
+        # earlier outputs in reference cycles are freed before the poison, and no collection
+        # runs while the call is clocked
+        collecting = self.gc.isenabled()
+        self.gc.collect()
         if h.get("poison") is not None:
             self.poison(int(h["poison"]), int(h.get("poison_chunk") or 0))
         threads_before = self.thread_count()
+        self.gc.disable()
+        try:
+            return self._call(h, xs, model, digests_before, threads_before)
+        finally:
+            if collecting:
+                self.gc.enable()
+
+    def _call(self, h: dict, xs: list, model, digests_before: list, threads_before: int) -> tuple[dict, list]:
+        torch = self.torch
         prof = None
         cuda = self.device.startswith("cuda")
         t0 = self.perf()
@@ -366,7 +383,7 @@ class _Server:
             prof.__exit__(None, None, None)
             kernels, marker = self.trace_kernels(prof)
         ys = y if isinstance(y, (tuple, list)) else (y,)
-        outs, frames = [], []
+        outs, frames, taken = [], [], []
         for v in ys:
             rec = {"type": f"{type(v).__module__}.{type(v).__qualname__}", "plain": type(v) is self.Tensor}
             if isinstance(v, self.Tensor):
@@ -375,17 +392,66 @@ class _Server:
                            grad_fn=type(v.grad_fn).__name__ if v.grad_fn is not None else None)
                 if t.dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int16,
                                torch.int32, torch.int64, torch.uint8, torch.bool) and t.layout == torch.strided:
-                    meta, raw = tensor_frame(t.as_subclass(self.Tensor) if type(v) is not self.Tensor else t)
+                    plain = t.as_subclass(self.Tensor) if type(v) is not self.Tensor else t
+                    meta, raw = tensor_frame(plain)
                     rec["tensor"] = meta
                     rec["digest"] = self.kbtask.fingerprint(t)
                     frames.append(raw)
+                    rec["held_over"] = self.held_by(plain, xs, taken)
             outs.append(rec)
         doc = {"outputs": outs, "digests_before": digests_before, "digests_after": [self.digest(x) for x in xs],
                "threads_before": threads_before, "threads_after": self.thread_count(),
                "call_ms": (returned - t0) * 1e3, "stream_wait_ms": (stream_done - returned) * 1e3,
                "device_wait_ms": (device_done - stream_done) * 1e3, "flags_after_call": _flags(),
                "kernels": kernels, "marker_stream": marker}
+        for t in taken:  # the caller owns its output: written over once read (see register)
+            self.register(t, h.get("case"))
+        self.sync()
         return doc, frames
+
+    @staticmethod
+    def _span(t) -> tuple[int, int]:
+        st = t.untyped_storage()
+        return int(st.data_ptr()), int(st.nbytes())
+
+    def held_by(self, t, xs, taken: list) -> str | None:
+        """The case whose output's memory ``t`` shares while that output is still alive (the
+        candidate kept it: a cache, or a reused output buffer), or None. ``t`` goes on
+        ``taken`` unless it shares memory with the call's inputs."""
+        p, n = self._span(t)
+        if n == 0:
+            return None
+        for x in xs:
+            if isinstance(x, self.Tensor):
+                q, m = self._span(x)
+                if p < q + m and q < p + n:
+                    return None
+        taken.append(t)
+        for case, ref, q, m in self.held:
+            if ref() is not None and p < q + m and q < p + n:
+                return case
+        return None
+
+    def register(self, t, case: Any) -> None:
+        """Remember ``t``'s memory (weakly) under the call's ``case`` and write over it: NaN
+        for floating dtypes, every bit flipped for integers and booleans. An honest candidate
+        never reads an output it returned; one that returns it again without recomputing it
+        returns what we wrote (a cache), one that recomputes into it (a CUDA graph's static
+        output) is still right."""
+        try:
+            ref = self.weakref(t.untyped_storage())
+        except TypeError:  # a storage without weak references: nothing to remember
+            return
+        p, n = self._span(t)
+        self.held.append((case if isinstance(case, str) else None, ref, p, n))
+        del self.held[:-256]
+        try:
+            if t.is_floating_point():
+                t.fill_(float("nan"))
+            else:  # every integer or boolean element changes
+                t.bitwise_not_()
+        except RuntimeError:  # elements sharing memory (an expanded output) are left as they are
+            pass
 
     def trace_kernels(self, prof) -> tuple[list, Any]:
         """Kernels of a profiled call, in start order, from the profiler's trace: name and

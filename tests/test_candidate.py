@@ -89,6 +89,23 @@ CHEATS = {
 ''',
     "ran": b"raise ImportError('no such extension')\n",
 }
+# a content cache: only caught because the child writes over every output it has read
+CONTENT_CACHE = HEAD + b'''        self.memo = {}
+    def forward(self, x):
+        k = (tuple(x.shape), tuple(x.reshape(-1)[:8].tolist()))
+        if k not in self.memo:
+            self.memo.clear()
+            self.memo[k] = torch.relu(self.lin(x))
+        return self.memo[k]
+'''
+# honest: one output buffer, recomputed on every call (as a CUDA graph's static output is)
+REUSED_BUFFER = HEAD + b'''        self.out = None
+    def forward(self, x):
+        y = torch.relu(self.lin(x))
+        if self.out is None or self.out.shape != y.shape:
+            self.out = torch.empty_like(y)
+        return self.out.copy_(y)
+'''
 
 
 def _run(src: bytes, name: str = "c", cfg=None):
@@ -119,6 +136,22 @@ def test_an_honest_candidate_passes_every_check_that_can_decide_on_cpu():
 def test_each_cheat_is_caught_by_its_named_check(check):
     v = _verdicts(_run(CHEATS[check]))
     assert v[check] is False, v
+
+
+def test_a_content_cache_returns_the_nan_written_over_its_earlier_output():
+    rec = _run(CONTENT_CACHE)
+    v = {x["name"]: x for x in rec["verdicts"]}
+    assert v["follows_fresh_inputs"]["passed"] is False and "earlier output's memory" in v["follows_fresh_inputs"]["detail"]
+    held = [c for c in rec["observations"]["cases"] if c.get("held_over")]
+    assert held and all(not c["compare"]["official"]["pass"] for c in held)
+
+
+def test_a_reused_output_buffer_recomputed_each_call_is_noted_not_failed():
+    rec = _run(REUSED_BUFFER)
+    v = {x["name"]: x for x in rec["verdicts"]}
+    assert [k for k, x in v.items() if x["passed"] is False] == []
+    assert "reused output buffer" in v["follows_fresh_inputs"]["detail"]
+    assert sum(1 for c in rec["observations"]["cases"] if c.get("held_over")) >= 5
 
 
 def test_a_candidate_cannot_move_the_reference_by_editing_its_inputs():
@@ -406,3 +439,51 @@ with open(os.path.join(_d, ".ninja_log"), "w") as f:
     made = bc.pack_results(res, tmp_path / "b.tar")
     rep = verify_archive(made.path, level="static")
     assert rep.exit_code == 5, [p for t in rep.tiers for p in t.problems]  # PARTIAL: a CPU run
+
+
+def _replayed_as(made, monkeypatch, edit):
+    """verify_archive at --level replay with the candidates' run replaced by the bundle's own
+    results edited by ``edit`` (the comparison of tier 6 is what is tested, not the GPU run)."""
+    import torch
+
+    from kbrepro.bundle import verify_candidate as vc
+
+    _, m = made
+    with tarfile.open(m.path) as tf:
+        doc = json.loads(next(tf.extractfile(x).read() for x in tf if x.name.endswith("data/results/candidates.json")))
+
+    def fake_run(items, *, results_dir, **kw):
+        again = json.loads(json.dumps(doc))
+        edit(again)
+        (Path(results_dir) / "results").mkdir(parents=True)
+        (Path(results_dir) / "results" / "candidates.json").write_bytes(jsonio.dumps(again).encode())
+        return Path(results_dir)
+
+    monkeypatch.setattr(vc.bc, "run_candidates", fake_run)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    rep = verify_archive(m.path, level="replay", trust=True)
+    return rep, next(t for t in rep.tiers if t.number == 6)
+
+
+def _set_verdict(doc, name, passed):
+    for v in doc["candidates"][0]["verdicts"]:
+        if v["name"] == name:
+            v.update(passed=passed, detail="replayed")
+
+
+def test_a_replay_that_reproduces_every_verdict_passes(made, monkeypatch):
+    rep, t6 = _replayed_as(made, monkeypatch, lambda d: None)
+    assert t6.status == "PASS" and t6.details["claim_changes"] == [] and t6.details["check_changes"] == []
+
+
+def test_a_candidate_caught_only_on_replay_fails_the_replay(made, monkeypatch):
+    rep, t6 = _replayed_as(made, monkeypatch, lambda d: _set_verdict(d, "follows_fresh_inputs", False))
+    assert t6.status == "FAIL" and rep.exit_code != 0
+    msgs = " ".join(p["message"] for p in t6.problems)
+    assert "follows_fresh_inputs was pass when packed and is FAIL on replay" in msgs
+    assert "claim K1a: holds when packed, fails on replay" in msgs
+
+
+def test_a_check_that_decides_only_on_replay_is_noted_not_failed(made, monkeypatch):
+    rep, t6 = _replayed_as(made, monkeypatch, lambda d: _set_verdict(d, "custom_kernel_ran", True))
+    assert t6.status == "PASS" and any("custom_kernel_ran decided only on replay" in n for n in t6.notes)
