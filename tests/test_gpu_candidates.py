@@ -22,7 +22,7 @@ CASES = [
     ("cheat_overwrite_input.py", "1/88", SMALL, "inputs_unchanged"),
     ("cheat_side_stream.py", "1/88", SMALL, "single_stream"),
     ("cheat_pointer_cache.py", "1/88", SMALL, "follows_fresh_inputs"),
-    ("cheat_content_cache.py", "1/88", SMALL, "custom_kernel_ran"),  # its profiled call came from the cache
+    ("cheat_content_cache.py", "1/88", SMALL, "follows_fresh_inputs"),  # the NaN written over its earlier output
     ("cheat_batch_skip.py", "1/88", SMALL, "timed_outputs_correct"),
     ("cheat_subclass_output.py", "1/88", SMALL, "output_is_plain_tensor"),
     ("cheat_patched_timer.py", "1/88", SMALL, "host_clock_agrees"),
