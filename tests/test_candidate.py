@@ -487,3 +487,24 @@ def test_a_candidate_caught_only_on_replay_fails_the_replay(made, monkeypatch):
 def test_a_check_that_decides_only_on_replay_is_noted_not_failed(made, monkeypatch):
     rep, t6 = _replayed_as(made, monkeypatch, lambda d: _set_verdict(d, "custom_kernel_ran", True))
     assert t6.status == "PASS" and any("custom_kernel_ran decided only on replay" in n for n in t6.notes)
+
+
+FULL_EXAMPLE = ROOT / "examples" / "candidates-full-20261201T175531.tar"
+
+
+def test_the_full_h200_example_verifies_and_packs_again_to_its_quoted_digest(tmp_path):
+    """The honest load_inline and Triton candidates for level 1 task 88, full profile, made
+    and replayed on an H200: its results packed again here give the digest it quotes."""
+    quoted = FULL_EXAMPLE.with_name(FULL_EXAMPLE.name + ".sha256-digest").read_text().split()[-1]
+    rep = verify_archive(FULL_EXAMPLE, level="static", expect_digest=quoted)
+    assert rep.exit_code == 0 and rep.digest == quoted
+    name, payload, _ = _members(FULL_EXAMPLE)
+    files = {k: v for k, v in payload.items() if k.split("/")[0] in ("inputs", "results", "provenance")
+             and k != "inputs/claims.yaml"}
+    bag, _, claims, doc = bc.build_payload(files, name=name)
+    out = tmp_path / "again.tar"
+    pack.write_archive(bag, out)
+    assert verify_archive(out, level="static").digest == quoted
+    verdicts = {(r["name"], v["name"]): v["passed"] for r in doc["candidates"] for v in r["verdicts"]}
+    assert [k for k, p in verdicts.items() if p is not True] == []
+    assert {c["id"]: c["verdict"] for c in claims["claims"]}["K1d"] == "fails"  # slower than torch.compile
