@@ -32,7 +32,7 @@ from kbrepro.harness import jsonio
 
 KIND = "kernelbench-candidates"
 FORMAT = "kbrepro-candidate-bundle"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 DOCUMENTS = {"results/candidates.json": "kbrepro/candidates", "results/environment.json": "kbrepro/environment",
              "claims.json": "kbrepro/claims"}
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")

@@ -22,6 +22,12 @@ bootstrap interval [lo, hi], see ``harness.stats``), with margin m:
   1/lo < a or 1/hi > b.
 
 Otherwise inconclusive.
+
+Each comparison also records its **literal** verdict (the same test with margin 0: the
+sentence read word for word) and whether the interval **resolves** a difference at all
+(:func:`difference_resolved`); each check and claim records ``literal_verdict`` beside its
+margin-based ``verdict``, so a report can say "holds within the margin, but the difference is
+resolved: a is faster by 0.7 to 0.9 %".
 """
 from __future__ import annotations
 
@@ -279,13 +285,28 @@ def _check_ratio(chk: Mapping, root: Mapping, boot: Mapping, memo: dict | None =
                                                seed=boot["seed"], max_draws=MAX_INTERVAL_DRAWS)
                 if memo is not None:
                     memo[key] = ci
-            v = ratio_verdict(chk["test"], ci, chk.get("margin", 0.0), tuple(chk["range"]) if chk.get("range") else None)
+            rng = tuple(chk["range"]) if chk.get("range") else None
+            v = ratio_verdict(chk["test"], ci, chk.get("margin", 0.0), rng)
             out["items"].append({"block": b.get("id"), "task": b.get("task"), "mode": b.get("mode"),
                                  "numerator": num, "rounds": ci["n"], "median_ratio": ci["median"],
-                                 "ci_low": ci["ci_low"], "ci_high": ci["ci_high"], "verdict": v})
+                                 "ci_low": ci["ci_low"], "ci_high": ci["ci_high"], "verdict": v,
+                                 "literal": ratio_verdict(chk["test"], ci, 0.0, rng),
+                                 "resolved": difference_resolved(ci)})
     if not out["items"]:
-        return {**out, "verdict": "not_comparable", "why": "no selected block has both arms"}
-    return {**out, "verdict": combine([i["verdict"] for i in out["items"]])}
+        return {**out, "verdict": "not_comparable", "literal_verdict": "not_comparable",
+                "why": "no selected block has both arms"}
+    return {**out, "verdict": combine([i["verdict"] for i in out["items"]]),
+            "literal_verdict": combine([i["literal"] for i in out["items"]])}
+
+
+def difference_resolved(ci: Mapping) -> str | None:
+    """What a ratio interval [lo, hi] of t_numerator / t_denominator says about a difference,
+    whatever the claim's margin: ``"numerator_faster"`` (hi < 1), ``"numerator_slower"``
+    (lo > 1), ``"none"`` (the interval holds 1: no resolved difference), or None (no interval)."""
+    lo, hi = ci.get("ci_low"), ci.get("ci_high")
+    if lo is None or hi is None:
+        return None
+    return "numerator_faster" if hi < 1 else "numerator_slower" if lo > 1 else "none"
 
 
 def live_section() -> dict:
@@ -329,6 +350,7 @@ def evaluate(spec: Mapping, documents: Mapping[str, Any], *, source: str = "reco
                  else _check_values(chk, root, where, shared))
             results.append(r)
         out.append({"id": c["id"], "sentence": c["sentence"], "verdict": combine([r["verdict"] for r in results]),
+                    "literal_verdict": combine([r.get("literal_verdict", r["verdict"]) for r in results]),
                     "checks": results})
     by_id = {c["id"]: c for c in out}
     for c, claim in zip(out, spec["claims"]):
@@ -358,5 +380,6 @@ def compare_verdicts(recorded: Mapping, recomputed: Mapping) -> list[str]:
     return problems
 
 
-__all__ = ["load_spec", "parse_spec", "evaluate", "compare_verdicts", "ratio_verdict", "combine", "VERDICTS",
+__all__ = ["load_spec", "parse_spec", "evaluate", "compare_verdicts", "ratio_verdict", "difference_resolved",
+           "combine", "VERDICTS",
            "InvalidResultsError"]

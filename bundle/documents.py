@@ -14,7 +14,6 @@ OUR_DOCUMENTS = ("run", "environment", "compile", "witness", "correctness", "tim
 #: the documents without which results are not packed
 REQUIRED = ("run", "environment", "compile", "correctness", "timings")
 #: the only note a measured bundle's packer writes (the verifier refuses any other)
-NO_PLOTS_NOTE = "no plots: matplotlib is not installed (pip install 'kbrepro[plots]')"
 #: a document name a study may use
 DOC_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,40}$")
 

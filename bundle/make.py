@@ -20,7 +20,7 @@ from kbrepro.harness import jsonio
 from kbrepro.harness.kernelbench import KernelBenchCheckout, load_lock, resolve_checkout
 from kbrepro.errors import InvalidResultsError, KernelBenchPinError, UnreadableInputError, UsageError
 
-from kbrepro.bundle.documents import DOC_PATHS, NO_PLOTS_NOTE, OUR_DOCUMENTS, REQUIRED  # noqa: E402,F401
+from kbrepro.bundle.documents import DOC_PATHS, OUR_DOCUMENTS, REQUIRED  # noqa: E402,F401
 
 
 @dataclass(frozen=True)
@@ -361,52 +361,55 @@ def stop_workers(pool) -> None:
 
 class _PlotWorker:
     """Worker processes for the slow, independent parts of packing: each document's schema
-    validation and each plot (one figure a job) run there while this process checks
+    validation and each figure's rendering (one PNG a job) run there while this process checks
     consistency and evaluates the claims. Falls back to doing everything here if no worker
-    process can be started."""
+    process can be started. Rendering needs matplotlib; without it :meth:`results` raises
+    ImportError (the figures' data are packed all the same)."""
 
     def __init__(self, documents: Mapping[str, dict], with_plots: bool = True, pool=None, extra=None):
         import os
         from concurrent.futures import ProcessPoolExecutor
 
+        from kbrepro.bundle import plots as plots_mod
+
         self._owned = pool is None
         self._documents = documents
-        self._plots = None
-        jobs: list = []
+        self._render = False
         if with_plots:
             try:
-                from kbrepro.bundle import plots as plots_mod
-
-                self._plots = plots_mod
-                jobs = plots_mod.document_jobs(documents)
+                plots_mod.renderer_versions()
+                self._render = True
             except ImportError:
-                self._plots = None
+                pass
+        self._docfigs = plots_mod.document_figures(documents)
+        jobs = list(self._docfigs.items()) if self._render else []
         try:
             self._pool = pool or ProcessPoolExecutor(
                 max_workers=max(1, min(len(jobs) + len(documents), os.cpu_count() or 1, 8)))
-            docs = dict(documents)
             self._extra = extra or {}
             self._schema = [self._pool.submit(_schema_problems, n, d, self._extra) for n, d in documents.items()]
-            self._futures = [self._pool.submit(self._plots.render_job, job, docs) for job in jobs]
+            self._futures = {n: self._pool.submit(plots_mod.render, n, d) for n, d in jobs}
         except (OSError, RuntimeError, NotImplementedError):
             self._pool = None
+            self._futures = {}
 
     def schema_problems(self) -> list[str]:
         if self._pool is None:
             return [p for n, d in self._documents.items() for p in validate.schema_problems(n, d, self._extra)]
         return [p for f in self._schema for p in f.result()]
 
-    def results(self, claims_doc: Mapping) -> dict[str, bytes]:
-        if self._plots is None:
+    def results(self, figures: Mapping[str, dict]) -> dict[str, bytes]:
+        """PNG bytes by figure name for every figure of ``figures`` (figure data by name)."""
+        from kbrepro.bundle import plots as plots_mod
+
+        if not self._render:
             raise ImportError("matplotlib is not installed")
-        if self._pool is None:
-            return self._plots.render_all(self._documents, claims_doc)
         try:
-            futures = self._futures + [self._pool.submit(self._plots.render_claims, dict(claims_doc))]
-            out: dict[str, bytes] = {}
-            for f in futures:
-                out.update(f.result())
-            return out
+            if self._pool is None:
+                return {n: plots_mod.render(n, d) for n, d in figures.items()}
+            futures = {n: self._futures[n] if n in self._futures and self._docfigs.get(n) == d
+                       else self._pool.submit(plots_mod.render, n, d) for n, d in figures.items()}
+            return {n: f.result() for n, f in futures.items()}
         finally:
             self.close()
 
@@ -414,6 +417,28 @@ class _PlotWorker:
         if self._pool is not None and self._owned:
             stop_workers(self._pool)
         self._pool = None
+
+
+def renderings_of(figures: Mapping[str, dict], pngs: Mapping[str, bytes]) -> dict[str, bytes]:
+    """The bag's ``renderings/`` tag folder: every PNG and ``renderings.json`` (the versions
+    that drew them, each PNG's sha256 and size, the sha256 of the data file it was drawn
+    from). Outside every manifest, so outside the digest."""
+    from kbrepro.bundle import plots as plots_mod
+
+    entries = []
+    for n in sorted(pngs):
+        size = plots_mod.png_size(pngs[n])
+        entries.append({"file": f"renderings/{n}.png", "sha256": pack.sha256_hex(pngs[n]),
+                        "width_px": size[0] if size else None, "height_px": size[1] if size else None,
+                        "data": f"data/plots/{n}.json",
+                        "data_sha256": pack.sha256_hex(jsonio.dumps(figures[n]).encode())})
+    doc = {"schema": "kbrepro/renderings", "schema_version": 1, "renderer": plots_mod.renderer_versions(),
+           "note": "drawn from the data files named here (inside the digest); these PNGs are outside it: any "
+                   "matplotlib draws the same data, and the bundle's digest does not change",
+           "figures": entries}
+    out = {f"{n}.png": pngs[n] for n in pngs}
+    out["renderings.json"] = jsonio.dumps(doc).encode()
+    return out
 
 
 def build_payload(rs: ResultSet, *, kernelbench: str | None = None, study_path: str | None = None,
@@ -460,15 +485,19 @@ def build_payload(rs: ResultSet, *, kernelbench: str | None = None, study_path: 
         "documents": {DOC_PATHS[n]: f"kbrepro/{n}" for n in rs.documents},
         "notes": notes,
     }
-    plots: list[str] = []
-    if with_plots:
+    from kbrepro.bundle import plots as plots_mod
+
+    # the figures' data go into the payload (the digest); their PNGs into renderings/ (outside it)
+    figures = plots_mod.figure_data(rs.documents, json_roundtrip(claims_doc))
+    for fname in sorted(figures):
+        payload[f"plots/{fname}.json"] = jsonio.dumps(figures[fname]).encode()
+    plots = sorted(figures)
+    renderings: dict[str, bytes] = {}
+    if with_plots and figures:
         try:
-            rendered = dict((plotter or _PlotWorker(rs.documents, True)).results(claims_doc))
-            for fname in sorted(rendered):
-                payload[f"plots/{fname}"] = rendered[fname]
-                plots.append(f"plots/{fname}")
+            renderings = renderings_of(figures, (plotter or _PlotWorker(rs.documents, True)).results(figures))
         except ImportError:
-            notes.append(NO_PLOTS_NOTE)
+            renderings = {}
     # rendered from the records as packed (canonical JSON read back), exactly as the verifier renders it
     import json as _json
 
@@ -484,8 +513,15 @@ def build_payload(rs: ResultSet, *, kernelbench: str | None = None, study_path: 
                                   "report this as a bug")
     bag = pack.make_bag(meta["name"], payload, pack.bag_info(meta["name"], pack.FORMAT_NAME, pack.FORMAT_VERSION,
                                                              f"{study_info['name']} ({study_info['profile']})",
-                                                             rs.source))
+                                                             rs.source), renderings=renderings)
     return bag, meta, claims_doc
+
+
+def json_roundtrip(doc: Mapping) -> dict:
+    """``doc`` as the verifier reads it back (canonical JSON), so that both derive the same figures."""
+    import json as _json
+
+    return _json.loads(jsonio.dumps(doc))
 
 
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz")

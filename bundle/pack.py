@@ -26,7 +26,7 @@ import os
 import re
 import tarfile
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
@@ -34,9 +34,10 @@ from kbrepro.harness.jsonio import atomic_write_bytes
 from kbrepro.errors import UsageError
 
 FORMAT_NAME = "kbrepro-bundle"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 BAGIT_TXT = b"BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n"
 TAG_FILES = ("bagit.txt", "bag-info.txt", "manifest-sha256.txt")
+RENDERINGS = "renderings"
 SAFE_COMPONENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 MAX_MEMBERS = 10000
@@ -74,6 +75,9 @@ class Bag:
     name: str
     payload: Mapping[str, bytes]
     info: tuple[tuple[str, str], ...]
+    #: the ``renderings/`` tag folder (file name -> bytes): figures drawn from payload data,
+    #: listed in no manifest, so that the digest does not depend on the library that drew them
+    renderings: Mapping[str, bytes] = field(default_factory=dict)
 
     def manifest(self) -> bytes:
         lines = [f"{sha256_hex(self.payload[p])}  data/{p}\n" for p in sorted(self.payload)]
@@ -97,6 +101,7 @@ class Bag:
         """Every file of the bag, path relative to the top folder -> bytes."""
         out = {f"data/{p}": b for p, b in self.payload.items()}
         out.update(self.tag_files())
+        out.update({f"{RENDERINGS}/{p}": b for p, b in self.renderings.items()})
         return out
 
 
@@ -114,14 +119,18 @@ def bag_info(name: str, fmt: str, version: int, study: str, source: str) -> list
                                     source)))
 
 
-def make_bag(name: str, payload: Mapping[str, bytes], info: list[tuple[str, str]]) -> Bag:
-    """Build a :class:`Bag`; checks the bundle name and every payload path."""
+def make_bag(name: str, payload: Mapping[str, bytes], info: list[tuple[str, str]],
+             renderings: Mapping[str, bytes] | None = None) -> Bag:
+    """Build a :class:`Bag`; checks the bundle name and every payload and rendering path."""
     if not NAME_RE.match(name):
         raise UsageError(f"bundle name {name!r} is not allowed", "use letters, digits, '.', '_' and '-' (max 80)")
     check_names(list(payload))
     if len(payload) + 8 > MAX_MEMBERS:
         raise UsageError(f"{len(payload)} payload files exceed the limit of {MAX_MEMBERS}", "pack fewer files")
-    return Bag(name=name, payload=dict(payload), info=tuple(info))
+    check_names(list(renderings or {}))
+    if any("/" in p for p in renderings or {}):
+        raise UsageError("renderings are files of one folder", "report this as a bug")
+    return Bag(name=name, payload=dict(payload), info=tuple(info), renderings=dict(renderings or {}))
 
 
 def source_date_epoch() -> int:

@@ -1,33 +1,119 @@
-"""Plots for REPORT.md (optional: needs matplotlib, the ``plots`` extra).
+"""Figures for a forum post: their data inside the digest, their pixels outside it.
 
-:func:`render_all` returns PNG bytes by file name: per task, the per-round time
-distribution of every arm (graph replay, every scope and the full program); the paired-ratio intervals
-the timing claims were decided on; and bit identity by variant. PNGs carry no timestamp or
-software metadata, so the same documents give the same bytes with the same matplotlib.
-Raises ImportError if matplotlib is missing (the caller records that and goes on).
+Two steps, so that a quoted digest never depends on the installed matplotlib:
+
+1. :func:`figure_data` (no matplotlib) derives, from the documents and the evaluated claims,
+   the numbers each figure draws, as plain JSON: ``claim_<ID>`` (one per timing claim: every
+   comparison's median ratio r = t(a) / t(b) and its bootstrap interval, the claim's margin or
+   range as r-lines), ``task<T>_rounds`` (per-round times of every arm of the task's blocks)
+   and ``bit_identity`` (per variant and task, the largest count of elements that differ in
+   bits from PyTorch over the task's cases). The packer writes them as ``data/plots/*.json``,
+   inside the payload; the verifier derives them again and compares.
+2. :func:`render` (matplotlib, the ``plots`` extra) draws one figure's PNG from its data, at
+   :data:`WIDTH_PX` wide (never more than :data:`MAX_WIDTH_PX`), titled, with a legend. The
+   packer stores the PNGs under the bag's ``renderings/`` folder, a tag folder that no manifest
+   lists, with ``renderings/renderings.json`` (the versions that drew them and the sha256 of
+   each PNG and of the data it was drawn from): the digest (sha256 of tagmanifest-sha256.txt)
+   is the same with any matplotlib or none.
 """
 from __future__ import annotations
 
 import io
+import re
+import textwrap
 from typing import Mapping
 
 from kbrepro.harness import stats
 
-
-def _png(fig) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, metadata={"Software": None})
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return buf.getvalue()
+DPI = 100
+WIDTH_PX = 1200
+MAX_WIDTH_PX = 1600
+NAME_RE = re.compile(r"^(claim_[A-Za-z0-9._-]{1,40}|task-?[0-9]{1,6}_rounds|bit_identity)$")
+COLOURS = {"holds": "#2ca02c", "fails": "#d62728", "inconclusive": "#ff7f0e", "not_comparable": "#7f7f7f"}
 
 
-def render_all(documents: Mapping[str, Mapping], claims: Mapping | None) -> dict[str, bytes]:
-    """Every plot: :func:`render_documents` and :func:`render_claims` together."""
-    return {**render_documents(documents), **render_claims(claims)}
+# ------------------------------------------------------------------------------------ data
+def _claim_lines(chk: Mapping) -> list[dict]:
+    """The r-values a claim's test is judged against, as labelled vertical lines."""
+    t, m = chk.get("test"), float(chk.get("margin") or 0.0)
+    lines = [{"r": 1.0, "label": "r = 1 (equal times)", "style": "solid"}]
+    if t in ("not_faster", "equivalent") and m > 0:
+        lines.append({"r": 1.0 - m, "label": f"margin: r = 1 - {m:g}", "style": "dashed"})
+    if t in ("not_slower", "equivalent") and m > 0:
+        lines.append({"r": 1.0 + m, "label": f"margin: r = 1 + {m:g}", "style": "dashed"})
+    if t == "speedup_within" and chk.get("range"):
+        a, b = chk["range"]
+        lines.append({"r": 1.0 / b, "label": f"range: speed-up {b:g}x (r = {1 / b:.3g})", "style": "dashed"})
+        lines.append({"r": 1.0 / a, "label": f"range: speed-up {a:g}x (r = {1 / a:.3g})", "style": "dashed"})
+    return lines
 
 
+def claim_figures(claims: Mapping | None) -> dict[str, dict]:
+    """One figure's data per claim with paired-ratio comparisons (see the module docstring)."""
+    out: dict[str, dict] = {}
+    for c in (claims or {}).get("claims", []):
+        items, lines = [], []
+        for chk in c.get("checks", []):
+            if chk.get("kind") != "paired_ratio":
+                continue
+            for ln in _claim_lines(chk):
+                if ln not in lines:
+                    lines.append(ln)
+            for it in chk.get("items", []):
+                if it.get("ci_low") is None or it.get("ci_high") is None:
+                    continue
+                items.append({"label": f"{it['block']}  {it['numerator']} / {chk['denominator']}",
+                              "median": it["median_ratio"], "low": it["ci_low"], "high": it["ci_high"],
+                              "verdict": it["verdict"], "literal": it.get("literal")})
+        if items:
+            out[f"claim_{c['id']}"] = {"kind": "claim", "title": f"{c['id']} ({c['verdict']}): {c['sentence']}",
+                                       "xlabel": "r = t(a) / t(b), paired per round: median and bootstrap interval "
+                                                 "(r < 1: a is faster)",
+                                       "items": items, "lines": lines}
+    return out
+
+
+def document_figures(documents: Mapping[str, Mapping]) -> dict[str, dict]:
+    """Per-task per-round times and bit identity (see the module docstring)."""
+    out: dict[str, dict] = {}
+    blocks = (documents.get("timings") or {}).get("blocks", [])
+    tasks = sorted({b["task"] for b in blocks if b.get("kind") == "study" and b.get("rounds")
+                    and isinstance(b.get("task"), int)})
+    for t in tasks:
+        panels = []
+        for b in blocks:
+            if b.get("task") == t and b.get("kind") == "study" and b.get("rounds"):
+                shape = "x".join(map(str, b["shape"])) if isinstance(b.get("shape"), list) else "n/a"
+                panels.append({"block": b["id"], "shape": shape, "arms": list(b["arms"]),
+                               "samples": [stats.arm_samples(b, a) for a in b["arms"]]})
+        out[f"task{t}_rounds"] = {"kind": "rounds", "title": f"task {t}: time per invocation of every arm, per round",
+                                  "ylabel": "ms per invocation", "panels": panels}
+    fp = (documents.get("correctness") or {}).get("full_program") or []
+    if fp:
+        variants = sorted({v for c in fp for v in c.get("checks", {})})
+        ctasks = sorted({c["case"]["task"] for c in fp})
+        counts = {}
+        for v in variants:
+            row = []
+            for t in ctasks:
+                diff = [int(c["checks"][v]["element_count"]) - int(c["checks"][v]["bit_identical_count"]) for c in fp
+                        if c["case"]["task"] == t and v in c["checks"]
+                        and isinstance(c["checks"][v].get("element_count"), int)
+                        and isinstance(c["checks"][v].get("bit_identical_count"), int)]
+                row.append(max(diff) if diff else None)
+            counts[v] = row
+        out["bit_identity"] = {"kind": "bits", "title": "elements that differ in bits from PyTorch (most over a "
+                                                        "task's cases; 0 = bit-identical)",
+                               "tasks": ctasks, "variants": variants, "differing": counts}
+    return out
+
+
+def figure_data(documents: Mapping[str, Mapping], claims: Mapping | None) -> dict[str, dict]:
+    """Every figure's data by name (:func:`document_figures` and :func:`claim_figures`)."""
+    return {**document_figures(documents), **claim_figures(claims)}
+
+
+# ------------------------------------------------------------------------------- rendering
 def _pyplot():
     import matplotlib
 
@@ -37,84 +123,101 @@ def _pyplot():
     return plt
 
 
-def render_claims(claims: Mapping | None) -> dict[str, bytes]:
-    """The paired-ratio intervals the timing claims were decided on."""
-    plt = _pyplot()
-    out: dict[str, bytes] = {}
-    items, seen = [], set()
-    for c in (claims or {}).get("claims", []):
-        for chk in c["checks"]:
-            for it in chk.get("items", []):
-                key = (it["block"], it["numerator"], chk["denominator"])
-                if it.get("ci_low") is not None and key not in seen:
-                    seen.add(key)
-                    items.append((f"{c['id']} {it['block']} {it['numerator']}/{chk['denominator']}", it))
-    if items:
-        fig, ax = plt.subplots(figsize=(8, 0.2 * len(items) + 1.2))
-        fig.subplots_adjust(left=0.42)
-        for i, (label, it) in enumerate(items):
-            color = {"holds": "tab:green", "fails": "tab:red"}.get(it["verdict"], "tab:orange")
-            ax.plot([it["ci_low"], it["ci_high"]], [i, i], color=color, lw=2)
-            ax.plot([it["median_ratio"]], [i], "o", color=color, ms=3)
-        ax.axvline(1.0, color="k", lw=0.6)
-        ax.set_yticks(range(len(items)), [lbl for lbl, _ in items], fontsize=5)
-        ax.set_xlabel("paired per-round ratio (median, bootstrap interval)", fontsize=8)
-        out["ratio_intervals.png"] = _png(fig)
+def renderer_versions() -> dict[str, str]:
+    """The versions that draw the PNGs (recorded in renderings.json). Raises ImportError
+    without matplotlib."""
+    import matplotlib
+    import numpy
+
+    out = {"matplotlib": matplotlib.__version__, "numpy": numpy.__version__}
+    try:
+        from matplotlib import ft2font
+
+        out["freetype"] = str(getattr(ft2font, "__freetype_version__", "unknown"))
+    except Exception:  # the font library's version is informative only
+        out["freetype"] = "unknown"
     return out
 
 
-def render_documents(documents: Mapping[str, Mapping]) -> dict[str, bytes]:
-    """Per-task per-round time distributions and bit identity by variant."""
-    out: dict[str, bytes] = {}
-    for job in document_jobs(documents):
-        out.update(render_job(job, documents))
-    return out
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
+    _pyplot().close(fig)
+    return buf.getvalue()
 
 
-def document_jobs(documents: Mapping[str, Mapping]) -> list[tuple]:
-    """Independent plot jobs over the documents (each renders one figure), so that a caller
-    can render them in parallel with :func:`render_job`."""
-    blocks = (documents.get("timings") or {}).get("blocks", [])
-    tasks = sorted({b["task"] for b in blocks if b.get("kind") == "study" and b.get("rounds")})
-    jobs: list[tuple] = [("task", t) for t in tasks]
-    if (documents.get("correctness") or {}).get("full_program"):
-        jobs.append(("bits",))
-    return jobs
+def _wrap(title: str, width: int = 110) -> str:
+    return "\n".join(textwrap.wrap(title, width)[:3])
 
 
-def render_job(job: tuple, documents: Mapping[str, Mapping]) -> dict[str, bytes]:
-    """Render one job of :func:`document_jobs`."""
+def render(name: str, data: Mapping) -> bytes:
+    """The PNG of one figure of :func:`figure_data`, :data:`WIDTH_PX` wide. Raises
+    ImportError without matplotlib, ValueError for an unknown figure kind."""
     plt = _pyplot()
-    if job[0] == "task":
-        task = job[1]
-        blocks = (documents.get("timings") or {}).get("blocks", [])
-        sel = [b for b in blocks if b.get("task") == task and b.get("kind") == "study" and b.get("rounds")]
-        fig, axes = plt.subplots(1, len(sel), figsize=(4.2 * len(sel), 3.6), squeeze=False)
-        fig.subplots_adjust(bottom=0.3, wspace=0.35)
-        for ax, b in zip(axes[0], sel):
-            data = [stats.arm_samples(b, a) for a in b["arms"]]
-            ax.boxplot(data, showfliers=True)
-            ax.set_xticks(range(1, len(b["arms"]) + 1), b["arms"], rotation=45, ha="right", fontsize=7)
-            ax.set_title(b["id"], fontsize=8)
-            ax.set_ylabel("ms per invocation", fontsize=8)
-        fig.suptitle(f"task {task}: per-round times of every arm", fontsize=9)
-        return {f"task{task}_rounds.png": _png(fig)}
-    fp = (documents.get("correctness") or {}).get("full_program", [])
-    variants = sorted({v for c in fp for v in c["checks"]})
-    ctasks = sorted({c["case"]["task"] for c in fp})
-    fig, ax = plt.subplots(figsize=(6, 3.2))
-    width = 0.8 / max(len(variants), 1)
-    for k, v in enumerate(variants):
-        vals = []
-        for t in ctasks:
-            fr = [c["checks"][v]["bit_identical_count"] / c["checks"][v]["element_count"] for c in fp
-                  if c["case"]["task"] == t and v in c["checks"] and c["checks"][v].get("element_count")
-                  and c["checks"][v].get("bit_identical_count") is not None]
-            vals.append(1.0 - min(fr) if fr else 0.0)
-        ax.bar([i + k * width for i in range(len(ctasks))], vals, width, label=v)
-    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(ctasks))], [str(t) for t in ctasks])
-    ax.set_ylabel("1 - min bit-identical fraction", fontsize=8)
-    ax.set_xlabel("task", fontsize=8)
-    ax.legend(fontsize=7)
-    ax.set_title("bit identity by variant (0 = every case bit-identical)", fontsize=9)
-    return {"bit_identity.png": _png(fig)}
+    w = WIDTH_PX / DPI
+    kind = data.get("kind")
+    if kind == "claim":
+        items = data["items"]
+        fig, ax = plt.subplots(figsize=(w, min(0.32 * len(items) + 1.9, 16)))
+        for i, it in enumerate(items):
+            col = COLOURS.get(it["verdict"], "#7f7f7f")
+            ax.plot([it["low"], it["high"]], [i, i], color=col, lw=3, solid_capstyle="butt")
+            ax.plot([it["median"]], [i], "o", color=col, ms=5)
+        for ln in data["lines"]:
+            ax.axvline(ln["r"], color="black", lw=1.0, ls="-" if ln["style"] == "solid" else "--")
+        ax.set_yticks(range(len(items)), [it["label"] for it in items], fontsize=9)
+        ax.invert_yaxis()
+        ax.set_xlabel(data["xlabel"], fontsize=10)
+        from matplotlib.lines import Line2D
+
+        handles = [Line2D([], [], color=COLOURS[v], lw=3, label=f"comparison {v}") for v in
+                   dict.fromkeys(it["verdict"] for it in items)]
+        handles += [Line2D([], [], color="black", lw=1.0, ls="-" if ln["style"] == "solid" else "--",
+                           label=ln["label"]) for ln in data["lines"]]
+        ax.legend(handles=handles, fontsize=8, loc="best")
+        ax.set_title(_wrap(data["title"]), fontsize=11)
+        fig.tight_layout()
+        return _png(fig)
+    if kind == "rounds":
+        panels = data["panels"]
+        fig, axes = plt.subplots(1, len(panels), figsize=(w, 4.6), squeeze=False)
+        for ax, p in zip(axes[0], panels):
+            ax.boxplot(p["samples"], showfliers=True)
+            ax.set_xticks(range(1, len(p["arms"]) + 1), p["arms"], rotation=40, ha="right", fontsize=8)
+            ax.set_title(f"{p['block']} (input {p['shape']})", fontsize=9)
+            ax.set_ylabel(data["ylabel"], fontsize=9)
+        fig.suptitle(data["title"] + " (box: quartiles, line: median)", fontsize=11)
+        fig.tight_layout()
+        return _png(fig)
+    if kind == "bits":
+        tasks, variants = data["tasks"], data["variants"]
+        fig, ax = plt.subplots(figsize=(w, 4.8))
+        width = 0.8 / max(len(variants), 1)
+        top = max([v for row in data["differing"].values() for v in row if v] or [1])
+        for k, v in enumerate(variants):
+            xs = [i + k * width for i in range(len(tasks))]
+            vals = data["differing"][v]
+            ax.bar(xs, [x + 1 if x is not None else 0 for x in vals], width, label=v)
+            for x, val in zip(xs, vals):
+                ax.annotate("n/a" if val is None else f"{val:,}", (x, (val or 0) + 1), ha="center", va="bottom",
+                            fontsize=8)
+        ax.set_yscale("log")
+        ax.set_ylim(0.8, top * 20 + 10)
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(tasks))], [f"task {t}" for t in tasks])
+        ax.set_ylabel("differing elements + 1 (log scale)", fontsize=10)
+        ax.legend(fontsize=9, title="variant")
+        ax.set_title(data["title"], fontsize=11)
+        fig.tight_layout()
+        return _png(fig)
+    raise ValueError(f"unknown figure kind {kind!r}")
+
+
+def png_size(png: bytes) -> tuple[int, int] | None:
+    """(width, height) in pixels from a PNG's IHDR chunk, or None if ``png`` is not a PNG."""
+    if len(png) < 24 or not png.startswith(b"\x89PNG\r\n\x1a\n") or png[12:16] != b"IHDR":
+        return None
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+
+__all__ = ["figure_data", "claim_figures", "document_figures", "render", "renderer_versions", "png_size",
+           "WIDTH_PX", "MAX_WIDTH_PX", "NAME_RE"]

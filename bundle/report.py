@@ -44,47 +44,106 @@ def _env(env: Mapping, key: str) -> str:
     return str(v)
 
 
+def md_cell(text) -> str:
+    """``text`` safe inside one Markdown table cell: ``|`` escaped, line breaks and HTML tag
+    brackets made inert (a claim sentence is the author's text)."""
+    t = " ".join(str(text).split())
+    return t.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+
+
+_WORST = {"fails": 0, "inconclusive": 1, "not_comparable": 2, "holds": 3}
+
+
+def _pct(x: float) -> str:
+    return f"{abs(x - 1) * 100:.2g}"
+
+
+def _difference(it: Mapping, den: str) -> str:
+    """The difference an interval resolves, in words (the ratio's convention: t(a) / t(b))."""
+    res, lo, hi = it.get("resolved"), it.get("ci_low"), it.get("ci_high")
+    if res == "numerator_faster":
+        return f"{it['numerator']} faster by {_pct(hi)} to {_pct(lo)} %"
+    if res == "numerator_slower":
+        return f"{it['numerator']} slower by {_pct(lo)} to {_pct(hi)} %"
+    return "no resolved difference" if res == "none" else "no interval"
+
+
+def _ratio_items(c: Mapping) -> list[tuple[dict, dict]]:
+    """(check, item) of every paired-ratio comparison of claim ``c``, worst first: failing,
+    inconclusive, then those that hold only within the margin (literal reading not holding),
+    then the rest."""
+    out = [(chk, it) for chk in c.get("checks", []) if chk.get("kind") == "paired_ratio" for it in chk.get("items", [])]
+    return sorted(out, key=lambda p: (_WORST.get(p[1]["verdict"], 4), p[1].get("literal") == "holds",
+                                      p[1].get("resolved") == "none"))
+
+
+def _test_words(chk: Mapping) -> str:
+    t, m = chk.get("test"), chk.get("margin") or 0.0
+    if t == "speedup_within" and chk.get("range"):
+        a, b = chk["range"]
+        return f"r in [{1 / b:.3g}, {1 / a:.3g}] (a speed-up of {a:g}x to {b:g}x)"
+    return {"faster": "r < 1", "not_faster": f"r >= 1 - {m:g}", "not_slower": f"r <= 1 + {m:g}",
+            "equivalent": f"1 - {m:g} <= r <= 1 + {m:g}"}.get(t, str(t))
+
+
+def _cmp_text(chk: Mapping, it: Mapping) -> str:
+    return (f"{it['block']} {it['numerator']}/{chk['denominator']} {_fmt(it.get('median_ratio'), 3)} "
+            f"[{_fmt(it.get('ci_low'), 3)}, {_fmt(it.get('ci_high'), 3)}]")
+
+
+def _decides(c: Mapping) -> str:
+    """The strongest fact behind claim ``c``'s verdict, in one cell."""
+    items = _ratio_items(c)
+    if not items:
+        parts = []
+        for chk in c.get("checks", []):
+            extra = {k: chk[k] for k in ("count", "mismatches", "unequal", "min_fraction", "max", "violations", "why")
+                     if k in chk}
+            parts.append(", ".join(f"{k}={_fmt(v) if not isinstance(v, str) else v}" for k, v in extra.items()))
+        return "; ".join(p for p in parts if p)
+    chk, it = items[0]
+    n = len(items)
+    more = f" (worst of {n} comparisons)" if n > 1 else ""
+    if it["verdict"] != "holds":
+        return f"{it['verdict']}: {_cmp_text(chk, it)}, needs {_test_words(chk)}{more}"
+    if it.get("literal") != "holds" and (chk.get("margin") or 0) > 0:
+        return (f"holds only within the margin {chk['margin']:g}: {_cmp_text(chk, it)}, "
+                f"{_difference(it, chk['denominator'])}{more}")
+    return f"{_cmp_text(chk, it)}, {_difference(it, chk['denominator'])}{more}"
+
+
 def claims_section(claims: Mapping) -> str:
-    rows = []
+    rows, details = [], []
     for c in claims.get("claims", []):
-        nums = []
-        for chk in c["checks"]:
-            if chk["kind"] == "paired_ratio":
-                items = chk.get("items", [])
-                order = {"fails": 0, "inconclusive": 1, "not_comparable": 2, "holds": 3}
-                shown = sorted(items, key=lambda it: order.get(it["verdict"], 4))[:6]
-                speed = chk["test"] == "speedup_within"
-                for it in shown:
-                    if it.get("median_ratio") is None:
-                        continue
-                    if speed:
-                        nums.append(f"{it['block']} speed-up {chk['denominator']}/{it['numerator']} "
-                                    f"{1 / it['median_ratio']:.2f}x [{1 / it['ci_high']:.2f}, {1 / it['ci_low']:.2f}] "
-                                    f"{it['verdict']}")
-                    else:
-                        nums.append(f"{it['block']} {it['numerator']}/{chk['denominator']} {it['median_ratio']:.3f} "
-                                    f"[{_fmt(it['ci_low'], 3)}, {_fmt(it['ci_high'], 3)}] {it['verdict']}")
-                if len(items) > len(shown):
-                    tally = {}
-                    for it in items:
-                        tally[it["verdict"]] = tally.get(it["verdict"], 0) + 1
-                    nums.append(f"{len(items)} comparisons in all: " + ", ".join(f"{v} {k}" for k, v in sorted(tally.items()))
-                                + " (claims.json lists each)")
-            else:
-                extra = {k: chk[k] for k in ("count", "mismatches", "unequal", "min_fraction", "max", "violations", "why")
-                         if k in chk}
-                nums.append(", ".join(f"{k}={_fmt(v) if not isinstance(v, str) else v}" for k, v in extra.items()))
+        decide = _decides(c)
         if c.get("why"):
-            nums.insert(0, f"{c['why']} (measured: {c.get('measured_verdict')})")
-        rows.append([c["id"], f"**{c['verdict']}**", c["sentence"], "<br>".join(n for n in nums if n)])
+            decide = f"{c['why']} (measured: {c.get('measured_verdict')}); {decide}"
+        lit = c.get("literal_verdict", c["verdict"])
+        rows.append([c["id"], f"**{c['verdict']}**", lit if lit == c["verdict"] else f"**{lit}**",
+                     md_cell(c["sentence"]), md_cell(decide)])
+        items = _ratio_items(c)
+        if items:
+            details.append(f"**{c['id']}** ({len(items)} comparisons, worst first)\n\n" + _table(
+                ["block", "a/b", "median r", "interval", "test", "verdict", "literal", "difference"],
+                [[md_cell(it["block"]), md_cell(f"{it['numerator']}/{chk['denominator']}"),
+                  _fmt(it.get("median_ratio"), 4), f"[{_fmt(it.get('ci_low'), 4)}, {_fmt(it.get('ci_high'), 4)}]",
+                  md_cell(_test_words(chk)), it["verdict"], it.get("literal", "n/a"),
+                  _difference(it, chk["denominator"])] for chk, it in items]))
     s = claims.get("summary", {})
     order = ("holds", "fails", "inconclusive", "not_comparable")  # the evaluator's order, whatever the key order
     head = ", ".join(f"{k}: {s[k]}" for k in sorted(s, key=lambda k: (order.index(k) if k in order else 9, k)))
-    return ("## Claims\n\n" + f"Evaluated on {claims.get('evaluated_on')} data ({head}). A timing ratio a/b is the "
-            "median over rounds of (time of a / time of b) in the same round, below 1 when a is faster, with its "
-            "bootstrap interval [low, high]; a speed-up is its inverse. Failing and inconclusive comparisons are "
-            "listed first.\n\n"
-            + _table(["id", "verdict", "claim", "numbers"], rows))
+    boot = claims.get("bootstrap") or {}
+    text = ("## Claims\n\n" + f"Evaluated on {claims.get('evaluated_on')} data ({head}). **One ratio convention "
+            "throughout this report:** r = t(a) / t(b), the time of a over the time of b in the same round (arms run "
+            f"interleaved), its median over rounds with the {boot.get('level', 0.95):.0%} bootstrap interval [low, high]; "
+            "r < 1 means a is faster (a speed-up of 3x is r = 0.333). *verdict* judges the claim with the margin its "
+            "spec states before the data; *read literally* judges the same sentence with margin 0. *What decides it* "
+            "names the worst comparison: where a claim holds only within its margin, it says which side is faster "
+            "and by how much.\n\n" + _table(["id", "verdict", "read literally", "claim", "what decides it"], rows))
+    if details:
+        text += ("\n<details><summary>Every timing comparison of every claim</summary>\n\n" + "\n".join(details)
+                 + "\n</details>\n")
+    return text
 
 
 def compile_section(compile_doc: Mapping) -> str:
@@ -154,7 +213,8 @@ def correctness_section(c: Mapping) -> str:
 
 
 def timing_section(t: Mapping) -> str:
-    out = ["## Timings (ms per invocation: median [q25, q75])\n"]
+    out = ["## Timings (float32; ms per invocation: median [q25, q75]; CUDA events or CUDA-graph replay, as the "
+           "block's mode says; arms interleaved in every round)\n"]
     by_kind: dict[str, list] = {}
     for b in t.get("blocks", []):
         by_kind.setdefault(b.get("kind", "study"), []).append(b)
@@ -173,12 +233,16 @@ def timing_section(t: Mapping) -> str:
             if base:
                 for a in b["arms"]:
                     if a != base and not a.startswith("torchscript") and a != "l2_flush_only":
-                        r = stats.paired_ratios(b, base, a)
+                        r = stats.paired_ratios(b, a, base)
                         if r:
-                            ratios.append(f"{base}/{a} {stats.summary(r)['median_ms']:.3f}x")
-            rows.append([b["id"], f"{b['protocol']['rounds']} rounds x {b['protocol']['invocations_per_pair']}",
+                            ratios.append(f"{a}/{base} {stats.summary(r)['median_ms']:.3f}")
+            p = b.get("protocol") or {}
+            shape = "x".join(str(d) for d in b["shape"]) if isinstance(b.get("shape"), list) else "n/a"
+            rows.append([b["id"], shape, f"{p.get('rounds')} rounds x {p.get('invocations_per_pair')} invocations, "
+                         f"{p.get('warmups', 'n/a')} warm-ups, {p.get('mode', b.get('mode', 'n/a'))}",
                          "<br>".join(cells), "<br>".join(ratios)])
-        out.append(f"### {kind}\n\n" + _table(["block", "protocol", "arms", "speed ratios (paired median)"], rows))
+        out.append(f"### {kind}\n\n" + _table(["block", "input shape", "protocol", "arms",
+                                                 "r = t(arm) / t(eager) (paired median)"], rows))
     return "\n".join(out)
 
 
@@ -335,7 +399,10 @@ def render(meta: Mapping, documents: Mapping[str, Mapping], claims: Mapping | No
     env = documents.get("environment", {})
     run = documents.get("run", {})
     kb = run.get("kernelbench", {})
+    product = meta.get("product") or {}
     lines = [f"# {meta['name']}\n",
+             f"Run {run.get('started_utc', 'n/a')} to {run.get('finished_utc', 'n/a')} (UTC), measured with kbrepro "
+             f"{product.get('version') or 'n/a'} (commit {str(product.get('commit') or 'n/a')[:12]}).\n",
              f"Study `{meta['study']['name']}`, profile `{meta['study']['profile']}`, {meta['source']} results. "
              f"GPU {_env(env, 'gpu_name')} (CC {_env(env, 'compute_capability')}), driver {_env(env, 'driver_version')}, "
              f"torch {_env(env, 'torch_version')}, CUDA runtime {_env(env, 'cuda_runtime_version')}, NVRTC "
@@ -356,8 +423,17 @@ def render(meta: Mapping, documents: Mapping[str, Mapping], claims: Mapping | No
         lines.append(STUDY_SECTIONS_HEADING)
         lines += list(sections)
     lines.append(extras_section(documents))
-    if plots:
-        lines.append("## Plots\n\n" + "".join(f"![{p}]({p})\n\n" for p in plots))
-    else:
-        lines.append("## Plots\n\nNo plots: matplotlib is not installed (pip install 'kbrepro[plots]').\n")
+    lines.append(figures_section(plots))
     return "\n".join(lines)
+
+
+def figures_section(names: list[str]) -> str:
+    """The figures of the bundle by name: each one's data is ``data/plots/<name>.json``, inside
+    the digest; its PNG is ``renderings/<name>.png`` beside ``data/``, outside it (present when
+    the packer had matplotlib; ``verify_bundle.py X.tar --plots DIR`` draws them again)."""
+    if not names:
+        return "## Figures\n\nNone: the documents hold no timing rounds, bit counts or timing claims.\n"
+    return ("## Figures\n\nEach figure's numbers are `data/plots/<name>.json`, inside the bundle's digest; the "
+            "picture is `renderings/<name>.png` beside `data/`, outside it (the same data drawn by another matplotlib "
+            "give another PNG and the same digest; `verify_bundle.py X.tar --plots DIR` draws them on your machine).\n\n"
+            + "".join(f"![{n}](../renderings/{n}.png)\n\n" for n in names))

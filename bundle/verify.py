@@ -271,6 +271,10 @@ def _parse_manifest(raw: bytes, file: str, t: Tier) -> dict[str, str]:
     return out
 
 
+_RENDERING_RE = re.compile(r"renderings/((claim_[A-Za-z0-9._-]{1,40}|task-?[0-9]{1,6}_rounds|bit_identity)\.png"
+                           r"|renderings\.json)")
+
+
 def _tier_manifest(c: arc.ArchiveContents, t: Tier) -> str | None:
     files = c.files
     for tag in ("manifest-sha256.txt", "tagmanifest-sha256.txt", "bag-info.txt"):
@@ -288,7 +292,8 @@ def _tier_manifest(c: arc.ArchiveContents, t: Tier) -> str | None:
         if c.sha256[p] != manifest[p]:
             t.fail(p, "sha256 differs from manifest-sha256.txt", expected=manifest[p], found=c.sha256[p])
     tagm = _parse_manifest(files["tagmanifest-sha256.txt"], "tagmanifest-sha256.txt", t)
-    tags = {p for p in files if not p.startswith("data/") and p != "tagmanifest-sha256.txt"}
+    rend = f"{pack.RENDERINGS}/"
+    tags = {p for p in files if not p.startswith(("data/", rend)) and p != "tagmanifest-sha256.txt"}
     for p in sorted(tags - set(tagm)):
         t.fail(p, "tag file not covered by tagmanifest-sha256.txt")
     for p in sorted(set(tagm) - set(files)):
@@ -306,7 +311,10 @@ def _tier_manifest(c: arc.ArchiveContents, t: Tier) -> str | None:
     want = "".join(f"{c.sha256[p]}  {p}\n" for p in sorted(payload)).encode("utf-8")
     if t.status == "PASS" and files["manifest-sha256.txt"] != want:
         t.fail("manifest-sha256.txt", "not in the packer's exact form (sorted, '<sha256>  <path>', LF line ends)")
-    extra_tags = sorted(p for p in files if not p.startswith("data/") and p not in
+    for p in sorted(p for p in files if p.startswith(rend)):
+        if not _RENDERING_RE.fullmatch(p) or p in tagm:
+            t.fail(p, "the renderings folder holds only <figure>.png and renderings.json, listed in no manifest")
+    extra_tags = sorted(p for p in files if not p.startswith(("data/", rend)) and p not in
                         ("bagit.txt", "bag-info.txt", "manifest-sha256.txt", "tagmanifest-sha256.txt"))
     for p in extra_tags:
         t.fail(p, "a tag file the packer does not write")
@@ -507,7 +515,7 @@ def _imported(b: Bundle, t: Tier, docs: dict) -> None:
     """An imported bundle's documents are derived from the post's original files it carries:
     the verifier runs its own importer on those files (and the bundled log) and requires the
     same documents, byte for byte, and the same notes."""
-    from kbrepro.bundle.documents import DOC_PATHS, NO_PLOTS_NOTE
+    from kbrepro.bundle.documents import DOC_PATHS
 
     originals = sorted(p for p in b.files if p.startswith("data/results/originals/"))
     if not originals:
@@ -556,7 +564,7 @@ def _imported(b: Bundle, t: Tier, docs: dict) -> None:
     if notes[: len(imp.notes)] != list(imp.notes):
         t.fail("data/bundle.json", "the notes differ from the importer's notes on the bundled originals", path="$.notes")
     for i, n in enumerate(notes[len(imp.notes):], len(imp.notes)):
-        if not (n == NO_PLOTS_NOTE or any(r.fullmatch(n) for r in _PACKER_NOTES)):
+        if not any(r.fullmatch(n) for r in _PACKER_NOTES):
             t.fail("data/bundle.json", "a note neither the importer nor the packer writes", path=f"$.notes[{i}]", found=n)
 
 
@@ -689,46 +697,96 @@ def _layout(b: Bundle, t: Tier, docs: dict) -> None:
             allowed.add(f"data/{ref['file']}")
     if meta.get("source") == "imported":
         allowed |= {p for p in b.files if p.startswith("data/results/originals/") and p.count("/") == 3}
-    plots = sorted(p for p in b.files if p.startswith("data/plots/"))
-    want_plots = {f"data/plots/task{j[1]}_rounds.png" if j[0] == "task" else "data/plots/bit_identity.png"
-                  for j in plots_mod.document_jobs(docs)}
-    claims_doc = docs.get("claims") or {}
-    if any(it.get("ci_low") is not None for c in claims_doc.get("claims", []) for chk in c.get("checks", [])
-           for it in chk.get("items", [])):
-        want_plots.add("data/plots/ratio_intervals.png")
-    if plots and set(plots) != want_plots:
-        for p in sorted(set(plots) - want_plots):
-            t.fail(p, "a plot the packer does not render for these documents")
-        for p in sorted(want_plots - set(plots)):
-            t.fail(p, "a plot the packer renders for these documents is missing")
-    for p in plots:
-        data = b.files[p]
-        if not data.startswith(b"\x89PNG\r\n\x1a\n") or len(data) > 4 * 1024 * 1024:
-            t.fail(p, "not a PNG image of at most 4 MiB")
-    allowed |= want_plots
+    from kbrepro.bundle import plots as plots_mod
+
+    # the documents' figures are checked here; the claims' figures in tier 5, against the
+    # claims this verifier evaluates (the recorded claims only name the files allowed here)
+    want = plots_mod.document_figures({n: d for n, d in docs.items() if n != "claims"})
+    allowed |= {f"data/plots/{n}.json" for n in {**want, **_figures(docs)}}
+    for n, d in want.items():
+        got = b.files.get(f"data/plots/{n}.json")
+        if got is None:
+            t.fail(f"data/plots/{n}.json", "the data of a figure the packer draws for these records is missing")
+        elif got != jsonio.dumps(d).encode():
+            t.fail(f"data/plots/{n}.json", "is not the figure data this verifier derives from the records")
     for p in sorted(set(b.files) - allowed):
         if p.startswith("data/"):
             t.fail(p, "a payload file the packer does not write for these records (not verified by anything)")
-    if plots:
-        t.notes.append("plots are the packer's renderings of the recorded data: their names and format are "
-                       "checked, their pixels are not")
+    _renderings(b, t, _figures(docs))
+
+
+def _figures(docs: Mapping) -> dict:
+    """The figures' data (:func:`bundle.plots.figure_data`) of the documents and the recorded
+    claims, which tier 5 proves are the claims the data give."""
+    from kbrepro.bundle import plots as plots_mod
+
+    return plots_mod.figure_data({n: d for n, d in docs.items() if n != "claims"}, docs.get("claims"))
+
+
+def _renderings(b: Bundle, t: Tier, figures: Mapping) -> None:
+    """The ``renderings/`` tag folder (outside the digest): PNGs of known figures, at most
+    4 MiB and :data:`bundle.plots.MAX_WIDTH_PX` wide, each listed in renderings.json with its
+    sha256 and the sha256 of the payload data file it was drawn from (that file is verified
+    against this verifier's own figures: tier 3 for the documents', tier 5 for the claims').
+    Its pixels are not verified."""
+    from kbrepro.bundle import plots as plots_mod
+
+    pre = f"{pack.RENDERINGS}/"
+    pngs = {p[len(pre):-4]: b.files[p] for p in b.files if p.startswith(pre) and p.endswith(".png")}
+    raw = b.files.get(f"{pre}renderings.json")
+    if not pngs and raw is None:
+        t.notes.append("no renderings in this bundle (packed without matplotlib, or with --no-plots); verify_bundle.py "
+                       "X.tar --plots DIR draws the "
+                       "figures from their verified data")
+        return
+    if raw is None:
+        t.fail(f"{pre}renderings.json", "the renderings are not described (renderings.json is missing)")
+        return
+    try:
+        doc = jsonio.loads_strict(raw, "renderings.json")
+    except ReproError as exc:
+        t.fail(f"{pre}renderings.json", exc.message)
+        return
+    entries = doc.get("figures") if isinstance(doc, dict) else None
+    renderer = doc.get("renderer") if isinstance(doc, dict) else None
+    if not isinstance(entries, list) or not isinstance(renderer, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and len(v) <= 40 for k, v in renderer.items()):
+        t.fail(f"{pre}renderings.json", "is not the packer's description of its renderings")
+        return
+    listed = {}
+    for e in entries:
+        if not isinstance(e, dict) or not isinstance(e.get("file"), str):
+            t.fail(f"{pre}renderings.json", "a figure entry is not an object naming its file")
+            return
+        listed[e["file"]] = e
+    for n, png in sorted(pngs.items()):
+        where = f"{pre}{n}.png"
+        size = plots_mod.png_size(png)
+        e = listed.pop(where, None)
+        data = b.files.get(f"data/plots/{n}.json")
+        if n not in figures or data is None:
+            t.fail(where, "a rendering of no figure of these records")
+        elif size is None or len(png) > 4 * 1024 * 1024 or size[0] > plots_mod.MAX_WIDTH_PX:
+            t.fail(where, f"not a PNG image of at most 4 MiB and {plots_mod.MAX_WIDTH_PX} px wide")
+        elif e is None or e.get("sha256") != pack.sha256_hex(png) or \
+                e.get("data_sha256") != pack.sha256_hex(data) or \
+                e.get("data") != f"data/plots/{n}.json" or [e.get("width_px"), e.get("height_px")] != list(size):
+            t.fail(where, "renderings.json does not describe this PNG and the data it was drawn from")
+    for f in listed:
+        t.fail(f, "listed in renderings.json but missing")
+    t.notes.append(f"{len(pngs)} renderings drawn by matplotlib {safe_text(renderer.get('matplotlib', '?'), 40)} "
+                   "(outside the digest: their data are verified, their pixels are not; --plots DIR draws them here)")
 
 
 def _notes(b: Bundle, t: Tier) -> None:
     """bundle.json's notes reach REPORT.md, so they are checked: a measured bundle's packer
-    writes only the note that plots are missing, and only when they are."""
-    from kbrepro.bundle.documents import NO_PLOTS_NOTE
-
+    writes none."""
     notes = b.meta.get("notes") or []
     if b.meta.get("source") != "measured":
         return
-    has_plots = any(p.startswith("data/plots/") for p in b.files)
-    allowed = [] if has_plots else [NO_PLOTS_NOTE]
     for i, n in enumerate(notes):
-        if n not in allowed:
-            t.fail("data/bundle.json", "the notes of a measured bundle are the packer's own; this one is not "
-                   + ("(the bundle has plots)" if n == NO_PLOTS_NOTE else "a note the packer writes"),
-                   path=f"$.notes[{i}]", found=n)
+        t.fail("data/bundle.json", "the notes of a measured bundle are the packer's own; this one is not a note the "
+               "packer writes", path=f"$.notes[{i}]", found=n)
 
 
 def _judging_lock(b: Bundle):
@@ -1200,8 +1258,12 @@ def _tier_claims(b: Bundle, t: Tier) -> None:
     if report is None:
         t.fail("data/REPORT.md", "the bundle has no REPORT.md")
     else:
-        plots = sorted(p[len("data/"):] for p in b.files if p.startswith("data/plots/"))
         claims_now = json.loads(jsonio.dumps(expected))
+        figs = _figures({**docs, "claims": claims_now})
+        plots = sorted(figs)
+        for n, d in figs.items():
+            if n.startswith("claim_") and b.files.get(f"data/plots/{n}.json") != jsonio.dumps(d).encode():
+                t.fail(f"data/plots/{n}.json", "is not the figure data of the claims this verifier evaluates")
         try:
             if b.binding is not None:
                 sections = list(b.binding.report_sections(b.own_study.doc, docs))

@@ -108,7 +108,14 @@ def test_the_published_claims_give_the_same_verdicts_on_the_results_committed_be
     new = claims_mod.evaluate(spec, docs, source="recorded")
     assert [(c["id"], c["verdict"]) for c in new["claims"]] == [(c["id"], c["verdict"]) for c in old["claims"]]
     old.pop("spec")
-    assert json.loads(jsonio.dumps(new)) == old
+
+    def before_literal(x):  # the literal readings (issue 12) are additions: every other field is as it was
+        if isinstance(x, dict):
+            return {k: before_literal(v) for k, v in x.items() if k not in ("literal_verdict", "literal", "resolved")}
+        return [before_literal(v) for v in x] if isinstance(x, list) else x
+
+    assert before_literal(json.loads(jsonio.dumps(new))) == old
+    assert [c["id"] for c in new["claims"] if c["literal_verdict"] != c["verdict"]] == ["C08"]
     assert [c["id"] for c in new["claims"] if c["verdict"] == "fails"] == ["C10", "C11"]
 
 

@@ -199,6 +199,10 @@ def _check_report(case: mc.Case, r: Run, archive: Path) -> None:
         assert doc["digest"] == tag_manifest_digest(archive)
 
 
+#: cases that edit only the renderings/ folder, which no manifest lists (issue 12)
+OUTSIDE_DIGEST = {"rt_plot_not_png"}
+
+
 @pytest.mark.parametrize("name", mc.CASE_NAMES)
 def test_case_via_subprocess(corpus, name):
     case = corpus["cases"][name]
@@ -214,7 +218,11 @@ def test_case_via_subprocess(corpus, name):
         assert err[1].startswith("  -> ")  # what to do next
         return
     _check_report(case, r, archive)
-    if case.failure_class != "archive" and case.failure_class != "integrity":
+    if name in OUTSIDE_DIGEST:
+        # a rendering swapped: outside every manifest, so the digest is the good one's, and the
+        # verifier still fails the bundle (the PNG is not what renderings.json describes)
+        assert r.report["digest"] == good_digest
+    elif case.failure_class != "archive" and case.failure_class != "integrity":
         # manifests recomputed: the manifest tier passes, and the digest gives the forgery away
         assert r.report["digest"] != good_digest
 

@@ -39,7 +39,7 @@ def _rerender_report(f: dict, kit) -> None:
     meta = jsonio.loads_strict(f[META], META)
     docs = {s.split("/", 1)[1]: jsonio.loads_strict(f[f"data/{rel}"], rel) for rel, s in meta["documents"].items()}
     claims = jsonio.loads_strict(f["data/claims.json"], "claims.json")
-    plots = sorted(p[len("data/"):] for p in f if p.startswith("data/plots/"))
+    plots = kit.trust_module().refresh_figures(f, docs, claims)
     f[REPORT] = kit.trust_module().render_report(meta, docs, claims, plots)
 
 

@@ -7,6 +7,7 @@ Loaded by ``make_corpus.py`` (``EXTRA_MODULES``): :data:`NAMES` and :func:`build
 from __future__ import annotations
 
 import hashlib
+import json
 import importlib.util
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ from kbrepro.harness import jsonio
 
 NAMES = (
     "rt_env_markdown_injection", "rt_env_bidi_override", "rt_extra_plot_embedded", "rt_extra_payload_readme",
-    "rt_plot_not_png", "rt_top_folder_renamed", "rt_kernel_source_rewritten", "rt_compute_capability_unparseable",
+    "rt_plot_not_png", "rt_figure_data_forged", "rt_top_folder_renamed", "rt_kernel_source_rewritten", "rt_compute_capability_unparseable",
     "rt_bag_info_extra_field", "rt_manifest_crlf", "rt_extra_tag_file", "rt_trailing_dot_twin",
     "rt2_block_emptied", "rt2_env_charref_bidi", "rt2_env_bold_claim", "rt2_bag_agent_text", "rt2_compact_json",
 )
@@ -51,13 +52,17 @@ def build(g, kit) -> list:
     Case = kit.Case
     out = []
 
-    def forged(name, cls, code, tier, fragment, problem_file, description, mutate, top=None, raw_edit=None):
+    def forged(name, cls, code, tier, fragment, problem_file, description, mutate, top=None, raw_edit=None,
+               after=None):
         f = dict(g.files)
         mutate(f)
         _trust().reforge(f)
+        if after:  # an edit of what reforge derives (the figures' data) or of what no manifest lists
+            after(f)
         payload = {p[len("data/"):]: b for p, b in f.items() if p.startswith("data/")}
+        rend = {p[len("renderings/"):]: b for p, b in f.items() if p.startswith("renderings/")}
         bag = pack.make_bag(top or g.top, payload, [(k, top if (top and k == "External-Identifier") else v)
-                                                    for k, v in g.info()])
+                                                    for k, v in g.info()], renderings=rend)
         members = bag.members()
         if raw_edit:
             raw_edit(members)
@@ -77,11 +82,11 @@ def build(g, kit) -> list:
     forged("rt_env_bidi_override", "redteam", 1, "documents", "outside [A-Za-z0-9 .,:;()+/=@#_-]", ENV, "environment.json's GPU name holds a right-to-left override", gpu_name("NVIDIA \u202e002H"))
 
     def extra_plot(f):
-        f["data/plots/ALL-CLAIMS-HOLD.png"] = f["data/plots/bit_identity.png"]
+        f["data/plots/ALL-CLAIMS-HOLD.json"] = f["data/plots/bit_identity.json"]
 
-    forged("rt_extra_plot_embedded", "redteam", 1, "documents", "a plot the packer does not render for these documents",
-           "data/plots/ALL-CLAIMS-HOLD.png", "an extra plot ALL-CLAIMS-HOLD.png that the re-rendered REPORT.md embeds",
-           extra_plot)
+    forged("rt_extra_plot_embedded", "redteam", 1, "documents", "a payload file the packer does not write",
+           "data/plots/ALL-CLAIMS-HOLD.json", "an extra figure ALL-CLAIMS-HOLD.json beside the packer's own",
+           lambda f: None, after=extra_plot)
 
     def readme(f):
         f["data/README.md"] = b"# VERIFIED: all 14 claims hold\n"
@@ -90,10 +95,21 @@ def build(g, kit) -> list:
            "data/README.md", "an extra payload file data/README.md saying every claim holds", readme)
 
     def not_png(f):
-        f["data/plots/ratio_intervals.png"] = b"<svg><script>alert(1)</script></svg>"
+        f["renderings/claim_C08.png"] = b"<svg><script>alert(1)</script></svg>"
 
-    forged("rt_plot_not_png", "redteam", 1, "documents", "not a PNG image", "data/plots/ratio_intervals.png",
-           "ratio_intervals.png replaced by an SVG with a script", not_png)
+    forged("rt_plot_not_png", "redteam", 1, "documents", "not a PNG image", "renderings/claim_C08.png",
+           "renderings/claim_C08.png replaced by an SVG with a script (outside the digest)", lambda f: None, after=not_png)
+
+    def forged_figure(f):
+        d = json.loads(f["data/plots/claim_C10.json"])
+        d["title"] = "C10 (holds): every speed-up lies in the post's range"
+        f["data/plots/claim_C10.json"] = json.dumps(d).encode()
+        for p in [p for p in f if p.startswith("renderings/")]:  # no PNG drawn from the real data is left
+            del f[p]
+
+    forged("rt_figure_data_forged", "redteam", 1, "claims", "is not the figure data of the claims this verifier",
+           "data/plots/claim_C10.json", "claim C10's figure data retitled 'holds' (manifests recomputed)",
+           lambda f: None, after=forged_figure)
     forged("rt_top_folder_renamed", "redteam", 1, "documents", "the archive's top folder is not the bundle's name",
            "data/bundle.json", "the good bundle repacked under the top folder ...-ALL-CLAIMS-HOLD-verified "
            "(bag-info External-Identifier set to match)", lambda f: None,

@@ -10,6 +10,8 @@ Loaded by ``make_corpus.py`` (``EXTRA_MODULES``): :data:`NAMES` and :func:`build
 """
 from __future__ import annotations
 
+import json
+
 import hashlib
 import re
 
@@ -68,6 +70,24 @@ def report_sections(docs: dict) -> list[str]:
     return list(binding.report_sections(st.doc, docs))
 
 
+def refresh_figures(f: dict[str, bytes], docs: dict, claims_doc: dict | None) -> list[str]:
+    """The figures' data (data/plots/*.json) derived again from the (edited) records, as a
+    careful forger would write them; returns the figure names REPORT.md lists."""
+    from kbrepro.bundle import plots as plots_mod
+
+    before = {p: b for p, b in f.items() if p.startswith("data/plots/")}
+    for p in before:
+        del f[p]
+    figs = plots_mod.figure_data({n: d for n, d in docs.items() if n != "claims"},
+                                 json.loads(jsonio.dumps(claims_doc)) if claims_doc else None)
+    for n, d in figs.items():
+        f[f"data/plots/{n}.json"] = jsonio.dumps(d).encode()
+    if before != {p: b for p, b in f.items() if p.startswith("data/plots/")}:
+        for p in [p for p in f if p.startswith("renderings/")]:  # drawn from other data: dropped, not redrawn
+            del f[p]
+    return sorted(figs)
+
+
 def render_report(meta: dict, docs: dict, claims_doc: dict | None, plots: list[str]) -> bytes:
     """REPORT.md as the packer renders it from these records (with the study's sections)."""
     return report_mod.render(meta, docs, claims_doc, plots, report_sections(docs)).encode("utf-8")
@@ -85,7 +105,7 @@ def reforge(f: dict[str, bytes]) -> None:
     meta["claims"]["sha256"] = doc["spec"]["sha256"]
     _put_json(f, CLAIMS, doc)
     _put_json(f, BUNDLE, meta)
-    plots = sorted(p[len("data/"):] for p in f if p.startswith("data/plots/"))
+    plots = refresh_figures(f, docs, doc)
     f[REPORT] = render_report(meta, docs, doc, plots)
 
 
@@ -185,8 +205,8 @@ def build(g, kit) -> list:
             doc = jsonio.loads_strict(f[CLAIMS], CLAIMS)
             fn(doc)
             _put_json(f, CLAIMS, doc)
-            plots = sorted(p[len("data/"):] for p in f if p.startswith("data/plots/"))
             docs = {n: jsonio.loads_strict(f[p], p) for n, p in _DOCS.items() if p in f}
+            plots = refresh_figures(f, docs, doc)
             f[REPORT] = render_report(_meta(f), docs, doc, plots)
         return m
 
@@ -228,10 +248,10 @@ def build(g, kit) -> list:
 
     def report_number(f):
         text = f[REPORT].decode("utf-8")
-        # the first speed-up of the claims table (C10's: 1.67x in the committed bundle)
-        new, n = re.subn(r"\b1\.\d\dx \[", "3.10x [", text, count=1)
+        # the first ratio of C10's row in the claims table (0.608 in the committed bundle)
+        new, n = re.subn(r"(\| C10 \|[^\n]*?eager_tail )0\.\d\d\d \[", r"\g<1>0.310 [", text, count=1)
         if n != 1:
-            raise ValueError("REPORT.md has no '1.NNx [' to edit; adapt cases_trust.py")
+            raise ValueError("REPORT.md's C10 row has no 'eager_tail 0.NNN [' to edit; adapt cases_trust.py")
         f[REPORT] = new.encode("utf-8")
 
     def raw_html(f):

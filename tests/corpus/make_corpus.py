@@ -158,7 +158,9 @@ def recomputed(g: Good, files: dict[str, bytes], info: list[tuple[str, str]] | N
 def repack(g: Good, files: dict[str, bytes]) -> bytes:
     """Tag files recomputed from the payload, then :func:`bundle.pack.tar_bytes`."""
     payload = {p[len("data/"):]: b for p, b in files.items() if p.startswith("data/")}
-    return pack.tar_bytes(pack.make_bag(g.top, payload, g.info()), mtime=g.mtime)
+    rend = f"{pack.RENDERINGS}/"
+    renderings = {p[len(rend):]: b for p, b in files.items() if p.startswith(rend)}
+    return pack.tar_bytes(pack.make_bag(g.top, payload, g.info(), renderings=renderings), mtime=g.mtime)
 
 
 def _header(name: str, *, size: int = 0, kind: bytes = tarfile.REGTYPE, mtime: int = 0,
@@ -333,9 +335,9 @@ def _integrity_cases(g: Good) -> list[tuple[Case, bytes]]:
     out.append((case("extra_file", "not listed in manifest-sha256.txt", "data/extra.txt",
                      "an unlisted data/extra.txt"), raw_tar(top, f, t)))
     f = dict(g.files)
-    del f["data/plots/bit_identity.png"]
-    out.append((case("missing_file", "listed in manifest-sha256.txt but missing", "data/plots/bit_identity.png",
-                     "the listed payload data/plots/bit_identity.png removed (nothing else reads it)"),
+    del f["data/plots/bit_identity.json"]
+    out.append((case("missing_file", "listed in manifest-sha256.txt but missing", "data/plots/bit_identity.json",
+                     "the listed payload data/plots/bit_identity.json removed"),
                 raw_tar(top, f, t)))
     f = dict(g.files)
     f[CORRECTNESS] = flip_text_byte(f[CORRECTNESS], FREE_TEXT_ANCHOR, CORRECTNESS)
