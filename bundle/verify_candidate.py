@@ -137,6 +137,19 @@ def _record_problems(r: dict, doc: dict, i: int, task_src: bytes | None) -> list
     build = obs.get("build") or {}
     if r.get("compile_seconds") != build.get("host_s"):
         out.append((f"{at}.compile_seconds", "is not the build's own time (observations.build.host_s)"))
+    ids = [c.get("id") for c in obs.get("cases") or []]
+    for j, c in enumerate(obs.get("cases") or []):
+        if c.get("held_over") is not None and c["held_over"] not in ids[:j]:
+            out.append((f"{at}.observations.cases[{j}].held_over", "names no earlier case"))
+        mo = c.get("matches_other")
+        if mo is not None and (not isinstance(mo, list) or not set(mo) <= set(ids) - {c.get("id")}):
+            out.append((f"{at}.observations.cases[{j}].matches_other", "names a case that is not another case"))
+        waits = [c.get(k) for k in ("call_ms", "stream_wait_ms", "device_wait_ms")]
+        host = c.get("host_ms")
+        if all(isinstance(w, (int, float)) and not isinstance(w, bool) for w in waits) and (
+                min(waits) < 0 or isinstance(host, (int, float)) and sum(waits) > host + 1.0):
+            out.append((f"{at}.observations.cases[{j}]", "its call, stream and device times are negative or exceed "
+                        "the parent's clock of the request (host_ms)"))
     if not complete:
         return out
     for j, c in enumerate(obs["cases"]):
@@ -145,8 +158,6 @@ def _record_problems(r: dict, doc: dict, i: int, task_src: bytes | None) -> list
                 out.append((f"{at}.observations.cases[{j}].{k}", "missing: every checked call records it"))
         if not isinstance(c.get("flags_after_call"), dict) or not c.get("flags_after_call"):
             out.append((f"{at}.observations.cases[{j}].flags_after_call", "missing: every checked call records it"))
-        if c.get("held_over") is not None and c["held_over"] not in [e["id"] for e in obs["cases"][:j]]:
-            out.append((f"{at}.observations.cases[{j}].held_over", "names no earlier case"))
     if not isinstance(build.get("flags_before"), dict) or not build.get("flags_before"):
         out.append((f"{at}.observations.build.flags_before", "missing"))
     if not cuda:

@@ -47,7 +47,7 @@ class Tolerance:
 def _int_view(t):
     import torch
 
-    kind = {2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
+    kind = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
     return t.contiguous().view(kind)
 
 

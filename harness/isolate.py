@@ -397,7 +397,7 @@ class _Server:
                     rec["tensor"] = meta
                     rec["digest"] = self.kbtask.fingerprint(t)
                     frames.append(raw)
-                    rec["held_over"] = self.held_by(plain, xs, taken)
+                    rec["held_over"] = self.held_by(plain, xs, taken, model)
             outs.append(rec)
         doc = {"outputs": outs, "digests_before": digests_before, "digests_after": [self.digest(x) for x in xs],
                "threads_before": threads_before, "threads_after": self.thread_count(),
@@ -414,18 +414,25 @@ class _Server:
         st = t.untyped_storage()
         return int(st.data_ptr()), int(st.nbytes())
 
-    def held_by(self, t, xs, taken: list) -> str | None:
+    def held_by(self, t, xs, taken: list, model=None) -> str | None:
         """The case whose output's memory ``t`` shares while that output is still alive (the
         candidate kept it: a cache, or a reused output buffer), or None. ``t`` goes on
-        ``taken`` unless it shares memory with the call's inputs."""
+        ``taken`` (to be written over) unless it shares memory with the call's inputs, with the
+        model's parameters or buffers (an output that is a view of a weight is the model's
+        state, not a cache), or with an output already taken."""
         p, n = self._span(t)
         if n == 0:
             return None
-        for x in xs:
-            if isinstance(x, self.Tensor):
-                q, m = self._span(x)
-                if p < q + m and q < p + n:
-                    return None
+        own = [x for x in xs if isinstance(x, self.Tensor)] + list(taken)
+        if model is not None and hasattr(model, "parameters"):
+            try:
+                own += [w for w in model.parameters()] + [w for w in model.buffers()]
+            except Exception:  # a model whose parameters cannot be listed: only the inputs count
+                pass
+        for x in own:
+            q, m = self._span(x)
+            if p < q + m and q < p + n:
+                return None
         taken.append(t)
         for case, ref, q, m in self.held:
             if ref() is not None and p < q + m and q < p + n:
@@ -442,16 +449,22 @@ class _Server:
             ref = self.weakref(t.untyped_storage())
         except TypeError:  # a storage without weak references: nothing to remember
             return
-        p, n = self._span(t)
-        self.held.append((case if isinstance(case, str) else None, ref, p, n))
-        del self.held[:-256]
+        torch = self.torch
         try:
             if t.is_floating_point():
                 t.fill_(float("nan"))
+                written = bool(torch.isnan(t).all())
             else:  # every integer or boolean element changes
+                before = t.clone()
                 t.bitwise_not_()
-        except RuntimeError:  # elements sharing memory (an expanded output) are left as they are
-            pass
+                written = not bool((t == before).any())
+        except RuntimeError:  # elements sharing memory (an expanded output) cannot be written over
+            written = False
+        if not written:  # not remembered: a later output in this memory proves nothing either way
+            return
+        p, n = self._span(t)
+        self.held.append((case if isinstance(case, str) else None, ref, p, n))
+        del self.held[:-256]
 
     def trace_kernels(self, prof) -> tuple[list, Any]:
         """Kernels of a profiled call, in start order, from the profiler's trace: name and
@@ -488,6 +501,19 @@ class _Server:
             flush = self.flush_buf
         self.kept = []
         times = []
+        # the collector as in a checked call (collected, then off): its state tells no call apart
+        collecting = self.gc.isenabled()
+        self.gc.collect()
+        self.gc.disable()
+        try:
+            self._time_loop(model, sets, n, per_call, keep, flush, times)
+        finally:
+            if collecting:
+                self.gc.enable()
+        return {"times_ms": times}
+
+    def _time_loop(self, model, sets: list, n: int, per_call: bool, keep: bool, flush, times: list) -> None:
+        torch = self.torch
         with torch.no_grad():
             torch.cuda.synchronize()
             if per_call:
@@ -515,13 +541,23 @@ class _Server:
                 b.synchronize()
                 times.append(a.elapsed_time(b) / n)
             torch.cuda.synchronize()
-        return {"times_ms": times}
 
     def output(self, h: dict) -> tuple[dict, list]:
-        y = self.kept[int(h["index"])]
-        y = y[0] if isinstance(y, (tuple, list)) else y
+        """Kept output ``index``, and ``written_by``: the last kept call whose output shares
+        its memory (itself, unless the candidate reuses an output buffer, as a CUDA graph's
+        static output does: the memory then holds that later call's answer)."""
+        first = [y[0] if isinstance(y, (tuple, list)) else y for y in self.kept]
+        j = int(h["index"])
+        y = first[j]
+        p, n = self._span(y)
+        last = j
+        for k in range(j + 1, len(first)):
+            if isinstance(first[k], self.Tensor):
+                q, m = self._span(first[k])
+                if n and m and p < q + m and q < p + n:
+                    last = k
         meta, raw = tensor_frame(y.detach().as_subclass(self.Tensor))
-        return {"tensor": meta}, [raw]
+        return {"tensor": meta, "written_by": last}, [raw]
 
     def serve(self) -> None:
         while True:

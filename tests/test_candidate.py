@@ -508,3 +508,52 @@ def test_the_full_h200_example_verifies_and_packs_again_to_its_quoted_digest(tmp
     verdicts = {(r["name"], v["name"]): v["passed"] for r in doc["candidates"] for v in r["verdicts"]}
     assert [k for k, p in verdicts.items() if p is not True] == []
     assert {c["id"]: c["verdict"] for c in claims["claims"]}["K1d"] == "fails"  # slower than torch.compile
+
+
+# after the red-team pass of the NaN overwrite (issue 11): honest outputs the overwrite must not
+# break, and caches it must still catch
+BIAS_TASK = TASK.replace(b"return torch.relu(self.lin(x))", b"return self.lin.bias.expand(x.shape[0], -1) + 0 * x[:, :1]")
+BOOL_TASK = TASK.replace(b"return torch.relu(self.lin(x))", b"return self.lin(x) > 0")
+
+
+def _run_on(task: bytes, src: bytes, name: str):
+    spec = hc.CandidateSpec(name, src, "task.py", task)
+    return hc.run_candidate(spec, hc.PROFILES["quick"], Path(pytest.tmp) / name, device="cpu")
+
+
+def test_an_output_that_is_a_view_of_a_weight_is_not_written_over():
+    """Writing NaN over it would poison the model's own bias (found by the red-team pass)."""
+    src = HEAD + b"    def forward(self, x):\n        return self.lin.bias.detach().expand(x.shape[0], -1)\n"
+    rec = _run_on(BIAS_TASK, src, "bias_view")
+    assert [k for k, p in _verdicts(rec).items() if p is False] == []
+
+
+def test_a_boolean_output_is_compared_not_a_crash():
+    rec = _run_on(BOOL_TASK, HEAD + b"    def forward(self, x):\n        return self.lin(x) > 0\n", "bool_out")
+    assert _verdicts(rec)["ran"] is True and _verdicts(rec)["official_allclose"] is True
+
+
+def test_a_cache_of_a_boolean_output_is_caught_once_its_bits_are_flipped():
+    src = HEAD + b'''        self.memo = {}
+    def forward(self, x):
+        k = tuple(x.reshape(-1)[:8].tolist())
+        if k not in self.memo:
+            self.memo.clear()
+            self.memo[k] = self.lin(x) > 0
+        return self.memo[k], self.memo[k]
+'''
+    task = BOOL_TASK.replace(b"return self.lin(x) > 0", b"y = self.lin(x) > 0\n        return y, y.clone()")
+    rec = _run_on(task, src, "bool_cache")
+    assert _verdicts(rec)["follows_fresh_inputs"] is False
+
+
+def test_a_truncated_run_cannot_name_a_case_it_does_not_hold(tmp_path):
+    def edit(doc, files):
+        c = _c0(doc)
+        c["observations"]["failure"] = "timing: the candidate's process ended"
+        c["observations"]["cases"] = c["observations"]["cases"][:5]
+        c["observations"]["cases"][4]["held_over"] = "no_such_case"
+        c["observations"]["cases"][3]["device_wait_ms"] = -1.0
+    rep = verify_archive(_forge(tmp_path, edit), level="static")
+    msgs = " ".join(p["message"] for t in rep.tiers for p in t.problems)
+    assert rep.exit_code == 1 and "names no earlier case" in msgs and "negative" in msgs
