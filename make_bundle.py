@@ -28,7 +28,7 @@ if os.environ.get("CUDA_CACHE_DISABLE") != "1":
     os.environ["KBREPRO_CACHE_DISABLE_SET_BY"] = "make_bundle.py"
     os.environ["CUDA_CACHE_DISABLE"] = "1"
 
-from kbrepro.errors import EdgeMixin, EnvironmentUnavailableError, UsageError  # noqa: E402
+from kbrepro.errors import EdgeMixin, EnvironmentUnavailableError, InvalidResultsError, UsageError  # noqa: E402
 
 
 if __name__ == "__main__":  # from here on the CLI edge (kbrepro.errors.EdgeMixin) handles Ctrl-C
@@ -41,7 +41,12 @@ def _progress(event: dict) -> None:
     click.echo(f"[{event['elapsed_s']:7.1f}s] {mark} {event['stage']:<20} {event['message']}", err=True)
 
 
-def _summary(made, extra: str = "") -> None:
+def _summary(made, extra: str = "", allow_failing: bool = False) -> None:
+    """What was packed, then one line: whether ``verify_bundle.py`` will pass the bundle
+    (its static tiers, run here). A bundle that would fail is removed again (exit 1, the
+    results are kept) unless ``allow_failing``."""
+    from kbrepro.bundle import make
+
     click.echo(f"bundle:  {made.path}")
     click.echo(f"size:    {made.size_bytes:,} bytes")
     click.echo(f"digest:  {made.digest}  (sha256 of tagmanifest-sha256.txt)")
@@ -49,6 +54,13 @@ def _summary(made, extra: str = "") -> None:
     click.echo(f"packing: {made.pack_seconds:.2f} s{extra}")
     for n in made.notes:
         click.echo(f"note:    {n}")
+    verdict, line = make.predict_verification(made.path)
+    click.echo(f"verify:  {line}")
+    if verdict == "FAIL" and not allow_failing:
+        make.remove_bundle(made.path)
+        raise InvalidResultsError("the bundle would fail verification (the verify: line above says where); it was "
+                                  "removed, the results are kept",
+                                  "fix the results, or pass --allow-failing to keep a bundle that fails")
 
 
 class _Command(EdgeMixin, click.Command):
@@ -85,7 +97,8 @@ RUN_ONLY = ("profile", "results_dir", "cache_dir")
 @click.option("--extra-shape", "extra_shapes", multiple=True,
               help="an extra shape each candidate is checked at: NAME=VALUE[,NAME=VALUE] [default: batch_size // 2]")
 @click.option("--allow-failing", is_flag=True,
-              help="pack a candidate bundle even when a candidate is caught or a default claim fails")
+              help="keep a bundle that will fail verification (a study), or pack a candidate bundle even when a "
+                   "candidate is caught or a default claim fails")
 @click.option("--self-test", "self_test", is_flag=True,
               help="only run the harness self-tests (known-bad kernels it must catch) on this GPU; takes no other option")
 @click.pass_context
@@ -106,8 +119,7 @@ def main(ctx, study, profile, out, kernelbench, from_results, results_dir, claim
     from kbrepro.bundle import make
     from kbrepro.errors import check_input_dir, check_input_file, check_input_path, prepare_output_dir, remove_created
 
-    if candidates or tasks or sizes or extra_shapes or allow_failing or (
-            from_results and _candidate_results(from_results)):
+    if candidates or tasks or sizes or extra_shapes or (from_results and _candidate_results(from_results)):
         _candidates_main(given, candidates, tasks, sizes, extra_shapes, allow_failing, profile, out, kernelbench,
                          from_results, results_dir, claims, name)
         return
@@ -132,7 +144,7 @@ def main(ctx, study, profile, out, kernelbench, from_results, results_dir, claim
     if from_results:
         made = make.make_from_results(Path(from_results), Path(out) if out else None, kernelbench=kernelbench,
                                       study_path=study, claims_path=claims, name=name, with_plots=not no_plots)
-        _summary(made)
+        _summary(made, allow_failing=allow_failing)
         return
     from kbrepro.harness.study import load_study
 
@@ -158,7 +170,8 @@ def main(ctx, study, profile, out, kernelbench, from_results, results_dir, claim
                                       kernelbench=kernelbench, results_dir=Path(results_dir) if results_dir else None,
                                       cache_dir=Path(cache_dir) if cache_dir else None, claims_path=claims,
                                       progress=_progress, name=name, with_plots=not no_plots)
-    _summary(made, f"; study run {run_doc['wall_seconds']:.1f} s; whole command {time.perf_counter() - t0:.1f} s")
+    _summary(made, f"; study run {run_doc['wall_seconds']:.1f} s; whole command {time.perf_counter() - t0:.1f} s",
+             allow_failing=allow_failing)
 
 
 def _candidate_results(folder: str) -> bool:

@@ -28,7 +28,7 @@ import click
 if os.environ.get("CUDA_CACHE_DISABLE") != "1":
     os.environ["CUDA_CACHE_DISABLE"] = "1"
 
-from kbrepro.errors import (EdgeMixin, UnreadableInputError, UsageError,  # noqa: E402
+from kbrepro.errors import (EdgeMixin, EnvironmentUnavailableError, UnreadableInputError, UsageError,  # noqa: E402
                                     remove_created)
 
 
@@ -199,10 +199,15 @@ def parse_expected_digest(value: str) -> str:
               help="relative tolerance when comparing replayed timing ratios with the recorded ones")
 @click.option("--keep-extracted", type=click.Path(), default=None,
               help="extract into this empty (or new) folder and keep it [default: a temporary folder, removed]")
+@click.option("--show-report", is_flag=True,
+              help="after a verification that does not fail, print the bundle's REPORT.md and its five-line "
+                   "summary for a forum post")
+@click.option("--plots", "plots_dir", type=click.Path(), default=None,
+              help="draw the bundle's figures from their verified data into this new or empty folder (matplotlib)")
 @click.option("-v", "--verbose", is_flag=True, help="list every problem")
 @click.pass_context
 def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_code, kernelbench, ratio_tolerance,
-         keep_extracted, verbose) -> None:
+         keep_extracted, show_report, plots_dir, verbose) -> None:
     """Verify ARCHIVE tier by tier and print one line per tier and a final verdict."""
     from click.core import ParameterSource
 
@@ -223,6 +228,17 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
     if keep_extracted and level == "fast":
         raise UsageError("--keep-extracted has no effect at --level fast (nothing is extracted)",
                          "drop --keep-extracted, or use --level static")
+    if (show_report or plots_dir) and level == "fast":
+        raise UsageError("--show-report and --plots need the documents verified, which --level fast does not do",
+                         "use --level static (or auto)")
+    if plots_dir:
+        try:
+            from kbrepro.bundle import plots as plots_mod
+
+            plots_mod.renderer_versions()
+        except ImportError as exc:
+            raise EnvironmentUnavailableError("--plots needs matplotlib, which is not installed",
+                                              "pip install 'kbrepro[plots]'") from exc
     if profile is not None:
         names = study_profiles()
         if profile not in names:
@@ -246,6 +262,8 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
     if json_out:
         check_output_file(json_out, "--json")
         refuse_input_as_output(json_out, [archive, digest_input], "--json")
+    if plots_dir:
+        remove_created(prepare_output_dir(plots_dir, "--plots")[1])  # checked now, made after verifying
     keep, created = None, []
     # which folders did not exist before: a Ctrl-C that lands while they are being made (before
     # prepare_output_dir returns what it created) must not leave them behind either
@@ -293,7 +311,41 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
                                   "no report was written and no verdict is given",
                                   "choose another --json path and verify again") from exc
     _print_report(rep, verbose)
+    if show_report or plots_dir:
+        _show(Path(archive), rep, show_report, plots_dir)
     sys.exit(rep.exit_code)
+
+
+def _show(archive: Path, rep, show_report: bool, plots_dir: str | None) -> None:
+    """REPORT.md and summary.txt, or the figures drawn from data/plots/*.json, of a bundle whose
+    verification did not fail (their bytes were compared with the verifier's own)."""
+    from kbrepro.bundle import archive as arc
+    from kbrepro.errors import prepare_output_dir
+
+    if rep.verdict == "FAIL":
+        click.echo("not shown: the bundle failed verification, so its report and figures are not the data's", err=True)
+        return
+    files = arc.read_archive(archive).files
+    if show_report:
+        click.echo("\n---- REPORT.md (verified: the verifier renders the same bytes from the records) ----\n")
+        click.echo(files.get("data/REPORT.md", b"").decode("utf-8", "replace"))
+        if "summary.txt" in files:
+            click.echo("---- summary.txt (five lines for a post; the verifier writes the same) ----")
+            click.echo(files["summary.txt"].decode("utf-8", "replace"), nl=False)
+    if plots_dir:
+        from kbrepro.bundle import plots as plots_mod
+        from kbrepro.harness import jsonio
+
+        out, _ = prepare_output_dir(plots_dir, "--plots")
+        n = 0
+        for p in sorted(files):
+            if p.startswith("data/plots/") and p.endswith(".json"):
+                name = p[len("data/plots/"):-len(".json")]
+                png = plots_mod.render(name, jsonio.loads_strict(files[p], p))
+                jsonio.atomic_write_bytes(Path(out) / f"{name}.png", png)
+                n += 1
+        click.echo(f"plots: {n} figures drawn from their verified data into {plots_dir} "
+                   f"(matplotlib {plots_mod.renderer_versions()['matplotlib']})")
 
 
 def _empty(folder: Path) -> None:

@@ -7,6 +7,8 @@ results folder that survives a failed pack.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import hashlib
 import re
 import time
@@ -514,6 +516,8 @@ def build_payload(rs: ResultSet, *, kernelbench: str | None = None, study_path: 
     bag = pack.make_bag(meta["name"], payload, pack.bag_info(meta["name"], pack.FORMAT_NAME, pack.FORMAT_VERSION,
                                                              f"{study_info['name']} ({study_info['profile']})",
                                                              rs.source), renderings=renderings)
+    bag = dataclasses.replace(bag, summary=report.post_summary(meta, canon, json_roundtrip(claims_doc),
+                                                               bag.digest()).encode())
     return bag, meta, claims_doc
 
 
@@ -635,6 +639,33 @@ def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench
         raise
     return MadeBundle(path=out, name=bag.name, digest=digest, size_bytes=size, claims_summary=claims_doc["summary"],
                       pack_seconds=time.perf_counter() - t0, notes=tuple(meta["notes"]))
+
+
+def predict_verification(path: Path) -> tuple[str, str]:
+    """The verdict ``verify_bundle.py --level static`` gives the bundle at ``path`` and one
+    line saying it: PASS, PARTIAL (with its first reason) or FAIL (with the first problem and
+    its tier)."""
+    from kbrepro.bundle.verify import verify_archive
+
+    rep = verify_archive(Path(path), level="static")
+    if rep.verdict == "FAIL":
+        t = next((t for t in rep.tiers if t.status == "FAIL"), None)
+        p = (t.problems[0] if t and t.problems else {}) or {}
+        where = f"tier {t.number} {t.name}" if t else "a tier"
+        return "FAIL", (f"FAIL in {where}: {p.get('file') or ''}: {p.get('message') or ''}"
+                        f"{' (and more)' if t and len(t.problems) > 1 else ''}")
+    if rep.verdict == "PARTIAL":
+        return "PARTIAL", f"PARTIAL at --level static: {rep.partial[0] if rep.partial else ''}"
+    return rep.verdict, f"{rep.verdict} at --level static (replay on a GPU: --level replay)"
+
+
+def remove_bundle(path: Path) -> None:
+    """Remove an archive this packer wrote and its digest file beside it."""
+    for p in (Path(path), Path(path).with_name(Path(path).name + DIGEST_SUFFIX)):
+        try:
+            p.unlink()
+        except OSError:
+            pass
 
 
 def run_and_make(out: Path | None, *, study_path: str | None, profile: str, kernelbench: str | None,

@@ -38,6 +38,7 @@ FORMAT_VERSION = 3
 BAGIT_TXT = b"BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n"
 TAG_FILES = ("bagit.txt", "bag-info.txt", "manifest-sha256.txt")
 RENDERINGS = "renderings"
+SUMMARY = "summary.txt"
 SAFE_COMPONENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 MAX_MEMBERS = 10000
@@ -78,6 +79,9 @@ class Bag:
     #: the ``renderings/`` tag folder (file name -> bytes): figures drawn from payload data,
     #: listed in no manifest, so that the digest does not depend on the library that drew them
     renderings: Mapping[str, bytes] = field(default_factory=dict)
+    #: ``summary.txt``: five lines for a forum post, naming the digest (so listed in no
+    #: manifest; a verifier writes it again and compares)
+    summary: bytes = b""
 
     def manifest(self) -> bytes:
         lines = [f"{sha256_hex(self.payload[p])}  data/{p}\n" for p in sorted(self.payload)]
@@ -102,6 +106,8 @@ class Bag:
         out = {f"data/{p}": b for p, b in self.payload.items()}
         out.update(self.tag_files())
         out.update({f"{RENDERINGS}/{p}": b for p, b in self.renderings.items()})
+        if self.summary:
+            out[SUMMARY] = self.summary
         return out
 
 

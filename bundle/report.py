@@ -437,3 +437,27 @@ def figures_section(names: list[str]) -> str:
             "picture is `renderings/<name>.png` beside `data/`, outside it (the same data drawn by another matplotlib "
             "give another PNG and the same digest; `verify_bundle.py X.tar --plots DIR` draws them on your machine).\n\n"
             + "".join(f"![{n}](../renderings/{n}.png)\n\n" for n in names))
+
+
+def post_summary(meta: Mapping, documents: Mapping[str, Mapping], claims: Mapping | None, digest: str) -> str:
+    """Five lines to paste into a forum post: the bundle and its digest; the GPU and toolchain;
+    the claim verdicts (naming those that do not hold, and those that hold only within their
+    margin); what a PASS means; how to check it. Derived from the records and the digest, so
+    a verifier writes the same five lines itself."""
+    env = documents.get("environment", {})
+    cl = (claims or {}).get("claims", [])
+    s = (claims or {}).get("summary", {})
+    bad = [c["id"] for c in cl if c.get("verdict") != "holds"]
+    margin = [c["id"] for c in cl if c.get("verdict") == "holds" and c.get("literal_verdict", "holds") != "holds"]
+    verdicts = ", ".join(f"{k.replace('_', ' ')} {s[k]}" for k in ("holds", "fails", "inconclusive", "not_comparable")
+                         if k in s)
+    name = meta.get("name", "bundle")
+    return "\n".join([
+        f"kbrepro bundle {name}: digest sha256:{digest}",
+        f"GPU {_env(env, 'gpu_name')} (CC {_env(env, 'compute_capability')}), driver {_env(env, 'driver_version')}; "
+        f"torch {_env(env, 'torch_version')}, CUDA {_env(env, 'cuda_runtime_version')}, NVRTC {_env(env, 'nvrtc_version')}",
+        f"claims: {verdicts}" + (f"; not holding: {', '.join(bad)}" if bad else "")
+        + (f"; holding only within their margin: {', '.join(margin)}" if margin else ""),
+        "every verdict is derived again from the raw data by the verifier (static); replay re-measures on your GPU",
+        f"check: python verify_bundle.py {name}.tar --expect-digest {digest} (add --level replay on a GPU)",
+    ]) + "\n"

@@ -203,6 +203,7 @@ class Bundle:
     name: str
     files: dict[str, bytes]
     root: Path
+    digest: str = ""
     documents: dict = field(default_factory=dict)
     meta: dict = field(default_factory=dict)
     kernel_source_known: bool = False
@@ -293,7 +294,7 @@ def _tier_manifest(c: arc.ArchiveContents, t: Tier) -> str | None:
             t.fail(p, "sha256 differs from manifest-sha256.txt", expected=manifest[p], found=c.sha256[p])
     tagm = _parse_manifest(files["tagmanifest-sha256.txt"], "tagmanifest-sha256.txt", t)
     rend = f"{pack.RENDERINGS}/"
-    tags = {p for p in files if not p.startswith(("data/", rend)) and p != "tagmanifest-sha256.txt"}
+    tags = {p for p in files if not p.startswith(("data/", rend)) and p not in ("tagmanifest-sha256.txt", pack.SUMMARY)}
     for p in sorted(tags - set(tagm)):
         t.fail(p, "tag file not covered by tagmanifest-sha256.txt")
     for p in sorted(set(tagm) - set(files)):
@@ -314,8 +315,10 @@ def _tier_manifest(c: arc.ArchiveContents, t: Tier) -> str | None:
     for p in sorted(p for p in files if p.startswith(rend)):
         if not _RENDERING_RE.fullmatch(p) or p in tagm:
             t.fail(p, "the renderings folder holds only <figure>.png and renderings.json, listed in no manifest")
+    if pack.SUMMARY in tagm:
+        t.fail(pack.SUMMARY, "summary.txt names the digest, so no manifest may list it")
     extra_tags = sorted(p for p in files if not p.startswith(("data/", rend)) and p not in
-                        ("bagit.txt", "bag-info.txt", "manifest-sha256.txt", "tagmanifest-sha256.txt"))
+                        ("bagit.txt", "bag-info.txt", "manifest-sha256.txt", "tagmanifest-sha256.txt", pack.SUMMARY))
     for p in extra_tags:
         t.fail(p, "a tag file the packer does not write")
     want_tags = "".join(f"{c.sha256[p]}  {p}\n" for p in ("bag-info.txt", "bagit.txt", "manifest-sha256.txt")
@@ -1259,6 +1262,9 @@ def _tier_claims(b: Bundle, t: Tier) -> None:
         t.fail("data/REPORT.md", "the bundle has no REPORT.md")
     else:
         claims_now = json.loads(jsonio.dumps(expected))
+        got = b.files.get(pack.SUMMARY)
+        if got is not None and got != report_mod.post_summary(b.meta, docs, claims_now, b.digest).encode():
+            t.fail(pack.SUMMARY, "is not the five-line summary this verifier writes from the records and the digest")
         figs = _figures({**docs, "claims": claims_now})
         plots = sorted(figs)
         for n, d in figs.items():
@@ -1816,7 +1822,7 @@ def verify_archive(path: Path, *, level: str = "auto", profile: str | None = Non
     tmp = Path(keep_extracted) if keep_extracted else Path(tempfile.mkdtemp(prefix="kbrepro-verify-"))
     try:
         root = arc.extract_checked(Path(path), tmp, contents)
-        b = Bundle(name=contents.top or "", files=contents.files, root=root, partial=partial)
+        b = Bundle(name=contents.top or "", files=contents.files, root=root, digest=rep.digest or "", partial=partial)
         from kbrepro.bundle import verify_candidate as vc
 
         if vc.is_candidate_bundle(contents.files):

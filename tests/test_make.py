@@ -25,8 +25,12 @@ def _make(*args, cwd=ROOT):
 @needs_shared
 def test_packing_the_post_files_twice_gives_identical_archives_that_bagit_validates(tmp_path):
     a, b = tmp_path / "A.tar", tmp_path / "B.tar"
-    ra = _make("--from-results", str(SHARED_RUN), "--out", str(a))
-    rb = _make("--from-results", str(SHARED_RUN), "--out", str(b))
+    # the post's own files fail verification (their --ftz=true binary did not flush): refused,
+    # unless asked, with the reason on the verify: line
+    r = _make("--from-results", str(SHARED_RUN), "--out", str(a))
+    assert r.returncode == 1 and not a.exists() and "verify:  FAIL in tier 4 provenance" in r.stdout
+    ra = _make("--from-results", str(SHARED_RUN), "--out", str(a), "--allow-failing")
+    rb = _make("--from-results", str(SHARED_RUN), "--out", str(b), "--allow-failing")
     assert ra.returncode == 0, ra.stderr
     assert rb.returncode == 0, rb.stderr
     assert a.read_bytes() == b.read_bytes()
@@ -397,3 +401,91 @@ def test_the_run_path_reaches_the_run_with_the_named_study(tmp_path, monkeypatch
     assert name == ("layernorm-l1-40" if study == "studies/layernorm" else "pointwise-fusion-ftz")
     assert binding == ("LayerNormBinding" if study == "studies/layernorm" else "PointwiseFusion")
     assert rdir == tmp_path / "res"
+
+
+def test_packing_ends_with_the_verdict_verification_will_give(tmp_path):
+    """Issue 12: one line says whether verify_bundle.py will pass the bundle."""
+    kb = str(_kernelbench_from_example(tmp_path))
+    r = _make("--from-results", str(QUICK_RESULTS), "--out", str(tmp_path / "q.tar"), "--kernelbench", kb)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "verify:  PASS at --level static (replay on a GPU: --level replay)"
+
+
+@pytest.mark.parametrize("allow", [False, True])
+def test_a_bundle_that_would_fail_verification_is_removed_unless_allowed(tmp_path, monkeypatch, allow):
+    from click.testing import CliRunner
+
+    import make_bundle
+    from kbrepro.bundle import make
+
+    kb = str(_kernelbench_from_example(tmp_path))
+    monkeypatch.setattr(make, "predict_verification",
+                        lambda p: ("FAIL", "FAIL in tier 4 provenance: data/results/compile.json: contradicts"))
+    out = tmp_path / "q.tar"
+    args = ["--from-results", str(QUICK_RESULTS), "--out", str(out), "--kernelbench", kb] + (["--allow-failing"] * allow)
+    r = CliRunner().invoke(make_bundle.main, args)
+    assert "verify:  FAIL in tier 4 provenance" in r.output
+    if allow:
+        assert r.exit_code == 0 and out.is_file()
+    else:
+        assert r.exit_code == 1 and not out.exists() and not out.with_name("q.tar.sha256-digest").exists()
+        assert "would fail verification" in r.output and QUICK_RESULTS.is_dir()
+
+
+GOLDEN = ROOT / "tests" / "fixtures" / "golden-full-h200"
+
+
+def test_the_committed_results_give_the_golden_report_claims_summary_and_figure_data(tmp_path):
+    """Golden files (issue 12): REPORT.md, claims.json, summary.txt and every figure's data
+    that the committed full results give. A change to any of them is deliberate: re-pack the
+    example and copy the files again (tests/fixtures/golden-full-h200, README of the tests)."""
+    kb = str(_kernelbench_from_example(tmp_path))
+    out = tmp_path / "g.tar"
+    assert _make("--from-results", str(FULL_RESULTS), "--out", str(out), "--kernelbench", kb, "--no-plots").returncode == 0
+    got = {k.split("/", 1)[1]: v for k, v in _members_of(out).items()}
+    want = {"data/REPORT.md": GOLDEN / "REPORT.md", "data/claims.json": GOLDEN / "claims.json",
+            "summary.txt": GOLDEN / "summary.txt"}
+    want.update({f"data/plots/{p.name}": p for p in (GOLDEN / "plots").iterdir()})
+    assert sorted(k for k in got if k.startswith("data/plots/")) == sorted(k for k in want if k.startswith("data/plots/"))
+    for k, p in want.items():
+        assert got[k] == p.read_bytes(), f"{k} changed: if on purpose, copy it to {p.relative_to(ROOT)}"
+    report = got["data/REPORT.md"].decode()
+    # C08 read literally fails: task 81's custom program is faster than TorchScript, resolved
+    row = next(line for line in report.splitlines() if line.startswith("| C08 |"))
+    assert "| **holds** | **fails** |" in row and "81.full" in row and "faster by" in row
+
+
+def test_show_report_prints_the_verified_report_and_summary_and_plots_draws_the_figures(tmp_path):
+    r = subprocess.run([sys.executable, "verify_bundle.py", str(next((ROOT / "examples").glob(
+        "pointwise-fusion-ftz-full-*.tar"))), "--show-report", "--plots", str(tmp_path / "figs")], cwd=ROOT,
+        capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert (GOLDEN / "REPORT.md").read_text() in r.stdout and (GOLDEN / "summary.txt").read_text() in r.stdout
+    from kbrepro.bundle import plots
+
+    drawn = sorted(p.name for p in (tmp_path / "figs").iterdir())
+    assert drawn == sorted(p.stem + ".png" for p in (GOLDEN / "plots").iterdir())
+    assert all(plots.png_size((tmp_path / "figs" / n).read_bytes())[0] <= plots.MAX_WIDTH_PX for n in drawn)
+
+
+def test_a_forged_summary_fails_verification(tmp_path):
+    import dataclasses
+
+    from kbrepro.bundle import pack
+    from kbrepro.bundle.verify import verify_archive
+
+    src = next((ROOT / "examples").glob("pointwise-fusion-ftz-full-*.tar"))
+    members = _members_of(src)
+    top = next(iter(members)).split("/")[0]
+    rel = {k.split("/", 1)[1]: v for k, v in members.items()}
+    info = [tuple(line.split(": ", 1)) for line in rel["bag-info.txt"].decode().splitlines()
+            if not line.startswith("Payload-Oxum")]
+    bag = pack.make_bag(top, {k[5:]: v for k, v in rel.items() if k.startswith("data/")}, info,
+                        renderings={k[11:]: v for k, v in rel.items() if k.startswith("renderings/")})
+    assert pack.tar_bytes(dataclasses.replace(bag, summary=rel["summary.txt"])) == src.read_bytes()
+    forged = rel["summary.txt"].replace(b"not holding: C10, C11", b"every claim holds")
+    out = tmp_path / "f.tar"
+    pack.write_archive(dataclasses.replace(bag, summary=forged), out)
+    rep = verify_archive(out, level="static")
+    assert rep.digest == bag.digest()  # outside every manifest: the digest cannot show it
+    assert rep.exit_code == 1 and any("five-line summary" in p["message"] for t in rep.tiers for p in t.problems)

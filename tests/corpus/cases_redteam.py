@@ -63,6 +63,7 @@ def build(g, kit) -> list:
         rend = {p[len("renderings/"):]: b for p, b in f.items() if p.startswith("renderings/")}
         bag = pack.make_bag(top or g.top, payload, [(k, top if (top and k == "External-Identifier") else v)
                                                     for k, v in g.info()], renderings=rend)
+        bag = kit.with_summary(bag)
         members = bag.members()
         if raw_edit:
             raw_edit(members)

@@ -160,7 +160,28 @@ def repack(g: Good, files: dict[str, bytes]) -> bytes:
     payload = {p[len("data/"):]: b for p, b in files.items() if p.startswith("data/")}
     rend = f"{pack.RENDERINGS}/"
     renderings = {p[len(rend):]: b for p, b in files.items() if p.startswith(rend)}
-    return pack.tar_bytes(pack.make_bag(g.top, payload, g.info(), renderings=renderings), mtime=g.mtime)
+    bag = pack.make_bag(g.top, payload, g.info(), renderings=renderings)
+    if pack.SUMMARY in files:
+        bag = with_summary(bag)
+    return pack.tar_bytes(bag, mtime=g.mtime)
+
+
+def with_summary(bag):
+    """``bag`` with the five-line summary.txt a careful forger writes for its (edited) records
+    and their new digest; without one where the records no longer parse."""
+    import dataclasses
+    import json
+
+    from kbrepro.bundle import report
+
+    try:
+        meta = json.loads(bag.payload["bundle.json"])
+        docs = {s.split("/", 1)[1]: json.loads(bag.payload[rel]) for rel, s in meta["documents"].items()}
+        claims = json.loads(bag.payload["claims.json"])
+        text = report.post_summary(meta, docs, claims, bag.digest()).encode()
+    except (KeyError, ValueError, TypeError, AttributeError, IndexError, RecursionError):
+        return bag
+    return dataclasses.replace(bag, summary=text)
 
 
 def _header(name: str, *, size: int = 0, kind: bytes = tarfile.REGTYPE, mtime: int = 0,
