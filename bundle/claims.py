@@ -309,6 +309,131 @@ def difference_resolved(ci: Mapping) -> str | None:
     return "numerator_faster" if hi < 1 else "numerator_slower" if lo > 1 else "none"
 
 
+# ------------------------------------------------------------------------ selectors vs schemas
+def _resolve(node: Any, root: Mapping) -> tuple[Any, Mapping]:
+    """``node`` with its ``$ref`` followed (within ``root`` or into another shipped schema)."""
+    from kbrepro import schemas
+
+    for _ in range(20):
+        if not isinstance(node, Mapping) or "$ref" not in node:
+            return node, root
+        file, _, frag = str(node["$ref"]).partition("#")
+        if file:
+            try:
+                root = schemas.load(file.rsplit("/", 1)[-1][: -len(".schema.json")])
+            except KeyError:
+                return None, root
+        node = root
+        for part in [p for p in frag.split("/") if p]:
+            node = node.get(part) if isinstance(node, Mapping) else None
+    return None, root
+
+
+def _child(state, name: str):
+    """(schema of field ``name`` of an object of schema ``state``, or None: any) and whether
+    the schema forbids the field. A schema that does not list properties closed (with
+    ``additionalProperties: false``) allows any field."""
+    if state is None:
+        return None, False
+    node, root = _resolve(*state)
+    if not isinstance(node, Mapping) or any(k in node for k in ("anyOf", "oneOf", "allOf", "patternProperties")):
+        return None, False
+    props = node.get("properties")
+    if isinstance(props, Mapping) and name in props:
+        return (props[name], root), False
+    extra = node.get("additionalProperties", True)
+    if extra is False and isinstance(props, Mapping) and node.get("type", "object") == "object":
+        return None, True
+    return ((extra, root) if isinstance(extra, Mapping) else None), False
+
+
+def _items(state):
+    if state is None:
+        return None
+    node, root = _resolve(*state)
+    it = node.get("items") if isinstance(node, Mapping) else None
+    return (it, root) if isinstance(it, Mapping) else None
+
+
+def _walk(node: Mapping, state, path: str, bad: list) -> Any:
+    """The schema state after selector AST ``node`` applied to a value of schema ``state``
+    (None: not known), appending to ``bad`` each field a closed schema forbids."""
+    kind, kids = node.get("type"), node.get("children") or []
+    if kind == "field":
+        child, forbidden = _child(state, node["value"])
+        if forbidden:
+            bad.append(f"{path}.{node['value']}" if path else node["value"])
+        return child
+    if kind == "subexpression":
+        left = _walk(kids[0], state, path, bad)
+        return _walk(kids[1], left, _path_of(kids[0], path), bad)
+    if kind == "index_expression":
+        return _items(_walk(kids[0], state, path, bad))
+    if kind in ("projection", "filter_projection"):
+        elem = _items(_walk(kids[0], state, path, bad))
+        at = _path_of(kids[0], path) + "[]"
+        if kind == "filter_projection":
+            _walk(kids[2], elem, at, bad)
+        _walk(kids[1], elem, at, bad)
+        return None
+    if kind == "value_projection":
+        left = _walk(kids[0], state, path, bad)
+        node_, root = _resolve(*left) if left is not None else (None, None)
+        extra = node_.get("additionalProperties") if isinstance(node_, Mapping) else None
+        _walk(kids[1], (extra, root) if isinstance(extra, Mapping) else None, _path_of(kids[0], path) + ".*", bad)
+        return None
+    if kind == "identity" or kind == "current":
+        return state
+    for k in kids:  # comparisons, functions, pipes, multi-selects: each operand read from here
+        if isinstance(k, Mapping):
+            _walk(k, state if kind != "pipe" or k is kids[0] else None, path, bad)
+    return None
+
+
+def _path_of(node: Mapping, path: str) -> str:
+    if node.get("type") == "field":
+        return f"{path}.{node['value']}" if path else node["value"]
+    if node.get("type") == "subexpression":
+        return _path_of(node["children"][1], _path_of(node["children"][0], path))
+    return path + "[]" if node.get("type") in ("index_expression", "projection", "flatten") else path
+
+
+def selector_problems(expr: str, documents: Mapping[str, Any]) -> list[str]:
+    """Paths that selector ``expr`` reads and that can never exist: a root name that is
+    neither a document of ``documents``, one of the engine's documents, nor ``live``; a
+    field that a document's schema (``schemas/<name>.schema.json``) forbids where that schema
+    lists an object's fields closed. Fields under open or unknown schemas are not judged."""
+    from kbrepro import schemas
+    from kbrepro.bundle.documents import OUR_DOCUMENTS
+
+    names = set(documents) | set(OUR_DOCUMENTS) | {"live", "candidates"}
+    root: dict = {"type": "object", "properties": {}, "additionalProperties": False}
+    for n in names:
+        try:
+            schemas.load(n)
+            root["properties"][n] = {"$ref": f"{n}.schema.json"}
+        except KeyError:
+            root["properties"][n] = {}
+    bad: list = []
+    _walk(jmespath.compile(expr).parsed, (root, root), "", bad)
+    return bad
+
+
+def check_selectors(spec: Mapping, documents: Mapping[str, Any], where: str = "claims") -> None:
+    """Raise UsageError naming the claim and the path when a selector of ``spec`` reads a
+    path that can never exist in ``documents`` (see :func:`selector_problems`), so that a
+    typo is an error, not a silent ``not_comparable``."""
+    for c in spec["claims"]:
+        for chk in c["checks"]:
+            for key in ("select", "blocks"):
+                if key in chk:
+                    bad = selector_problems(chk[key], documents)
+                    if bad:
+                        raise UsageError(f"{where}: claim {c['id']}: {key} {_cut(chk[key], 120)!r} reads "
+                                         f"{', '.join(bad[:3])}, which no document can hold (its schema does not "
+                                         "allow that field)", "fix the selector; the document schemas are in schemas/")
+
+
 def live_section() -> dict:
     """What the evaluator recomputes on its own CPU."""
     return {"predicate_direction": hchecks.predicate_direction_witness()}
@@ -338,6 +463,7 @@ def evaluate(spec: Mapping, documents: Mapping[str, Any], *, source: str = "reco
     root = _Root(documents)
     boot = spec["bootstrap"]
     _check_bootstrap(boot, "claims spec")
+    check_selectors(spec, documents, "claims spec")
     memo: dict = {}
     spent = [0]
     shared = bounded.StepBudget(MAX_EVALUATION_STEPS)

@@ -202,13 +202,19 @@ def correctness_section(c: Mapping) -> str:
             ident = sum(1 for x in bits if x["bit_identical_count"] == x["element_count"])
             minfrac = min((x["bit_identical_count"] / x["element_count"] for x in bits), default=None)
             maxabs = max((dec_float(x["max_abs_error"]) for x in cs if x.get("max_abs_error") is not None), default=None)
-            rows.append([f"`{v}`", t, f"{passed}/{len(cs)}" + (" (derived)" if derived else ""), f"{ident}/{len(bits)}",
+            shapes = sorted({"x".join(map(str, case["case"]["shape"])) for case in fp if case["case"]["task"] == t
+                             and isinstance(case["case"].get("shape"), list)})
+            dists = sorted({str(case["case"].get("distribution")) for case in fp if case["case"]["task"] == t})
+            seeds = len({case["case"].get("seed") for case in fp if case["case"]["task"] == t})
+            rows.append([f"`{v}`", t, md_cell(", ".join(shapes) or "n/a"), md_cell(f"{seeds} seeds x {', '.join(dists)}"),
+                         f"{passed}/{len(cs)}" + (" (derived)" if derived else ""), f"{ident}/{len(bits)}",
                          _fmt(minfrac, 6), _fmt(maxabs)])
     p = c.get("predicate", {})
-    out = ("## Full-program correctness\n\n"
+    out = ("## Full-program correctness (float32)\n\n"
            f"Official check: `torch.allclose(reference, candidate, atol={p.get('atol')}, rtol={p.get('rtol')})` "
            "(relative term scaled by the candidate). Bit identity: integer equality of the int32 views.\n\n"
-           + _table(["variant", "task", "official pass", "bit-identical cases", "min bit-identical fraction", "max abs error"], rows))
+           + _table(["variant", "task", "input shape", "cases", "official pass", "bit-identical cases",
+                     "min bit-identical fraction", "max abs error"], rows))
     return out
 
 

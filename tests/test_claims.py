@@ -148,3 +148,39 @@ def test_pinned_verdicts_of_the_committed_h200_bundle():
                         "C11": "fails"}   # the custom task-81 tail is ~1.5x faster than TorchScript's
     c06 = next(c for c in res["claims"] if c["id"] == "C06")["checks"][0]
     assert c06["pairs"] == 3 and c06["unequal"] == 0  # explicit --ftz=true == CuPy default, bit for bit
+
+
+def test_a_selector_whose_root_is_no_document_is_an_error_naming_the_claim_and_the_path():
+    """Issue 12: a typo in a claim's JMESPath used to give not_comparable silently."""
+    from kbrepro.bundle import claims as cm
+    from kbrepro.errors import UsageError
+
+    docs = {"correctness": {"full_program": []}, "run": {}}
+    spec = {"bootstrap": {"level": 0.95, "resamples": 10, "seed": 1}, "study": "s", "claims": [
+        {"id": "X1", "sentence": "s", "checks": [{"kind": "all_equal", "equals": True,
+                                                  "select": "corectness.full_program[*].checks.a.official.pass"}]}]}
+    with pytest.raises(UsageError) as e:
+        cm.evaluate(spec, docs)
+    assert "claim X1" in e.value.message and "corectness" in e.value.message
+    # a document the engine writes but these results lack is not a typo: not_comparable, as before
+    spec["claims"][0]["checks"][0]["select"] = "selftest.all_as_expected"
+    assert cm.evaluate(spec, docs)["claims"][0]["verdict"] == "not_comparable"
+    # a top-level field the selftest schema does not list (it is closed) can never match
+    spec["claims"][0]["checks"][0]["select"] = "selftest.cases[*].caught"
+    with pytest.raises(UsageError, match="selftest.cases"):
+        cm.evaluate(spec, docs)
+
+
+def test_a_field_a_closed_schema_forbids_is_reported_and_open_ones_are_not_judged():
+    from kbrepro.bundle import claims as cm
+
+    root = {"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {}},
+                                                   "additionalProperties": False}}, "additionalProperties": False}
+    bad: list = []
+    import jmespath
+
+    cm._walk(jmespath.compile("a.c").parsed, (root, root), "", bad)
+    assert bad == ["a.c"]
+    bad = []
+    cm._walk(jmespath.compile("a.b.anything[*].x").parsed, (root, root), "", bad)
+    assert bad == []
