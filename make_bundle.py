@@ -86,7 +86,7 @@ RUN_ONLY = ("profile", "results_dir", "cache_dir")
               help="claims YAML [default: the study's own claims file]")
 @click.option("--cache-dir", type=click.Path(), default=None, help="our cubin cache [default: none]")
 @click.option("--name", default=None, help="bundle name [default: <study>-<profile>-<run start UTC>]")
-@click.option("--no-plots", is_flag=True, help="leave plots out")
+@click.option("--no-plots", is_flag=True, help="draw no renderings (the figures' data are packed all the same; the digest does not change)")
 @click.option("--candidate", "candidates", multiple=True, type=click.Path(),
               help="a KernelBench candidate file (defines ModelNew); repeat for several; needs --task")
 @click.option("--task", "tasks", multiple=True,

@@ -354,8 +354,12 @@ def test_budget_errors_propagate_and_evaluation_errors_select_nothing(docs):
                         "numerators": ["cupy_default"], "denominator": "eager", "test": "faster"})
     with pytest.raises(bounded.QueryBudgetError):
         claims.evaluate(bad_blocks, docs)
-    missing = claims.evaluate(_spec({"kind": "all_equal", "select": "values(nothing)", "equals": 1}), docs)
+    # values() of a document the engine writes but these results lack: nothing to read
+    missing = claims.evaluate(_spec({"kind": "all_equal", "select": "values(selftest)", "equals": 1}), docs)
     assert missing["claims"][0]["verdict"] == "not_comparable"
+    # a name that is no document at all is a typo (issue 12): an error, not not_comparable
+    with pytest.raises(UsageError, match="claim X: select 'values\\(nothing\\)' reads nothing"):
+        claims.evaluate(_spec({"kind": "all_equal", "select": "values(nothing)", "equals": 1}), docs)
 
 
 def test_parse_spec_bounds(docs):
