@@ -17,6 +17,8 @@ verifier writes them again with its own code and compares; a user's extra claims
 """
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import re
 import statistics
@@ -485,7 +487,10 @@ def build_payload(files: Mapping[str, bytes], *, extra_claims: Mapping | None = 
                                   "report this as a bug")
     bag = pack.make_bag(meta["name"], payload, pack.bag_info(meta["name"], FORMAT, FORMAT_VERSION,
                                                              f"{KIND} ({meta['profile']})", "measured"))
-    return bag, meta, claims_doc, doc
+    from kbrepro.bundle import report
+
+    summary = report.post_summary(meta, canon, json.loads(payload["claims.json"]), bag.digest())
+    return dataclasses.replace(bag, summary=summary.encode()), meta, claims_doc, doc
 
 
 def pack_results(results_dir: Path, out: Path | None = None, *, claims_path: str | None = None,

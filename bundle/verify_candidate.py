@@ -455,6 +455,12 @@ def tier_claims(b, t) -> None:
     report = bc.render_report(b.meta, doc, mine).encode()
     if b.files.get("data/REPORT.md") != report:
         t.fail("data/REPORT.md", "REPORT.md is not the report this verifier renders from the documents")
+    from kbrepro.bundle import pack
+    from kbrepro.bundle.report import post_summary
+
+    got = b.files.get(pack.SUMMARY)
+    if got is not None and got != post_summary(b.meta, b.documents, json.loads(jsonio.dumps(mine)), b.digest).encode():
+        t.fail(pack.SUMMARY, "is not the five-line summary this verifier writes from the records and the digest")
     t.details["claims"] = mine["summary"]
     t.details["caught"] = {k: v for k, v in bc.caught(doc).items() if v}
     t.notes.append("claims: " + ", ".join(f"{k} {v}" for k, v in mine["summary"].items() if v)

@@ -557,3 +557,21 @@ def test_a_truncated_run_cannot_name_a_case_it_does_not_hold(tmp_path):
     rep = verify_archive(_forge(tmp_path, edit), level="static")
     msgs = " ".join(p["message"] for t in rep.tiers for p in t.problems)
     assert rep.exit_code == 1 and "names no earlier case" in msgs and "negative" in msgs
+
+
+def test_a_candidate_bundle_carries_the_summary_the_verifier_writes_and_a_forged_one_fails(tmp_path):
+    import dataclasses
+
+    name, payload, _ = _members(FULL_EXAMPLE)
+    with tarfile.open(FULL_EXAMPLE) as tf:
+        summary = tf.extractfile(f"{name}/summary.txt").read()
+    assert b"not holding: K1d" in summary and FULL_EXAMPLE.with_name(FULL_EXAMPLE.name + ".sha256-digest").read_text(
+        ).split()[-1].encode() in summary
+    files = {k: v for k, v in payload.items() if k.split("/")[0] in ("inputs", "results", "provenance")
+             and k != "inputs/claims.yaml"}
+    bag, _, _, _ = bc.build_payload(files, name=name)
+    assert bag.summary == summary
+    out = tmp_path / "f.tar"
+    pack.write_archive(dataclasses.replace(bag, summary=summary.replace(b"not holding: K1d", b"all hold")), out)
+    rep = verify_archive(out, level="static")
+    assert rep.exit_code == 1 and any("five-line summary" in p["message"] for t in rep.tiers for p in t.problems)
