@@ -351,17 +351,8 @@ def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelben
                     f.update(copied=False, bundle_path=None)
                     del f["bundle_path"]
                     continue
-                data = (prov / f["path"]).read_bytes()
-                if Path(f["path"]).suffix in TEXT_SUFFIXES:
-                    # build files name the folders they were built in: home paths, user and host
-                    # names never leave the machine (bundle/scrub.py); the built file's hash is kept
-                    clean = scrub.scrub_text(data.decode("utf-8", "replace"),
-                                             extra_paths=[str(results_dir.resolve()), str(results_dir)]).encode()
-                    if clean != data:
-                        f.update(built_sha256=f["sha256"], sha256=pack.sha256_hex(clean), bytes=len(clean),
-                                 scrubbed=True)
-                        data = clean
-                files[f["bundle_path"]] = data
+                files[f["bundle_path"]] = scrub_provenance_file(f, (prov / f["path"]).read_bytes(),
+                                                                [work, results_dir])
         for b in rec["provenance"].get("binaries") or []:
             if b.get("sass_file"):
                 b["sass_file"] = f"provenance/{name}/{b['sass_file']}"
@@ -419,6 +410,24 @@ def _read_results(folder: Path) -> dict[str, bytes]:
                 raise UnreadableInputError(f"the results folder holds more than {MAX_FILES} files or {MAX_BYTES} bytes",
                                            "pack the folder run_candidates wrote, nothing else")
     return out
+
+
+def scrub_provenance_file(rec: dict, data: bytes, folders: Sequence[Path]) -> bytes:
+    """The bytes of a provenance file as packed, ``rec`` (its record) updated. Build files
+    name the folders they were built in: the candidate's work folder and the results folder
+    (``folders``, each resolved and as given), temporary and home folders, user and host names
+    never leave the machine (bundle/scrub.py). Text files are scrubbed as text; binaries in
+    place, with fillers of the same length. The built file's hash is kept as
+    ``built_sha256``."""
+    paths = [q for f in folders for q in (str(Path(f).resolve()), str(f))]
+    if Path(rec["path"]).suffix in TEXT_SUFFIXES:
+        clean = scrub.scrub_text(data.decode("utf-8", "replace"), extra_paths=paths).encode()
+    else:
+        clean = scrub.scrub_binary(data, paths)
+    if clean != data:
+        rec.update(built_sha256=rec.get("built_sha256", rec["sha256"]), sha256=pack.sha256_hex(clean),
+                   bytes=len(clean), scrubbed=True)
+    return clean
 
 
 def caught(doc: Mapping) -> dict[str, list[str]]:

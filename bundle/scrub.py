@@ -51,6 +51,24 @@ def scrub_bytes(data: bytes) -> bytes:
     return scrub_text(data.decode("utf-8", errors="replace")).encode("utf-8")
 
 
+_TMP_BYTES = re.compile(rb"/tmp/[A-Za-z0-9_.+-]+")
+_HOME_BYTES = re.compile(rb"/home/[A-Za-z0-9_.+-]+|/Users/[A-Za-z0-9_.+-]+|/root(?=/)")
+
+
+def scrub_binary(data: bytes, paths: list[str] | None = None) -> bytes:
+    """``data`` (a built binary: an ELF ``.so``, a cubin) with machine paths overwritten in
+    place, each by a filler of the same length (``<path>____``), so that offsets and sizes
+    inside the file do not move: the folders in ``paths``, temporary folders and home folders.
+    The code is untouched; only the strings that name where it was built change."""
+    def fill(tag: bytes):
+        return lambda m: (tag + b"_" * max(0, len(m.group(0)) - len(tag)))[: len(m.group(0))]
+
+    for p in sorted({q for q in (paths or []) if q and q != "/"}, key=len, reverse=True):
+        data = re.sub(re.escape(p.encode()), fill(b"<path>"), data)
+    data = _TMP_BYTES.sub(fill(b"<tmp>"), data)
+    return _HOME_BYTES.sub(fill(b"<home>"), data)
+
+
 def find_leaks(text: str) -> list[str]:
     """Identifying strings still present in ``text`` (for tests and the verifier)."""
     leaks = [m.group(0) for m in _UUID.finditer(text)] + [m.group(0) for m in _HOME.finditer(text)]

@@ -272,8 +272,12 @@ def _parse_manifest(raw: bytes, file: str, t: Tier) -> dict[str, str]:
     return out
 
 
-_RENDERING_RE = re.compile(r"renderings/((claim_[A-Za-z0-9._-]{1,40}|task-?[0-9]{1,6}_rounds|bit_identity)\.png"
-                           r"|renderings\.json)")
+def _rendering_name_ok(path: str) -> bool:
+    """A file the renderings folder may hold: renderings.json or a PNG of a figure name."""
+    from kbrepro.bundle import plots as plots_mod
+
+    name = path[len(f"{pack.RENDERINGS}/"):]
+    return name == "renderings.json" or (name.endswith(".png") and bool(plots_mod.NAME_RE.match(name[:-4])))
 
 
 def _tier_manifest(c: arc.ArchiveContents, t: Tier) -> str | None:
@@ -313,7 +317,7 @@ def _tier_manifest(c: arc.ArchiveContents, t: Tier) -> str | None:
     if t.status == "PASS" and files["manifest-sha256.txt"] != want:
         t.fail("manifest-sha256.txt", "not in the packer's exact form (sorted, '<sha256>  <path>', LF line ends)")
     for p in sorted(p for p in files if p.startswith(rend)):
-        if not _RENDERING_RE.fullmatch(p) or p in tagm:
+        if not _rendering_name_ok(p) or p in tagm:
             t.fail(p, "the renderings folder holds only <figure>.png and renderings.json, listed in no manifest")
     if pack.SUMMARY in tagm:
         t.fail(pack.SUMMARY, "summary.txt names the digest, so no manifest may list it")

@@ -40,3 +40,27 @@ def test_scrub_removes_uuids_homes_and_install_paths():
     assert "<site-packages>/cupy/x.py" in out and "<tmp>" in out
     assert scrub.find_leaks(out) == []
     assert scrub.find_leaks(raw)
+
+
+def test_no_committed_bundle_names_a_temporary_or_home_folder_of_the_machine_that_made_it():
+    """Provenance binaries carry the paths they were built in; the packer overwrites them in
+    place (bundle/scrub.py scrub_binary), text files are scrubbed as text."""
+    import re
+    import tarfile
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    leak = re.compile(rb"/(tmp|root|home)/[A-Za-z0-9_]")
+    for tb in sorted((root / "examples").glob("*.tar")) + sorted((root / "tests" / "fixtures").glob("*.tar")):
+        with tarfile.open(tb) as tf:
+            hits = [m.name for m in tf if m.isfile() and leak.search(tf.extractfile(m).read())]
+        assert hits == [], f"{tb.name}: {hits[:3]}"
+
+
+def test_a_binary_is_scrubbed_in_place_with_fillers_of_the_same_length():
+    from kbrepro.bundle import scrub
+
+    raw = b"\x7fELF\x00/data/run/work/c/build/x.cu\x00/tmp/tmpab12/cuda_utils.c\x00/root/.cache/x\x00"
+    out = scrub.scrub_binary(raw, ["/data/run/work/c"])
+    assert len(out) == len(raw) and out.startswith(b"\x7fELF\x00<path>")
+    assert b"/data/run" not in out and b"/tmp/" not in out and b"/root/" not in out and b"/build/x.cu" in out
