@@ -307,6 +307,12 @@ def _baselines(c: _Ctx, xs: list, ref) -> tuple[dict, dict]:
     return arms, info
 
 
+def _collect(c: "_Ctx") -> None:
+    """Ask the child for a full collection before a timing request, outside the clock the
+    parent holds around that request (the timing request then turns the collector off)."""
+    c.proc.request({"cmd": "collect"}, timeout_s=c.cfg.call_timeout_s)
+
+
 def _time_local(fn, n: int, flush=None) -> float:
     import torch
 
@@ -333,6 +339,7 @@ def _block(c: _Ctx, arms: dict, *, l2: str, rounds: int, flush_bytes: int) -> di
         for fn in arms.values():
             for _ in range(cfg.warmups):
                 fn()
+    _collect(c)
     c.proc.request({"cmd": "time", "ids": ["timing"], "n": cfg.warmups, "flush": flush_bytes},
                    timeout_s=cfg.call_timeout_s)
     # invocations per timed region: at least the profile's, and enough that eager PyTorch (timed
@@ -350,6 +357,7 @@ def _block(c: _Ctx, arms: dict, *, l2: str, rounds: int, flush_bytes: int) -> di
         times, host = {}, {}
         for name in order:
             if name == "candidate":
+                _collect(c)
                 rep = c.proc.request({"cmd": "time", "ids": ["timing"], "n": inv,
                                       "flush": flush_bytes}, timeout_s=cfg.call_timeout_s)
                 ts = rep.header.get("times_ms")
@@ -389,6 +397,7 @@ def _per_call(c: _Ctx, xs_timing: list) -> dict:
         seeds = [rng.randrange(1, 2 ** 62) for _ in range(k)]
         ids = [f"fresh{j}" for j in range(k)]
         c.proc.request({"cmd": "fresh", "like": "timing", "ids": ids, "seeds": seeds}, timeout_s=cfg.call_timeout_s)
+        _collect(c)
         rep = c.proc.request({"cmd": "time", "ids": ids, "n": k, "per_call": True, "keep": True},
                              timeout_s=cfg.call_timeout_s)
         fresh.append({"round": r, "times_ms": list(rep.header.get("times_ms") or [])})
@@ -407,6 +416,7 @@ def _per_call(c: _Ctx, xs_timing: list) -> dict:
         except ValueError as exc:
             cmp = {"shape_match": False, "official": {"pass": False}, "error": str(exc)[:200]}
         spots.append({"round": r, "index": j, "written_by": w, "compare": cmp})
+        _collect(c)
         rep = c.proc.request({"cmd": "time", "ids": ["timing"], "n": k, "per_call": True},
                              timeout_s=cfg.call_timeout_s)
         repeat.append({"round": r, "times_ms": list(rep.header.get("times_ms") or [])})

@@ -245,3 +245,37 @@ def test_more_outputs_than_the_task_has_fail_the_official_check(tmp_path):
     v = {x["name"]: x["passed"] for x in rec["verdicts"]}
     assert v["official_allclose"] is False
     assert rec["observations"]["cases"][0]["output_count"] == 2 and rec["observations"]["cases"][0]["reference_count"] == 1
+
+
+def test_the_timing_request_runs_no_collection_inside_the_parents_clock():
+    """A full collection with torch loaded takes tens of ms; inside a timing request it was
+    counted by host_clock_agrees as time the candidate's timer did not report (an honest
+    candidate failed on an H200). The collection is a request of its own before it."""
+    events = []
+
+    class FakeGC:
+        def __init__(self):
+            self.on = True
+
+        def isenabled(self):
+            return self.on
+
+        def collect(self):
+            events.append("collect")
+
+        def disable(self):
+            events.append("disable")
+            self.on = False
+
+        def enable(self):
+            events.append("enable")
+            self.on = True
+
+    srv = isolate._Server.__new__(isolate._Server)
+    srv.torch, srv.gc, srv.flush_buf = torch, FakeGC(), None
+    srv.models, srv.inputs, srv.kept = {"main": object()}, {"timing": []}, []
+    srv._time_loop = lambda *a: events.append("loop")
+    assert srv.time({"cmd": "time", "ids": ["timing"], "n": 1}) == {"times_ms": []}
+    assert events == ["disable", "loop", "enable"]
+    events.clear()
+    assert srv.collect() == {} and events == ["collect"]
