@@ -204,10 +204,14 @@ def parse_expected_digest(value: str) -> str:
                    "summary for a forum post")
 @click.option("--plots", "plots_dir", type=click.Path(), default=None,
               help="draw the bundle's figures from their verified data into this new or empty folder (matplotlib)")
+@click.option("--check-renderings", is_flag=True,
+              help="draw every figure again from its verified data and compare it byte for byte with the bundle's "
+                   "PNG in renderings/ (outside the digest); needs the matplotlib, numpy and freetype versions the "
+                   "bundle records, else the result is PARTIAL (seconds)")
 @click.option("-v", "--verbose", is_flag=True, help="list every problem")
 @click.pass_context
 def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_code, kernelbench, ratio_tolerance,
-         keep_extracted, show_report, plots_dir, verbose) -> None:
+         keep_extracted, show_report, plots_dir, check_renderings, verbose) -> None:
     """Verify ARCHIVE tier by tier and print one line per tier and a final verdict."""
     from click.core import ParameterSource
 
@@ -228,17 +232,19 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
     if keep_extracted and level == "fast":
         raise UsageError("--keep-extracted has no effect at --level fast (nothing is extracted)",
                          "drop --keep-extracted, or use --level static")
-    if (show_report or plots_dir) and level == "fast":
-        raise UsageError("--show-report and --plots need the documents verified, which --level fast does not do",
-                         "use --level static (or auto)")
-    if plots_dir:
+    if (show_report or plots_dir or check_renderings) and level == "fast":
+        given = [o for o, v in (("--show-report", show_report), ("--plots", plots_dir),
+                                ("--check-renderings", check_renderings)) if v]
+        raise UsageError(f"{', '.join(given)} need{'s' if len(given) == 1 else ''} the documents verified, which "
+                         "--level fast does not do", "use --level static (or auto)")
+    if plots_dir or check_renderings:
         try:
             from kbrepro.bundle import plots as plots_mod
 
             plots_mod.renderer_versions()
         except ImportError as exc:
-            raise EnvironmentUnavailableError("--plots needs matplotlib, which is not installed",
-                                              "pip install 'kbrepro[plots]'") from exc
+            raise EnvironmentUnavailableError(f"{'--plots' if plots_dir else '--check-renderings'} needs matplotlib, "
+                                              "which is not installed", "pip install 'kbrepro[plots]'") from exc
     if profile is not None:
         names = study_profiles()
         if profile not in names:
@@ -282,7 +288,7 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
             keep, created = prepare_output_dir(keep_extracted, "--keep-extracted")
         rep = verify_archive(Path(archive), level=level, profile=profile, trust=trust_bundle_code,
                              kernelbench=kernelbench, ratio_tolerance=ratio_tolerance, expect_digest=expect_digest,
-                             keep_extracted=keep, progress=progress)
+                             keep_extracted=keep, progress=progress, check_renderings=check_renderings)
     except BaseException:
         if keep is not None:  # the folder was empty or new: leave it as it was
             _empty(keep)
@@ -319,19 +325,21 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
 def _show(archive: Path, rep, show_report: bool, plots_dir: str | None) -> None:
     """REPORT.md and summary.txt, or the figures drawn from data/plots/*.json, of a bundle whose
     verification did not fail (their bytes were compared with the verifier's own)."""
-    from kbrepro.bundle import archive as arc
     from kbrepro.errors import prepare_output_dir
 
     if rep.verdict == "FAIL":
         click.echo("not shown: the bundle failed verification, so its report and figures are not the data's", err=True)
         return
-    files = arc.read_archive(archive).files
+    files = rep.files  # the bytes verified, never a second read of a file that may have changed since
     if show_report:
         click.echo("\n---- REPORT.md (verified: the verifier renders the same bytes from the records) ----\n")
-        click.echo(files.get("data/REPORT.md", b"").decode("utf-8", "replace"))
+        click.echo(_terminal_text(files.get("data/REPORT.md", b"")))
+        if any(p.startswith("renderings/") for p in files):
+            click.echo("(its figures link to renderings/, outside the digest: their data are verified, their pixels "
+                       "only with --check-renderings)")
         if "summary.txt" in files:
             click.echo("---- summary.txt (five lines for a post; the verifier writes the same) ----")
-            click.echo(files["summary.txt"].decode("utf-8", "replace"), nl=False)
+            click.echo(_terminal_text(files["summary.txt"]), nl=False)
     if plots_dir:
         from kbrepro.bundle import plots as plots_mod
         from kbrepro.harness import jsonio
@@ -346,6 +354,16 @@ def _show(archive: Path, rep, show_report: bool, plots_dir: str | None) -> None:
                 n += 1
         click.echo(f"plots: {n} figures drawn from their verified data into {plots_dir} "
                    f"(matplotlib {plots_mod.renderer_versions()['matplotlib']})")
+
+
+def _terminal_text(raw: bytes) -> str:
+    """``raw`` as UTF-8 text for a terminal: control characters other than newline and tab
+    (escape sequences, carriage returns) and bidi controls shown as U+FFFD, never sent."""
+    import unicodedata
+
+    text = raw.decode("utf-8", "replace")
+    return "".join(c if c in "\n\t" or (unicodedata.category(c) not in ("Cc", "Cf") and c != "\x7f") else "\ufffd"
+                   for c in text)
 
 
 def _empty(folder: Path) -> None:

@@ -257,9 +257,11 @@ def render_report(meta: Mapping, doc: Mapping, claims_doc: Mapping) -> str:
         bad = caught[r["name"]]
         lines.append(f"- **{r['name']}** ({_md(r['task'])}): " + ("passes every check that can decide" if not bad else
                                                                  "CAUGHT by " + ", ".join(bad)))
-    lines += ["", "## Claims", "", "| id | verdict | claim |", "|---|---|---|"]
-    for c in claims_doc.get("claims") or []:
-        lines.append(f"| {c['id']} | {c['verdict']} | {_md(c['sentence'])} |")
+    from kbrepro.bundle import report
+
+    # the claims the product writes from the results are its own; any other came with --claims
+    own = frozenset(c["id"] for c in default_claims(doc)["claims"])
+    lines += ["", report.claims_section(claims_doc, own).rstrip("\n")]
     for r in doc.get("candidates") or []:
         lines += ["", f"## {r['name']}", "", f"Task `{r['task']}` (sha256 `{r['task_sha256'][:16]}...`); candidate "
                   f"sha256 `{r['source_sha256'][:16]}...`; compile {_fmt(r.get('compile_seconds'), 3)} s, whole "
@@ -498,7 +500,8 @@ def build_payload(files: Mapping[str, bytes], *, extra_claims: Mapping | None = 
                                                              f"{KIND} ({meta['profile']})", "measured"))
     from kbrepro.bundle import report
 
-    summary = report.post_summary(meta, canon, json.loads(payload["claims.json"]), bag.digest())
+    summary = report.post_summary(meta, canon, json.loads(payload["claims.json"]), bag.digest(),
+                                  frozenset(c["id"] for c in default_claims(doc)["claims"]))
     return dataclasses.replace(bag, summary=summary.encode()), meta, claims_doc, doc
 
 

@@ -42,7 +42,7 @@ from kbrepro.harness import bounded
 from kbrepro.harness import checks as hchecks
 from kbrepro.harness import stats
 from kbrepro.harness.jsonio import dec_float, enc_float
-from kbrepro.errors import InvalidResultsError, UnreadableInputError, UsageError
+from kbrepro.errors import InvalidResultsError, ReproError, UnreadableInputError, UsageError
 
 VERDICTS = ("holds", "fails", "inconclusive", "not_comparable")
 
@@ -355,18 +355,38 @@ def _items(state):
     return (it, root) if isinstance(it, Mapping) else None
 
 
+def _lists(state, name: str) -> bool:
+    """Whether the schema ``state`` names field ``name`` among its properties."""
+    if state is None:
+        return False
+    node, _ = _resolve(*state)
+    props = node.get("properties") if isinstance(node, Mapping) else None
+    return isinstance(props, Mapping) and name in props
+
+
+class _Unlisted(list):
+    """The paths a selector reads as fields that no schema at that place names (appended
+    by :func:`_walk` through ``bad.unlisted``)."""
+
+
 def _walk(node: Mapping, state, path: str, bad: list) -> Any:
     """The schema state after selector AST ``node`` applied to a value of schema ``state``
-    (None: not known), appending to ``bad`` each field a closed schema forbids."""
+    (None: not known), appending to ``bad`` each field a closed schema forbids (and, when
+    ``bad`` has an ``unlisted`` list, to that each field no schema there names)."""
     kind, kids = node.get("type"), node.get("children") or []
     if kind == "field":
         child, forbidden = _child(state, node["value"])
+        here = f"{path}.{node['value']}" if path else node["value"]
         if forbidden:
-            bad.append(f"{path}.{node['value']}" if path else node["value"])
+            bad.append(here)
+        elif hasattr(bad, "unlisted") and not _lists(state, node["value"]):
+            bad.unlisted.append(here)
         return child
-    if kind == "subexpression":
-        left = _walk(kids[0], state, path, bad)
-        return _walk(kids[1], left, _path_of(kids[0], path), bad)
+    if kind == "subexpression":  # a.b.c may parse as one subexpression of three children
+        for k in kids:
+            state = _walk(k, state, path, bad)
+            path = _path_of(k, path)
+        return state
     if kind == "index_expression":
         return _items(_walk(kids[0], state, path, bad))
     if kind in ("projection", "filter_projection"):
@@ -394,15 +414,72 @@ def _path_of(node: Mapping, path: str) -> str:
     if node.get("type") == "field":
         return f"{path}.{node['value']}" if path else node["value"]
     if node.get("type") == "subexpression":
-        return _path_of(node["children"][1], _path_of(node["children"][0], path))
+        for k in node["children"]:
+            path = _path_of(k, path)
+        return path
     return path + "[]" if node.get("type") in ("index_expression", "projection", "flatten") else path
+
+
+#: the most values the data walk of :func:`_absent_fields` follows at one place of a selector
+MAX_WALK_VALUES = 200_000
+
+
+def _absent_fields(node: Mapping, vals, path: str, out: set) -> Any:
+    """The values selector AST ``node`` reaches from ``vals`` (a list of values, or None: not
+    followed), a superset (filters are not applied: every element is kept), adding to ``out``
+    each field path read where objects are present and none of them holds the field. Paths
+    are spelled as :func:`_walk` spells them."""
+    kind, kids = node.get("type"), node.get("children") or []
+
+    def items(vs):
+        if vs is None:
+            return None
+        got = [x for v in vs if isinstance(v, list) for x in v]
+        return got if len(got) <= MAX_WALK_VALUES else None
+
+    if kind == "field":
+        if vals is None:
+            return None
+        objs = [v for v in vals if isinstance(v, Mapping)]
+        name = node["value"]
+        if objs and not any(name in o for o in objs):
+            out.add(f"{path}.{name}" if path else name)
+        return [o[name] for o in objs if name in o]
+    if kind == "subexpression":
+        for k in kids:
+            vals = _absent_fields(k, vals, path, out)
+            path = _path_of(k, path)
+        return vals
+    if kind in ("index_expression", "flatten"):
+        return items(_absent_fields(kids[0], vals, path, out))
+    if kind in ("projection", "filter_projection"):
+        elem = items(_absent_fields(kids[0], vals, path, out))
+        at = _path_of(kids[0], path) + "[]"
+        if kind == "filter_projection":
+            _absent_fields(kids[2], elem, at, out)
+        _absent_fields(kids[1], elem, at, out)
+        return None
+    if kind == "value_projection":
+        left = _absent_fields(kids[0], vals, path, out)
+        elem = None if left is None else [x for v in left if isinstance(v, Mapping) for x in v.values()]
+        _absent_fields(kids[1], elem, _path_of(kids[0], path) + ".*", out)
+        return None
+    if kind in ("identity", "current"):
+        return vals
+    for k in kids:
+        if isinstance(k, Mapping):
+            _absent_fields(k, vals if kind != "pipe" or k is kids[0] else None, path, out)
+    return None
 
 
 def selector_problems(expr: str, documents: Mapping[str, Any]) -> list[str]:
     """Paths that selector ``expr`` reads and that can never exist: a root name that is
     neither a document of ``documents``, one of the engine's documents, nor ``live``; a
     field that a document's schema (``schemas/<name>.schema.json``) forbids where that schema
-    lists an object's fields closed. Fields under open or unknown schemas are not judged."""
+    lists an object's fields closed; and a field that no schema at its place names (an open
+    object, or a document without a schema) and that none of the objects ``documents`` holds
+    at that place has (a typo below the top of a document: the data show what is there).
+    A field a schema names but these documents lack (another profile's) is not judged."""
     from kbrepro import schemas
     from kbrepro.bundle.documents import OUR_DOCUMENTS
 
@@ -414,9 +491,15 @@ def selector_problems(expr: str, documents: Mapping[str, Any]) -> list[str]:
             root["properties"][n] = {"$ref": f"{n}.schema.json"}
         except KeyError:
             root["properties"][n] = {}
-    bad: list = []
-    _walk(jmespath.compile(expr).parsed, (root, root), "", bad)
-    return bad
+    bad = _Unlisted()
+    bad.unlisted = []
+    ast = jmespath.compile(expr).parsed
+    _walk(ast, (root, root), "", bad)
+    if bad.unlisted:
+        absent: set = set()
+        _absent_fields(ast, [dict(documents)], "", absent)
+        bad += [p for p in dict.fromkeys(bad.unlisted) if p in absent and p.split(".", 1)[0] in documents]
+    return list(bad)
 
 
 def check_selectors(spec: Mapping, documents: Mapping[str, Any], where: str = "claims") -> None:
@@ -430,8 +513,9 @@ def check_selectors(spec: Mapping, documents: Mapping[str, Any], where: str = "c
                     bad = selector_problems(chk[key], documents)
                     if bad:
                         raise UsageError(f"{where}: claim {c['id']}: {key} {_cut(chk[key], 120)!r} reads "
-                                         f"{', '.join(bad[:3])}, which no document can hold (its schema does not "
-                                         "allow that field)", "fix the selector; the document schemas are in schemas/")
+                                         f"{', '.join(bad[:3])}, which no document holds (its schema does not allow "
+                                         "that field, or names no such field and the documents hold none)",
+                                         "fix the selector; the document schemas are in schemas/")
 
 
 def live_section() -> dict:
@@ -491,6 +575,26 @@ def evaluate(spec: Mapping, documents: Mapping[str, Any], *, source: str = "reco
             "bootstrap": dict(boot), "claims": out, "summary": summary}
 
 
+def spec_ids(raw: bytes | None) -> frozenset:
+    """The claim ids a claims spec defines (empty for none or an unreadable one: then every
+    claim shown is marked as the author's). Raises nothing."""
+    if raw is None:
+        return frozenset()
+    try:
+        return frozenset(c["id"] for c in parse_spec(raw, "claims")["claims"])
+    except ReproError:
+        return frozenset()
+
+
+def own_ids(spec_raw: bytes | None, study_claims_raw: bytes | None) -> frozenset | None:
+    """The claim ids REPORT.md and summary.txt treat as the study's own: None (every claim
+    is) where the packed spec is the study folder's claims file byte for byte, else the ids
+    that file defines (:func:`spec_ids`); the packer and the verifier both call this."""
+    if spec_raw is not None and spec_raw == study_claims_raw:
+        return None
+    return spec_ids(study_claims_raw)
+
+
 def spec_sha256(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()
 
@@ -506,6 +610,6 @@ def compare_verdicts(recorded: Mapping, recomputed: Mapping) -> list[str]:
     return problems
 
 
-__all__ = ["load_spec", "parse_spec", "evaluate", "compare_verdicts", "ratio_verdict", "difference_resolved",
+__all__ = ["load_spec", "parse_spec", "spec_ids", "own_ids", "evaluate", "compare_verdicts", "ratio_verdict", "difference_resolved",
            "combine", "VERDICTS",
            "InvalidResultsError"]

@@ -427,19 +427,9 @@ def renderings_of(figures: Mapping[str, dict], pngs: Mapping[str, bytes]) -> dic
     from). Outside every manifest, so outside the digest."""
     from kbrepro.bundle import plots as plots_mod
 
-    entries = []
-    for n in sorted(pngs):
-        size = plots_mod.png_size(pngs[n])
-        entries.append({"file": f"renderings/{n}.png", "sha256": pack.sha256_hex(pngs[n]),
-                        "width_px": size[0] if size else None, "height_px": size[1] if size else None,
-                        "data": f"data/plots/{n}.json",
-                        "data_sha256": pack.sha256_hex(jsonio.dumps(figures[n]).encode())})
-    doc = {"schema": "kbrepro/renderings", "schema_version": 1, "renderer": plots_mod.renderer_versions(),
-           "note": "drawn from the data files named here (inside the digest); these PNGs are outside it: any "
-                   "matplotlib draws the same data, and the bundle's digest does not change",
-           "figures": entries}
+    data = {n: jsonio.dumps(figures[n]).encode() for n in pngs}
     out = {f"{n}.png": pngs[n] for n in pngs}
-    out["renderings.json"] = jsonio.dumps(doc).encode()
+    out["renderings.json"] = plots_mod.renderings_doc(pngs, data, plots_mod.renderer_versions())
     return out
 
 
@@ -470,6 +460,8 @@ def build_payload(rs: ResultSet, *, kernelbench: str | None = None, study_path: 
         spec_name = Path(rs.study.claims_file).name
         spec = claims_mod.parse_spec(spec_raw, spec_name)
     payload[f"inputs/claims/{spec_name}"] = spec_raw
+    # the claims the study defines; any other (from --claims) is marked as the author's own
+    own_ids = claims_mod.own_ids(spec_raw, rs.study.file(rs.study.claims_file))
     claims_doc = claims_mod.evaluate(spec, rs.documents, source="recorded")
     claims_doc["spec"] = {"file": f"inputs/claims/{spec_name}", "sha256": claims_mod.spec_sha256(spec_raw)}
     payload["claims.json"] = jsonio.dumps(claims_doc).encode()
@@ -505,7 +497,8 @@ def build_payload(rs: ResultSet, *, kernelbench: str | None = None, study_path: 
 
     canon = {n: _json.loads(payload[DOC_PATHS[n]]) for n in rs.documents}
     sections = rs.binding.report_sections(rs.study.doc, canon) if rs.binding is not None else []
-    payload["REPORT.md"] = report.render(meta, canon, _json.loads(payload["claims.json"]), plots, sections).encode()
+    payload["REPORT.md"] = report.render(meta, canon, _json.loads(payload["claims.json"]), plots, sections,
+                                      own_ids).encode()
     payload["bundle.json"] = jsonio.dumps(meta).encode()
     from kbrepro import schemas
 
@@ -517,7 +510,7 @@ def build_payload(rs: ResultSet, *, kernelbench: str | None = None, study_path: 
                                                              f"{study_info['name']} ({study_info['profile']})",
                                                              rs.source), renderings=renderings)
     bag = dataclasses.replace(bag, summary=report.post_summary(meta, canon, json_roundtrip(claims_doc),
-                                                               bag.digest()).encode())
+                                                               bag.digest(), own_ids).encode())
     return bag, meta, claims_doc
 
 
@@ -691,9 +684,14 @@ def run_and_make(out: Path | None, *, study_path: str | None, profile: str, kern
     binding = study.binding()  # imports and validates the binding: a bad study fails before the GPU
     if claims_path is not None:
         check_input_file(claims_path, "--claims")
-        claims_mod.load_spec(claims_path)
+        spec, _ = claims_mod.load_spec(claims_path)
     else:  # the study's own claims, before the GPU: the run hashes them, so a typo found later costs a rerun
-        claims_mod.parse_spec(study.file(study.claims_file), study.claims_file)
+        spec = claims_mod.parse_spec(study.file(study.claims_file), study.claims_file)
+    # selectors against the document schemas before the GPU (the data check waits for the data)
+    from kbrepro.bundle.documents import study_documents
+
+    claims_mod.check_selectors(spec, dict.fromkeys((*OUR_DOCUMENTS, *study_documents(binding))),
+                               "--claims" if claims_path else study.claims_file)
     if out is None:  # the default name has this length; its folder is the current one
         check_out_path(Path(f"{name or f'{study.name}-{profile}-00000000T000000'}.tar"),
                        "the default --out (<bundle name>.tar here)")

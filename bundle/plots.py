@@ -212,6 +212,93 @@ def render(name: str, data: Mapping) -> bytes:
     raise ValueError(f"unknown figure kind {kind!r}")
 
 
+#: the tallest figure :func:`render` draws (a claim figure is at most 16 inches high)
+MAX_HEIGHT_PX = 16 * DPI
+#: the most bytes of one rendering
+MAX_PNG_BYTES = 4 * 1024 * 1024
+#: the chunks matplotlib's Agg backend writes (without metadata), in this order: IHDR, pHYs
+#: (optional), one or more IDAT, IEND
+_PNG_SIG = b"\x89PNG\r\n\x1a\n"
+
+
+def png_problem(png: bytes) -> str | None:
+    """Why ``png`` is not a PNG as :func:`render` writes it, or None: the signature, every
+    chunk's length and CRC-32 (ISO/IEC 15948 section 5.3), IHDR first (8-bit RGBA or RGB, not
+    interlaced, at most :data:`MAX_WIDTH_PX` x :data:`MAX_HEIGHT_PX`), only pHYs and IDAT
+    between, IEND last with nothing after it, and the IDAT stream inflating to exactly the
+    image's filtered scanlines (height x (1 + width x channels) bytes; inflated with that
+    bound, so a compression bomb stops at it)."""
+    import zlib
+
+    if len(png) > MAX_PNG_BYTES:
+        return f"larger than {MAX_PNG_BYTES // (1024 * 1024)} MiB"
+    if not png.startswith(_PNG_SIG):
+        return "not a PNG (no PNG signature)"
+    i, chunks = len(_PNG_SIG), []
+    while i < len(png):
+        if i + 12 > len(png):
+            return "a truncated chunk"
+        n = int.from_bytes(png[i:i + 4], "big")
+        kind, body = png[i + 4:i + 8], png[i + 8:i + 8 + n]
+        if n > len(png) or i + 12 + n > len(png):
+            return "a chunk longer than the file"
+        if zlib.crc32(kind + body) != int.from_bytes(png[i + 8 + n:i + 12 + n], "big"):
+            return f"chunk {kind!r} fails its CRC"
+        chunks.append((kind, body))
+        i += 12 + n
+        if kind == b"IEND":
+            break
+    if i != len(png):
+        return "bytes after the IEND chunk"
+    kinds = [k for k, _ in chunks]
+    if not kinds or kinds[0] != b"IHDR" or kinds[-1] != b"IEND" or len(chunks[0][1]) != 13 or chunks[-1][1]:
+        return "not IHDR first and an empty IEND last"
+    middle = kinds[1:-1]
+    if middle[:1] == [b"pHYs"]:
+        middle = middle[1:]
+    if not middle or any(k != b"IDAT" for k in middle):
+        return "chunks other than pHYs and IDAT between IHDR and IEND"
+    h = chunks[0][1]
+    w, ht, depth, colour, comp, filt, lace = (int.from_bytes(h[0:4], "big"), int.from_bytes(h[4:8], "big"),
+                                              h[8], h[9], h[10], h[11], h[12])
+    if not (0 < w <= MAX_WIDTH_PX and 0 < ht <= MAX_HEIGHT_PX):
+        return f"{w} x {ht} px, not within {MAX_WIDTH_PX} x {MAX_HEIGHT_PX}"
+    if depth != 8 or colour not in (2, 6) or comp or filt or lace:
+        return "not an 8-bit RGB or RGBA image without interlacing"
+    want = ht * (1 + w * (4 if colour == 6 else 3))
+    d = zlib.decompressobj()
+    try:
+        raw = d.decompress(b"".join(b for k, b in chunks if k == b"IDAT"), want + 1)
+    except zlib.error:
+        return "its image data do not inflate"
+    if len(raw) != want or not d.eof or d.unconsumed_tail or d.unused_data:
+        return f"its image data are not the {want} bytes of its {w} x {ht} scanlines"
+    if any(raw[r * (want // ht)] > 4 for r in range(ht)):
+        return "a scanline with an unknown filter type"
+    return None
+
+
+def renderings_doc(pngs: Mapping[str, bytes], data: Mapping[str, bytes], renderer: Mapping[str, str]) -> bytes:
+    """``renderings.json``, exactly as the packer writes it: the versions that drew the PNGs
+    (``renderer``), and for each figure ``n`` of ``pngs`` (name -> PNG bytes) its sha256 and
+    size in pixels and the sha256 of ``data[n]``, the bytes of ``data/plots/<n>.json``. The
+    verifier rebuilds it from the bundle's PNGs and verified data and compares bytes."""
+    from kbrepro.bundle import pack
+    from kbrepro.harness import jsonio
+
+    entries = []
+    for n in sorted(pngs):
+        size = png_size(pngs[n])
+        entries.append({"file": f"renderings/{n}.png", "sha256": pack.sha256_hex(pngs[n]),
+                        "width_px": size[0] if size else None, "height_px": size[1] if size else None,
+                        "data": f"data/plots/{n}.json", "data_sha256": pack.sha256_hex(data[n])})
+    doc = {"schema": "kbrepro/renderings", "schema_version": 1, "renderer": dict(renderer),
+           "note": "drawn from the data files named here (inside the digest); these PNGs are outside it: any "
+                   "matplotlib draws the same data, and the bundle's digest does not change",
+           "figures": entries}
+    return jsonio.dumps(doc).encode()
+
+
 def png_size(png: bytes) -> tuple[int, int] | None:
     """(width, height) in pixels from a PNG's IHDR chunk, or None if ``png`` is not a PNG."""
     if len(png) < 24 or not png.startswith(b"\x89PNG\r\n\x1a\n") or png[12:16] != b"IHDR":
@@ -220,4 +307,5 @@ def png_size(png: bytes) -> tuple[int, int] | None:
 
 
 __all__ = ["figure_data", "claim_figures", "document_figures", "render", "renderer_versions", "png_size",
+           "png_problem", "renderings_doc", "MAX_HEIGHT_PX", "MAX_PNG_BYTES",
            "WIDTH_PX", "MAX_WIDTH_PX", "NAME_RE"]

@@ -112,15 +112,33 @@ def _decides(c: Mapping) -> str:
     return f"{_cmp_text(chk, it)}, {_difference(it, chk['denominator'])}{more}"
 
 
-def claims_section(claims: Mapping) -> str:
+def author_note(c: Mapping) -> str:
+    """What marks claim ``c`` as the author's own (defined when packing, not by the study or
+    the product's default claims): the tests its own definition applies."""
+    tests = "; ".join(dict.fromkeys(_test_words(chk) for chk in c.get("checks", []) if chk.get("test")))
+    return f" *(the author's own claim, judged by its own definition{': ' + tests if tests else ''})*"
+
+
+def author_ids(claims: Mapping | None, own_ids) -> list[str]:
+    """The ids of ``claims`` that are not in ``own_ids`` (None: every claim is the study's)."""
+    if own_ids is None:
+        return []
+    return [c["id"] for c in (claims or {}).get("claims", []) if c["id"] not in own_ids]
+
+
+def claims_section(claims: Mapping, own_ids=None) -> str:
+    """The claims table and the foldable comparisons. ``own_ids``: the ids the study (or the
+    product's default claims) defines; any other claim is marked as the author's own."""
     rows, details = [], []
+    theirs = set(author_ids(claims, own_ids))
     for c in claims.get("claims", []):
         decide = _decides(c)
         if c.get("why"):
             decide = f"{c['why']} (measured: {c.get('measured_verdict')}); {decide}"
         lit = c.get("literal_verdict", c["verdict"])
         rows.append([c["id"], f"**{c['verdict']}**", lit if lit == c["verdict"] else f"**{lit}**",
-                     md_cell(c["sentence"]), md_cell(decide)])
+                     md_cell(c["sentence"]) + (" " + md_cell(author_note(c)) if c["id"] in theirs else ""),
+                     md_cell(decide)])
         items = _ratio_items(c)
         if items:
             details.append(f"**{c['id']}** ({len(items)} comparisons, worst first)\n\n" + _table(
@@ -139,7 +157,9 @@ def claims_section(claims: Mapping) -> str:
             "r < 1 means a is faster (a speed-up of 3x is r = 0.333). *verdict* judges the claim with the margin its "
             "spec states before the data; *read literally* judges the same sentence with margin 0. *What decides it* "
             "names the worst comparison: where a claim holds only within its margin, it says which side is faster "
-            "and by how much.\n\n" + _table(["id", "verdict", "read literally", "claim", "what decides it"], rows))
+            "and by how much.\n\n" + (f"**{len(theirs)} of these claims are the author's own** (defined when packing, "
+                                     "not by the study; marked in the table): the verifier judges them by their own "
+                                     "definitions, so its result is PARTIAL.\n\n" if theirs else "") + _table(["id", "verdict", "read literally", "claim", "what decides it"], rows))
     if details:
         text += ("\n<details><summary>Every timing comparison of every claim</summary>\n\n" + "\n".join(details)
                  + "\n</details>\n")
@@ -398,7 +418,7 @@ STUDY_SECTIONS_HEADING = ("## Study sections\n\nRendered by the study's own bind
 
 
 def render(meta: Mapping, documents: Mapping[str, Mapping], claims: Mapping | None, plots: list[str],
-           sections: list[str] | None = None) -> str:
+           sections: list[str] | None = None, own_ids=None) -> str:
     """REPORT.md text. ``meta`` is the bundle metadata (bundle.json); ``sections``: the
     study binding's own Markdown sections (``StudyBinding.report_sections``), placed after
     the timings under :data:`STUDY_SECTIONS_HEADING`."""
@@ -417,7 +437,7 @@ def render(meta: Mapping, documents: Mapping[str, Mapping], claims: Mapping | No
     if meta.get("notes"):
         lines.append("Notes:\n" + "".join(f"- {n}\n" for n in meta["notes"]))
     if claims:
-        lines.append(claims_section(claims))
+        lines.append(claims_section(claims, own_ids))
     if "compile" in documents:
         lines.append(compile_section(documents["compile"]))
     lines.append(witness_section(documents.get("witness")))
@@ -445,16 +465,19 @@ def figures_section(names: list[str]) -> str:
             + "".join(f"![{n}](../renderings/{n}.png)\n\n" for n in names))
 
 
-def post_summary(meta: Mapping, documents: Mapping[str, Mapping], claims: Mapping | None, digest: str) -> str:
+def post_summary(meta: Mapping, documents: Mapping[str, Mapping], claims: Mapping | None, digest: str,
+                 own_ids=None) -> str:
     """Five lines to paste into a forum post: the bundle and its digest; the GPU and toolchain;
     the claim verdicts (naming those that do not hold, and those that hold only within their
     margin); what a PASS means; how to check it. Derived from the records and the digest, so
-    a verifier writes the same five lines itself."""
+    a verifier writes the same five lines itself. ``own_ids``: as for :func:`claims_section`;
+    the author's own claims are named on the claims line."""
     env = documents.get("environment", {})
     cl = (claims or {}).get("claims", [])
     s = (claims or {}).get("summary", {})
     bad = [c["id"] for c in cl if c.get("verdict") != "holds"]
     margin = [c["id"] for c in cl if c.get("verdict") == "holds" and c.get("literal_verdict", "holds") != "holds"]
+    theirs = author_ids(claims, own_ids)
     verdicts = ", ".join(f"{k.replace('_', ' ')} {s[k]}" for k in ("holds", "fails", "inconclusive", "not_comparable")
                          if k in s)
     name = meta.get("name", "bundle")
@@ -463,7 +486,11 @@ def post_summary(meta: Mapping, documents: Mapping[str, Mapping], claims: Mappin
         f"GPU {_env(env, 'gpu_name')} (CC {_env(env, 'compute_capability')}), driver {_env(env, 'driver_version')}; "
         f"torch {_env(env, 'torch_version')}, CUDA {_env(env, 'cuda_runtime_version')}, NVRTC {_env(env, 'nvrtc_version')}",
         f"claims: {verdicts}" + (f"; not holding: {', '.join(bad)}" if bad else "")
-        + (f"; holding only within their margin: {', '.join(margin)}" if margin else ""),
-        "every verdict is derived again from the raw data by the verifier (static); replay re-measures on your GPU",
+        + (f"; holding only within their margin: {', '.join(margin)}" if margin else "")
+        + (f"; the author's own claims: {', '.join(theirs)}" if theirs else ""),
+        ("every verdict is derived again from the raw data by the verifier (static), the author's own claims by "
+         "their own definitions (the verifier says PARTIAL)" if theirs else
+         "every verdict is derived again from the raw data by the verifier (static)")
+        + "; replay re-measures on your GPU",
         f"check: python verify_bundle.py {name}.tar --expect-digest {digest} (add --level replay on a GPU)",
     ]) + "\n"

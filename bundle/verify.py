@@ -127,6 +127,9 @@ class Report:
     verdict: str = "PASS"
     #: why the result is not a plain PASS: what rests on the author's definitions, not the verifier's
     partial: list[str] = field(default_factory=list)
+    #: the archive's files as read and verified (path -> bytes; not in :meth:`to_doc`): what
+    #: ``--show-report`` and ``--plots`` print and draw, never a second read of the archive
+    files: Mapping[str, bytes] = field(default_factory=dict, repr=False)
 
     def to_doc(self) -> dict:
         return {"schema": "kbrepro/verification-report", "schema_version": 1, "archive": safe_text(self.archive),
@@ -213,6 +216,8 @@ class Bundle:
     binding: object | None = None
     study_files: dict = field(default_factory=dict)
     partial: list[str] = field(default_factory=list)
+    #: (name -> PNG, renderer versions) of renderings that passed their checks (tier 3)
+    renderings: tuple | None = None
 
     @property
     def study(self):
@@ -709,7 +714,8 @@ def _layout(b: Bundle, t: Tier, docs: dict) -> None:
     # the documents' figures are checked here; the claims' figures in tier 5, against the
     # claims this verifier evaluates (the recorded claims only name the files allowed here)
     want = plots_mod.document_figures({n: d for n, d in docs.items() if n != "claims"})
-    allowed |= {f"data/plots/{n}.json" for n in {**want, **_figures(docs)}}
+    figs = _figures(docs, t)
+    allowed |= {f"data/plots/{n}.json" for n in {**want, **figs}}
     for n, d in want.items():
         got = b.files.get(f"data/plots/{n}.json")
         if got is None:
@@ -719,23 +725,39 @@ def _layout(b: Bundle, t: Tier, docs: dict) -> None:
     for p in sorted(set(b.files) - allowed):
         if p.startswith("data/"):
             t.fail(p, "a payload file the packer does not write for these records (not verified by anything)")
-    _renderings(b, t, _figures(docs))
+    _renderings(b, t, figs)
 
 
-def _figures(docs: Mapping) -> dict:
+def _figures(docs: Mapping, t: Tier | None = None) -> dict:
     """The figures' data (:func:`bundle.plots.figure_data`) of the documents and the recorded
     claims, which tier 5 proves are the claims the data give."""
     from kbrepro.bundle import plots as plots_mod
 
-    return plots_mod.figure_data({n: d for n, d in docs.items() if n != "claims"}, docs.get("claims"))
+    own = {n: d for n, d in docs.items() if n != "claims"}
+    try:
+        return plots_mod.figure_data(own, docs.get("claims"))
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        # recorded claims of a shape the evaluator never writes: the claim figures they would
+        # name are then files nothing allows
+        if t is not None:
+            t.fail("data/claims.json", "the recorded claims are not of the form the evaluator writes (their figures "
+                   f"cannot be derived: {type(exc).__name__} {safe_text(str(exc), 80)})")
+        return plots_mod.document_figures(own)
+
+
+#: a version string in renderings.json's ``renderer``
+_VERSION_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+_-]{0,39}$")
 
 
 def _renderings(b: Bundle, t: Tier, figures: Mapping) -> None:
-    """The ``renderings/`` tag folder (outside the digest): PNGs of known figures, at most
-    4 MiB and :data:`bundle.plots.MAX_WIDTH_PX` wide, each listed in renderings.json with its
-    sha256 and the sha256 of the payload data file it was drawn from (that file is verified
-    against this verifier's own figures: tier 3 for the documents', tier 5 for the claims').
-    Its pixels are not verified."""
+    """The ``renderings/`` tag folder (outside the digest). None at all, or one PNG for every
+    figure of these records, each a PNG exactly as the packer's renderer writes them
+    (:func:`bundle.plots.png_problem`: chunk CRCs, size bounds, image data that inflate to the
+    image), and ``renderings.json`` byte-identical to the one the packer writes for these PNGs
+    and the verified figure data (:func:`bundle.plots.renderings_doc`; the figure data files
+    are verified against this verifier's own figures: tier 3 for the documents', tier 5 for
+    the claims'). The pixels are compared only with ``--check-renderings``
+    (:func:`_rendered_again`): drawing them takes seconds."""
     from kbrepro.bundle import plots as plots_mod
 
     pre = f"{pack.RENDERINGS}/"
@@ -743,8 +765,7 @@ def _renderings(b: Bundle, t: Tier, figures: Mapping) -> None:
     raw = b.files.get(f"{pre}renderings.json")
     if not pngs and raw is None:
         t.notes.append("no renderings in this bundle (packed without matplotlib, or with --no-plots); verify_bundle.py "
-                       "X.tar --plots DIR draws the "
-                       "figures from their verified data")
+                       "X.tar --plots DIR draws the figures from their verified data")
         return
     if raw is None:
         t.fail(f"{pre}renderings.json", "the renderings are not described (renderings.json is missing)")
@@ -754,35 +775,67 @@ def _renderings(b: Bundle, t: Tier, figures: Mapping) -> None:
     except ReproError as exc:
         t.fail(f"{pre}renderings.json", exc.message)
         return
-    entries = doc.get("figures") if isinstance(doc, dict) else None
     renderer = doc.get("renderer") if isinstance(doc, dict) else None
-    if not isinstance(entries, list) or not isinstance(renderer, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) and len(v) <= 40 for k, v in renderer.items()):
-        t.fail(f"{pre}renderings.json", "is not the packer's description of its renderings")
+    if not isinstance(renderer, dict) or set(renderer) != {"matplotlib", "numpy", "freetype"} or not all(
+            isinstance(v, str) and _VERSION_RE.match(v) for v in renderer.values()):
+        t.fail(f"{pre}renderings.json", "its renderer is not the three versions the packer records (matplotlib, "
+               "numpy, freetype)")
         return
-    listed = {}
-    for e in entries:
-        if not isinstance(e, dict) or not isinstance(e.get("file"), str):
-            t.fail(f"{pre}renderings.json", "a figure entry is not an object naming its file")
-            return
-        listed[e["file"]] = e
+    bad = False
+    for n in sorted(set(figures) - set(pngs)):
+        t.fail(f"{pre}{n}.png", "missing: a bundle with renderings has one for every figure of its records")
+        bad = True
     for n, png in sorted(pngs.items()):
-        where = f"{pre}{n}.png"
-        size = plots_mod.png_size(png)
-        e = listed.pop(where, None)
-        data = b.files.get(f"data/plots/{n}.json")
-        if n not in figures or data is None:
-            t.fail(where, "a rendering of no figure of these records")
-        elif size is None or len(png) > 4 * 1024 * 1024 or size[0] > plots_mod.MAX_WIDTH_PX:
-            t.fail(where, f"not a PNG image of at most 4 MiB and {plots_mod.MAX_WIDTH_PX} px wide")
-        elif e is None or e.get("sha256") != pack.sha256_hex(png) or \
-                e.get("data_sha256") != pack.sha256_hex(data) or \
-                e.get("data") != f"data/plots/{n}.json" or [e.get("width_px"), e.get("height_px")] != list(size):
-            t.fail(where, "renderings.json does not describe this PNG and the data it was drawn from")
-    for f in listed:
-        t.fail(f, "listed in renderings.json but missing")
-    t.notes.append(f"{len(pngs)} renderings drawn by matplotlib {safe_text(renderer.get('matplotlib', '?'), 40)} "
-                   "(outside the digest: their data are verified, their pixels are not; --plots DIR draws them here)")
+        why = "a rendering of no figure of these records" if n not in figures else plots_mod.png_problem(png)
+        if why:
+            t.fail(f"{pre}{n}.png", why)
+            bad = True
+    if bad:
+        return
+    data = {n: b.files.get(f"data/plots/{n}.json", b"") for n in pngs}
+    if raw != plots_mod.renderings_doc(pngs, data, renderer):
+        t.fail(f"{pre}renderings.json", "is not the description the packer writes of these PNGs and the data they "
+               "were drawn from (sha256, sizes, data files, exact form)")
+        return
+    b.renderings = (pngs, renderer)
+    t.notes.append(f"{len(pngs)} renderings drawn by matplotlib {renderer['matplotlib']}: outside the digest, their "
+                   "data are verified; their pixels are compared only with --check-renderings (--plots DIR draws "
+                   "them here)")
+
+
+def _rendered_again(b: Bundle, t: Tier) -> None:
+    """``--check-renderings``: every figure drawn again here from its verified data and
+    compared byte for byte with the bundle's PNG, where this machine's renderer versions
+    (matplotlib, numpy, freetype) are the ones the bundle records (PNG bytes are
+    deterministic for one set of versions; another set draws other bytes from the same
+    data). A PNG that differs fails; other versions or no matplotlib make the result PARTIAL."""
+    from kbrepro.bundle import plots as plots_mod
+
+    if b.renderings is None:
+        if any(p.startswith(f"{pack.RENDERINGS}/") for p in b.files):
+            b.partial.append("--check-renderings: the renderings failed their checks, so they were not drawn again")
+        else:
+            t.notes.append("--check-renderings: this bundle has no renderings")
+        return
+    pngs, renderer = b.renderings
+    try:
+        here = plots_mod.renderer_versions()
+    except ImportError:
+        b.partial.append("--check-renderings: matplotlib is not installed here, so the renderings' pixels were not "
+                         "compared (pip install matplotlib)")
+        return
+    if here != renderer:
+        b.partial.append("--check-renderings: the renderings were drawn with " + ", ".join(
+            f"{k} {renderer[k]}" for k in sorted(renderer)) + "; this machine has " + ", ".join(
+            f"{k} {here[k]}" for k in sorted(here)) + ", which draw other bytes: their pixels were not compared")
+        return
+    for n in sorted(pngs):
+        if plots_mod.render(n, jsonio.loads_strict(b.files[f"data/plots/{n}.json"], n)) != pngs[n]:
+            t.fail(f"{pack.RENDERINGS}/{n}.png", f"is not the figure these versions draw from data/plots/{n}.json "
+                   "(this verifier drew it again): the picture does not show the verified data")
+    if not t.problems:
+        t.notes.append(f"--check-renderings: all {len(pngs)} renderings drawn again here from their verified data, "
+                       "byte-identical")
 
 
 def _notes(b: Bundle, t: Tier) -> None:
@@ -1266,8 +1319,11 @@ def _tier_claims(b: Bundle, t: Tier) -> None:
         t.fail("data/REPORT.md", "the bundle has no REPORT.md")
     else:
         claims_now = json.loads(jsonio.dumps(expected))
+        # claims the bundle's spec adds to the study's own are marked as the author's (the
+        # packer marks those its --claims added to the study folder's claims file)
+        own_ids = claims_mod.own_ids(raw, b.trusted.claims_raw if b.trusted is not None else own_claims)
         got = b.files.get(pack.SUMMARY)
-        if got is not None and got != report_mod.post_summary(b.meta, docs, claims_now, b.digest).encode():
+        if got is not None and got != report_mod.post_summary(b.meta, docs, claims_now, b.digest, own_ids).encode():
             t.fail(pack.SUMMARY, "is not the five-line summary this verifier writes from the records and the digest")
         figs = _figures({**docs, "claims": claims_now})
         plots = sorted(figs)
@@ -1277,11 +1333,11 @@ def _tier_claims(b: Bundle, t: Tier) -> None:
         try:
             if b.binding is not None:
                 sections = list(b.binding.report_sections(b.own_study.doc, docs))
-                want = report_mod.render(b.meta, docs, claims_now, plots, sections).encode("utf-8")
+                want = report_mod.render(b.meta, docs, claims_now, plots, sections, own_ids).encode("utf-8")
             else:
                 want = _author_sections_report(
-                    b, t, report, report_mod.render(b.meta, docs, claims_now, plots, []).encode("utf-8"),
-                    report_mod.render(b.meta, docs, claims_now, plots, [_SECTIONS_MARK]).encode("utf-8"))
+                    b, t, report, report_mod.render(b.meta, docs, claims_now, plots, [], own_ids).encode("utf-8"),
+                    report_mod.render(b.meta, docs, claims_now, plots, [_SECTIONS_MARK], own_ids).encode("utf-8"))
         except Exception as exc:  # the renderer meets documents that passed every check before it
             t.fail("data/REPORT.md", f"the verifier cannot render a report from these records: "
                    f"{type(exc).__name__}: {exc}")
@@ -1697,6 +1753,20 @@ def _tier_replay(b: Bundle, t: Tier, *, profile: str | None, trust: bool, kernel
 # ---------------------------------------------------------------------------------- driver
 
 
+def _guarded(fn: Callable, b: Bundle, t: Tier) -> None:
+    """``fn(b, t)``, with a bound of a parser or evaluator hit (ReproError) or data of a shape
+    no schema rule foresaw (TypeError, ValueError, KeyError, ...) made a named problem of the
+    tier: the bundle is not what the packer writes (and a defect of ours shows here too,
+    named, rather than as a traceback)."""
+    try:
+        fn(b, t)
+    except ReproError as exc:
+        t.fail(None, exc.message)
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError, ArithmeticError, RecursionError) as exc:
+        t.fail(None, f"the bundle's data broke this verifier's {fn.__name__}: {type(exc).__name__}: "
+               f"{safe_text(str(exc), 160)}")
+
+
 def _candidate_tiers(b: Bundle, tier: Callable, last: int, level: str, *, trust: bool, kernelbench: str | None,
                      progress: Callable | None, ratio_tolerance: float = 0.05) -> int:
     """Tiers 3-6 of a KernelBench-candidate bundle (:mod:`kbrepro.bundle.verify_candidate`);
@@ -1711,15 +1781,7 @@ def _candidate_tiers(b: Bundle, tier: Callable, last: int, level: str, *, trust:
             t.notes.append("an earlier tier failed")
             continue
         t0 = time.perf_counter()
-        try:
-            fn(b, t)
-        except ReproError as exc:  # a bound of a parser or evaluator was hit: the bundle's fault
-            t.fail(None, exc.message)
-        except (TypeError, ValueError, KeyError, AttributeError, IndexError, ArithmeticError) as exc:
-            # data of a shape no schema rule foresaw broke a check: the bundle is not what the
-            # packer writes (and a defect of ours shows here too, named, rather than as a crash)
-            t.fail(None, f"the bundle's data broke this verifier's {fn.__name__}: {type(exc).__name__}: "
-                   f"{safe_text(str(exc), 160)}")
+        _guarded(fn, b, t)
         t.seconds = time.perf_counter() - t0
         failed |= t.status == "FAIL"
     if last >= 6:
@@ -1755,8 +1817,10 @@ def _replay_runs(t: Tier, level: str, failed: bool) -> bool:
 def verify_archive(path: Path, *, level: str = "auto", profile: str | None = None, trust: bool = False,
                    kernelbench: str | None = None, ratio_tolerance: float = 0.05, expect_digest: str | None = None,
                    keep_extracted: Path | None = None, keep_replay: Path | None = None,
-                   progress: Callable | None = None) -> Report:
-    """Run the tiers up to ``level`` (fast, static, replay, auto) on ``path``.
+                   progress: Callable | None = None, check_renderings: bool = False) -> Report:
+    """Run the tiers up to ``level`` (fast, static, replay, auto) on ``path``. With
+    ``check_renderings``, the renderings' PNGs are drawn again from their verified data and
+    compared byte for byte (:func:`_rendered_again`; seconds, with matplotlib).
 
     Returns a :class:`Report` whose ``exit_code`` follows DESIGN.md section 6. Raises
     UsageError for a bad level, EnvironmentUnavailableError when ``level == "replay"`` and
@@ -1805,6 +1869,7 @@ def verify_archive(path: Path, *, level: str = "auto", profile: str | None = Non
     if t.status == "FAIL":
         return finish(3)
     rep.bundle_name = contents.top
+    rep.files = contents.files
     t = tier(2)
     t0 = time.perf_counter()
     rep.digest = _tier_manifest(contents, t)
@@ -1814,6 +1879,9 @@ def verify_archive(path: Path, *, level: str = "auto", profile: str | None = Non
     t.seconds = time.perf_counter() - t0
     failed = t.status == "FAIL"
     if last <= 2:
+        if not failed:
+            t.notes.append("--level fast checks the archive and its manifests only: the documents, the claims, "
+                           "REPORT.md, summary.txt and renderings/ are not checked (use --level static)")
         return finish(1 if failed else 0)
     if failed:
         # the payload is not what its manifests (and so the digest) name: later tiers would judge
@@ -1834,7 +1902,7 @@ def verify_archive(path: Path, *, level: str = "auto", profile: str | None = Non
                                            progress=progress, ratio_tolerance=ratio_tolerance))
         t = tier(3)
         t0 = time.perf_counter()
-        _tier_documents(b, t)
+        _guarded(_tier_documents, b, t)
         t.seconds = time.perf_counter() - t0
         if t.details.get("unknown_version"):
             return finish(3)
@@ -1848,7 +1916,9 @@ def verify_archive(path: Path, *, level: str = "auto", profile: str | None = Non
         for n, fn in ((4, _tier_provenance), (5, _tier_claims)):
             t = tier(n)
             t0 = time.perf_counter()
-            fn(b, t)
+            _guarded(fn, b, t)
+            if n == 5 and check_renderings and not failed and t.status != "FAIL":
+                _guarded(_rendered_again, b, t)
             t.seconds = time.perf_counter() - t0
             failed |= t.status == "FAIL"
         if last >= 6:

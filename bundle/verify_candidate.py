@@ -349,6 +349,9 @@ def tier_documents(b, t) -> None:
     stray = sorted(p for p in b.files if p.startswith("data/") and p not in allowed)
     for p in stray[:20]:
         t.fail(p, "a file a candidate bundle does not hold (not a listed input, result or provenance file)")
+    for p in sorted(p for p in b.files if p.startswith("renderings/"))[:20]:
+        t.fail(p, "a candidate bundle has no renderings: its packer draws no figures, so nothing here is a picture "
+               "of its data")
     for path, msg in _compare_problems(doc):
         t.fail("data/results/candidates.json", f"a check record's verdict contradicts its counts: {msg}", path=path)
     if doc.get("device", "cuda") != "cuda":
@@ -459,7 +462,8 @@ def tier_claims(b, t) -> None:
     from kbrepro.bundle.report import post_summary
 
     got = b.files.get(pack.SUMMARY)
-    if got is not None and got != post_summary(b.meta, b.documents, json.loads(jsonio.dumps(mine)), b.digest).encode():
+    if got is not None and got != post_summary(b.meta, b.documents, json.loads(jsonio.dumps(mine)), b.digest,
+                                               frozenset(c["id"] for c in own["claims"])).encode():
         t.fail(pack.SUMMARY, "is not the five-line summary this verifier writes from the records and the digest")
     t.details["claims"] = mine["summary"]
     t.details["caught"] = {k: v for k, v in bc.caught(doc).items() if v}

@@ -175,6 +175,7 @@ class KernelBenchCheckout:
         module = types.ModuleType(f"kernelbench_level{level}_task{task}")
         module.__file__ = str(self.root / rel)
         exec(compile(data, module.__file__, "exec"), module.__dict__)  # noqa: S102 (verified bytes)
+        module.__kbrepro_src__ = bytes(data)  # what a prefetch worker executes (harness/prefetch.py)
         for attr in ("Model", "get_inputs", "get_init_inputs"):
             if not hasattr(module, attr):
                 raise UsageError(f"{rel} has no {attr}", "only KernelBench-style task files can be loaded")

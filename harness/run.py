@@ -154,6 +154,7 @@ class StudyRun:
         self.clocks: ClockWatch | None = None
         self.current_stage: str | None = None
         self.device_index = 0
+        self.prefetch = None  # harness.prefetch.Prefetcher, started in _setup
 
     # ------------------------------------------------------------------ context API
     def doc(self, name: str, **body) -> dict:
@@ -170,7 +171,35 @@ class StudyRun:
     def module(self, task: int, level: int | None = None):
         """The KernelBench module of ``task`` (the study's level unless ``level`` is given),
         executed from the bytes the lock pins."""
-        return self.checkout.load_task(level if level is not None else self.study.task_levels[task], task)
+        mod = self.checkout.load_task(level if level is not None else self.study.task_levels[task], task)
+        return self.prefetch.wrap(mod) if self.prefetch is not None else mod
+
+    def _start_prefetch(self) -> None:
+        """Workers that build the run's models ahead with the same bits (harness/prefetch.py):
+        every KernelBench task the binding uses at every seed of the study's correctness and
+        timing sections, when ``KBREPRO_PREFETCH=1``. :meth:`module` hands out task
+        modules whose ``Model`` and ``get_inputs`` take those builds where they match."""
+        from kbrepro.harness import prefetch
+
+        if not prefetch.enabled():
+            return
+        c = self.study.doc.get("correctness") or {}
+        t = self.study.doc.get("timing") or {}
+        seeds = list(dict.fromkeys([*c.get("seeds", []), *([t["seed"]] if "seed" in t else [])]))
+        builds = []
+        for lv, task in self.binding.kernelbench_tasks(self.study):
+            mod = self.checkout.load_task(lv, task)
+            builds += [prefetch.Build(src=mod.__kbrepro_src__, filename=mod.__file__, seed=int(s)) for s in seeds]
+        if builds:
+            self.prefetch = prefetch.Prefetcher(builds)
+            log.info("prefetch: %d model builds in %d worker processes", len(builds), self.prefetch.workers)
+
+    def close(self) -> None:
+        """Stop the prefetch workers (what they did not hand over is dropped)."""
+        if self.prefetch is not None:
+            p, self.prefetch = self.prefetch, None
+            log.info("prefetch: %d builds taken from the workers, %d built here", p.hits, p.misses)
+            p.close()
 
     def compare(self, ref, out) -> dict:
         """:func:`checks.compare` of ``out`` against ``ref`` at the study's tolerance."""
@@ -237,6 +266,14 @@ class StudyRun:
                  failure=None, imported=None)
         self.write("run")
         t_all = time.perf_counter()
+        try:
+            return self._run_stages(t_all)
+        finally:
+            self.close()
+
+    def _run_stages(self, t_all: float) -> dict:
+        import torch
+
         try:
             self._stage("setup", self._setup)
             self._stage("compile", self._compile)
@@ -312,6 +349,7 @@ class StudyRun:
                       | ({"LICENSE"} if "LICENSE" in lock.files else set()))
         self.checkout.verify(used)
         self.kb_files = used
+        self._start_prefetch()
         self.docs["run"]["kernelbench"] = {"commit": lock.commit, "repository": lock.repository,
                                            "verified_by": self.checkout.commit_verified_by, "files": used}
         self.docs["run"]["compile_cache"] = cache_state

@@ -80,7 +80,9 @@ def test_value_checks_and_empty_selection():
     ok = claims.evaluate(_spec({"kind": "all_equal", "select": "correctness.full_program[*].checks.v.official.pass",
                                 "equals": True}), docs)
     assert ok["claims"][0]["verdict"] == "holds"
-    none = claims.evaluate(_spec({"kind": "all_equal", "select": "correctness.nothing[*]", "equals": True}), docs)
+    # a field the schema names that these documents lack selects nothing: not_comparable (a
+    # field neither names nor holds is a typo, an error: see the selector tests below)
+    none = claims.evaluate(_spec({"kind": "all_equal", "select": "correctness.extra_shapes[*]", "equals": True}), docs)
     assert none["claims"][0]["verdict"] == "not_comparable"
     pairs = claims.evaluate(_spec({"kind": "pairs_equal", "select": "p"}), {"p": [[3, 3], [2, 3]]})
     assert pairs["claims"][0]["verdict"] == "fails" and pairs["claims"][0]["checks"][0]["unequal"] == 1
@@ -184,3 +186,40 @@ def test_a_field_a_closed_schema_forbids_is_reported_and_open_ones_are_not_judge
     bad = []
     cm._walk(jmespath.compile("a.b.anything[*].x").parsed, (root, root), "", bad)
     assert bad == []
+
+
+def test_a_typo_below_the_top_of_a_document_is_an_error_where_the_data_hold_no_such_field():
+    """Most objects inside the documents are open (their schemas list fields but allow more),
+    so the schema alone cannot call a deep field a typo; a field no schema there names and
+    none of the documents' objects there holds is one. a.b.c.d parses as one subexpression of
+    four children: every one of them is judged (only the first two were before)."""
+    from kbrepro.bundle import claims as cm
+    from kbrepro.errors import UsageError
+
+    from pathlib import Path
+
+    from kbrepro.bundle.archive import read_archive
+    from kbrepro.harness import jsonio
+
+    root = Path(__file__).resolve().parent.parent
+    files = read_archive(sorted((root / "examples").glob("pointwise-fusion-ftz-full-*.tar"))[0]).files
+    docs = {n: jsonio.loads_strict(files[f"data/results/{n}.json"]) for n in
+            ("run", "compile", "witness", "correctness", "timings", "scout")}
+    typos = {"correctness.full_program[*].checks.cupy_default.offical.pass":
+             "correctness.full_program[].checks.cupy_default.offical",
+             "max(correctness.full_program[*].checks.cupy_default.max_abs_eror)":
+             "correctness.full_program[].checks.cupy_default.max_abs_eror",
+             "timings.blocks[?kind=='study' && scpe=='tail']": "timings.blocks[].scpe",
+             "compile.variants[?name=='cupy_default'].ftz_evidence.witnes.flushes":
+             "compile.variants[].ftz_evidence.witnes"}
+    for expr, path in typos.items():
+        assert cm.selector_problems(expr, docs) == [path], expr
+        assert cm.selector_problems(expr.replace("offical", "official").replace("eror", "error")
+                                    .replace("scpe", "scope").replace("witnes.", "witness."), docs) == []
+    spec = {"bootstrap": {"level": 0.95, "resamples": 10, "seed": 1}, "study": "s", "claims": [
+        {"id": "X2", "sentence": "s", "checks": [{"kind": "all_equal", "equals": True,
+                                                  "select": next(iter(typos))}]}]}
+    with pytest.raises(UsageError, match="claim X2.*offical"):
+        cm.evaluate(spec, docs)
+    # a field no document holds here but that a schema names (another profile's) is not judged
+    assert cm.selector_problems("correctness.extra_shapes[*].checks", {"correctness": {"full_program": []}}) == []

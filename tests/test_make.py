@@ -248,9 +248,22 @@ def _digest_of(path: Path) -> str:
 
 
 def _other_render(name, data):
-    """Another renderer: other PNG bytes for the same data (module level: worker processes
-    pickle it by name)."""
-    return _REAL_RENDER(name, data) + b"another renderer"
+    """Another renderer: other PNG bytes for the same data, still a PNG as Agg writes them (the
+    image data compressed again at another zlib level; module level: worker processes pickle
+    it by name)."""
+    import struct
+    import zlib
+
+    png = _REAL_RENDER(name, data)
+    i, chunks = 8, []
+    while i < len(png):
+        n = int.from_bytes(png[i:i + 4], "big")
+        chunks.append((png[i + 4:i + 8], png[i + 8:i + 8 + n]))
+        i += 12 + n
+    idat = zlib.compress(zlib.decompress(b"".join(b for k, b in chunks if k == b"IDAT")), 1)
+    keep = [c for c in chunks if c[0] not in (b"IDAT", b"IEND")] + [(b"IDAT", idat), (b"IEND", b"")]
+    return png[:8] + b"".join(struct.pack(">I", len(b)) + k + b + struct.pack(">I", zlib.crc32(k + b))
+                              for k, b in keep)
 
 
 def _other_versions():
@@ -401,6 +414,27 @@ def test_the_run_path_reaches_the_run_with_the_named_study(tmp_path, monkeypatch
     assert name == ("layernorm-l1-40" if study == "studies/layernorm" else "pointwise-fusion-ftz")
     assert binding == ("LayerNormBinding" if study == "studies/layernorm" else "PointwiseFusion")
     assert rdir == tmp_path / "res"
+
+
+def test_a_claims_selector_no_document_can_hold_is_refused_before_the_run(tmp_path, monkeypatch):
+    """Issue 12: a --claims typo the schemas can see stops make_bundle.py before the GPU run
+    (exit 2), not after minutes of measuring."""
+    from kbrepro.bundle import make
+    from kbrepro.errors import UsageError
+    from kbrepro.harness import run as hr
+
+    ran = []
+    monkeypatch.setattr(hr, "run_study", lambda *a, **k: ran.append(1))
+    monkeypatch.setattr(make, "start_workers", lambda n=None: None)
+    spec = tmp_path / "claims.yaml"
+    spec.write_text("schema: kbrepro/claims-spec\nschema_version: 1\nstudy: pointwise-fusion-ftz\n"
+                    "bootstrap: {level: 0.95, resamples: 100, seed: 1}\nclaims:\n  - id: Z1\n    sentence: typo\n"
+                    "    checks:\n      - kind: all_equal\n        select: \"corectness.full_program[*].x\"\n"
+                    "        equals: true\n")
+    with pytest.raises(UsageError, match="claim Z1.*corectness"):
+        make.run_and_make(tmp_path / "b.tar", study_path=None, profile="quick", kernelbench=None,
+                          results_dir=tmp_path / "res", cache_dir=None, claims_path=str(spec))
+    assert ran == [] and not (tmp_path / "res").exists()
 
 
 def test_packing_ends_with_the_verdict_verification_will_give(tmp_path):

@@ -98,7 +98,7 @@ def build(g, kit) -> list:
     def not_png(f):
         f["renderings/claim_C08.png"] = b"<svg><script>alert(1)</script></svg>"
 
-    forged("rt_plot_not_png", "redteam", 1, "documents", "not a PNG image", "renderings/claim_C08.png",
+    forged("rt_plot_not_png", "redteam", 1, "documents", "not a PNG (no PNG signature)", "renderings/claim_C08.png",
            "renderings/claim_C08.png replaced by an SVG with a script (outside the digest)", lambda f: None, after=not_png)
 
     def forged_figure(f):

@@ -88,9 +88,10 @@ def refresh_figures(f: dict[str, bytes], docs: dict, claims_doc: dict | None) ->
     return sorted(figs)
 
 
-def render_report(meta: dict, docs: dict, claims_doc: dict | None, plots: list[str]) -> bytes:
-    """REPORT.md as the packer renders it from these records (with the study's sections)."""
-    return report_mod.render(meta, docs, claims_doc, plots, report_sections(docs)).encode("utf-8")
+def render_report(meta: dict, docs: dict, claims_doc: dict | None, plots: list[str], own_ids=None) -> bytes:
+    """REPORT.md as the packer renders it from these records (with the study's sections;
+    ``own_ids`` as :func:`kbrepro.bundle.report.claims_section` takes them)."""
+    return report_mod.render(meta, docs, claims_doc, plots, report_sections(docs), own_ids).encode("utf-8")
 
 
 def reforge(f: dict[str, bytes]) -> None:
@@ -106,7 +107,7 @@ def reforge(f: dict[str, bytes]) -> None:
     _put_json(f, CLAIMS, doc)
     _put_json(f, BUNDLE, meta)
     plots = refresh_figures(f, docs, doc)
-    f[REPORT] = render_report(meta, docs, doc, plots)
+    f[REPORT] = render_report(meta, docs, doc, plots, claims_mod.own_ids(spec_raw, f.get(STUDY_PREFIX + "claims.yaml")))
 
 
 def _spec_rel(f: dict) -> str:

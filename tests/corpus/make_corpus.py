@@ -178,10 +178,23 @@ def with_summary(bag):
         meta = json.loads(bag.payload["bundle.json"])
         docs = {s.split("/", 1)[1]: json.loads(bag.payload[rel]) for rel, s in meta["documents"].items()}
         claims = json.loads(bag.payload["claims.json"])
-        text = report.post_summary(meta, docs, claims, bag.digest()).encode()
+        text = report.post_summary(meta, docs, claims, bag.digest(), own_claim_ids(bag.payload)).encode()
     except (KeyError, ValueError, TypeError, AttributeError, IndexError, RecursionError):
         return bag
     return dataclasses.replace(bag, summary=text)
+
+
+def own_claim_ids(payload: dict):
+    """:func:`kbrepro.bundle.claims.own_ids` of a bag's payload (paths under data/)."""
+    import json
+
+    from kbrepro.bundle import claims as claims_mod
+
+    try:
+        spec = payload[json.loads(payload["bundle.json"])["claims"]["file"]]
+    except (KeyError, ValueError, TypeError):
+        return None
+    return claims_mod.own_ids(spec, payload.get("inputs/study/claims.yaml"))
 
 
 def _header(name: str, *, size: int = 0, kind: bytes = tarfile.REGTYPE, mtime: int = 0,
