@@ -585,6 +585,8 @@ def statements_check(b: Bundle, t: Tier, docs: Mapping, claims_doc: Mapping) -> 
     att = b.attestation
     if att is None or not att.signed or not att.statements:
         return
+    if any(kind == "payload_altered" for kind, _ in att.problems):
+        return  # tier 2 said it: the payload is not what was signed (its file digests would only repeat that)
     payload = b.payload
     f = facts.bundle_facts(b.meta, docs, payload)
     want = attest.statements(f, attest.verdicts_of(claims_doc), payload)
@@ -1796,7 +1798,7 @@ def _tier_replay(b: Bundle, t: Tier, *, profile: str | None, trust: bool, kernel
 
 
 def _candidate_tiers(b: Bundle, tier: Callable, last: int, level: str, *, trust: bool, kernelbench: str | None,
-                     progress: Callable | None, ratio_tolerance: float = 0.05) -> int:
+                     progress: Callable | None, ratio_tolerance: float = 0.05, prior_failure: bool = False) -> int:
     """Tiers 3-6 of a KernelBench-candidate bundle (:mod:`kbrepro.bundle.verify_candidate`);
     returns the exit code (0, or 1 when a tier failed; PARTIAL is decided by ``b.partial``)."""
     from kbrepro.bundle import verify_candidate as vc
@@ -1822,7 +1824,7 @@ def _candidate_tiers(b: Bundle, tier: Callable, last: int, level: str, *, trust:
         failed |= t.status == "FAIL"
     if last >= 6:
         t = tier(6)
-        if _replay_runs(t, level, failed):
+        if _replay_runs(t, level, failed or prior_failure):  # (a failed signature: never replayed)
             t0 = time.perf_counter()
             vc.tier_replay(b, t, trust=trust, kernelbench=kernelbench, ratio_tolerance=ratio_tolerance,
                              progress=progress)
@@ -1909,15 +1911,17 @@ def verify_archive(path: Path, *, level: str = "auto", profile: str | None = Non
     t = tier(2)
     t0 = time.perf_counter()
     rep.digest = _tier_manifest(contents, t)
+    vouched = t.status == "PASS"  # the payload is the one the manifests and the digest name
     rep.signature = _tier_attestation(contents, t, public_key) if rep.digest is not None else None
     if expect_digest and rep.digest != expect_digest.lower():
         t.fail("tagmanifest-sha256.txt", "bundle digest differs from the one you expected", expected=expect_digest,
                found=rep.digest)
+        vouched = False
     t.seconds = time.perf_counter() - t0
     failed = t.status == "FAIL"
     if last <= 2:
         return finish(1 if failed else 0)
-    if failed:
+    if not vouched:
         # the payload is not what its manifests (and so the digest) name: later tiers would judge
         # bytes nobody vouched for
         for n in range(3, last + 1):
@@ -1933,8 +1937,9 @@ def verify_archive(path: Path, *, level: str = "auto", profile: str | None = Non
         from kbrepro.bundle import verify_candidate as vc
 
         if vc.is_candidate_bundle(contents.files):
-            return finish(_candidate_tiers(b, tier, last, level, trust=trust, kernelbench=kernelbench,
-                                           progress=progress, ratio_tolerance=ratio_tolerance))
+            code = _candidate_tiers(b, tier, last, level, trust=trust, kernelbench=kernelbench, progress=progress,
+                                    ratio_tolerance=ratio_tolerance, prior_failure=failed)
+            return finish(1 if failed or code else 0)
         t = tier(3)
         t0 = time.perf_counter()
         _tier_documents(b, t)
