@@ -55,9 +55,9 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from kbrepro.bundle.facts import BundleFacts
+from kbrepro.bundle.pack import ATTESTATIONS  # noqa: F401  (the tag file, named here for readers of this module)
 from kbrepro.errors import InputPathError, OutputPathError, UsageError
 
-from kbrepro.bundle.pack import ATTESTATIONS  # noqa: F401  (the tag file)
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PROVENANCE_TYPE = "https://slsa.dev/provenance/v1"

@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 from typing import Mapping
 
-from kbrepro.bundle.facts import CRATE_FILE, BundleFacts, ident
+from kbrepro.bundle.facts import CRATE_FILE, BundleFacts
 from kbrepro.errors import InvalidResultsError
 
 CONTEXT = "https://w3id.org/ro/crate/1.1/context"

@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
-import os
 import shutil
 import stat
 import subprocess
