@@ -3,6 +3,8 @@
     python make_bundle.py                               # full study on this GPU -> <name>.tar
     python make_bundle.py --profile quick --out q.tar   # the quick profile
     python make_bundle.py --from-results DIR --out X.tar   # pack existing results (no GPU)
+    python make_bundle.py --keygen keys/                # an Ed25519 key pair for --sign
+    python make_bundle.py --from-results DIR --sign keys/bundle-signing-key.pem   # a signed bundle
 
 Exit codes: 0 ok, 1 invalid results, 2 usage (also: an output path that cannot be written),
 3 unreadable input (also: an input path that cannot be read), 4 no GPU or missing
@@ -41,23 +43,31 @@ def _progress(event: dict) -> None:
     click.echo(f"[{event['elapsed_s']:7.1f}s] {mark} {event['stage']:<20} {event['message']}", err=True)
 
 
-def _summary(made, extra: str = "", allow_failing: bool = False) -> None:
+def _summary(made, extra: str = "", allow_failing: bool = False, public_key=None) -> None:
     """What was packed, then one line: whether ``verify_bundle.py`` will pass the bundle
-    (its static tiers, run here). A bundle that would fail is removed again (exit 1, the
-    results are kept) unless ``allow_failing``."""
+    (its static tiers, run here; for a signed bundle with the signer's public key). A bundle
+    that would fail is removed again (exit 1, the results are kept) unless ``allow_failing``;
+    a signed bundle that would fail is always removed: nothing fails under a signature."""
     from kbrepro.bundle import make
 
     click.echo(f"bundle:  {made.path}")
     click.echo(f"size:    {made.size_bytes:,} bytes")
     click.echo(f"digest:  {made.digest}  (sha256 of tagmanifest-sha256.txt)")
+    if made.signed_by:
+        click.echo(f"signed:  key id {made.signed_by} (attestations.intoto.jsonl: SLSA provenance and the claims' "
+                   "test result)")
     click.echo("claims:  " + ", ".join(f"{k} {v}" for k, v in made.claims_summary.items()))
     click.echo(f"packing: {made.pack_seconds:.2f} s{extra}")
     for n in made.notes:
         click.echo(f"note:    {n}")
-    verdict, line = make.predict_verification(made.path)
+    verdict, line = make.predict_verification(made.path, public_key)
     click.echo(f"verify:  {line}")
-    if verdict == "FAIL" and not allow_failing:
+    if verdict == "FAIL" and (not allow_failing or made.signed_by):
         make.remove_bundle(made.path)
+        if made.signed_by:
+            raise InvalidResultsError("the signed bundle would fail verification (the verify: line above says where); "
+                                      "it was removed, the results are kept: a signature never goes on a failing "
+                                      "bundle", "fix the results, or pack them unsigned with --allow-failing")
         raise InvalidResultsError("the bundle would fail verification (the verify: line above says where); it was "
                                   "removed, the results are kept",
                                   "fix the results, or pass --allow-failing to keep a bundle that fails")
@@ -99,30 +109,58 @@ RUN_ONLY = ("profile", "results_dir", "cache_dir")
 @click.option("--allow-failing", is_flag=True,
               help="keep a bundle that will fail verification (a study), or pack a candidate bundle even when a "
                    "candidate is caught or a default claim fails")
+@click.option("--sign", "sign", type=click.Path(), default=None,
+              help="sign the bundle with this Ed25519 private key (PEM, as 'openssl genpkey -algorithm ed25519' or "
+                   "--keygen writes it): in-toto statements (SLSA provenance, the claims' test result) in DSSE "
+                   "envelopes, a tag file the digest covers; the key never enters the bundle")
+@click.option("--keygen", "keygen", type=click.Path(), default=None,
+              help="only write a new Ed25519 key pair for --sign into this folder (bundle-signing-key.pem, mode 0600, "
+                   "and bundle-signing-key.pub.pem for verify_bundle.py --public-key); never overwrites; takes no "
+                   "other option")
+@click.option("--bundle-format", "bundle_format", type=int, default=None,
+              help="the bundle format to write [default: the newest, 4 (candidates: 3), with the RO-Crate metadata "
+                   "file]; 3 (candidates: 2) is the layout of the bundles packed before signatures and RO-Crate, "
+                   "as the committed examples are (cannot be signed)")
 @click.option("--self-test", "self_test", is_flag=True,
               help="only run the harness self-tests (known-bad kernels it must catch) on this GPU; takes no other option")
 @click.pass_context
 def main(ctx, study, profile, out, kernelbench, from_results, results_dir, claims, cache_dir, name, no_plots,
-         candidates, tasks, sizes, extra_shapes, allow_failing, self_test) -> None:
+         candidates, tasks, sizes, extra_shapes, allow_failing, sign, keygen, bundle_format, self_test) -> None:
     """Run the study, validate every result, and pack a deterministic, verifiable bundle."""
     from click.core import ParameterSource
 
-    given = [p for p in ctx.command.params
-             if p.name != "self_test" and ctx.get_parameter_source(p.name) not in (ParameterSource.DEFAULT, None)]
+    given = [p for p in ctx.command.params if p.name not in ("self_test", "keygen")
+             and ctx.get_parameter_source(p.name) not in (ParameterSource.DEFAULT, None)]
     if self_test:
-        if given:
-            raise UsageError(f"--self-test takes no other option (got {', '.join(p.opts[0] for p in given)})",
+        if given or keygen is not None:
+            raise UsageError(f"--self-test takes no other option (got "
+                             f"{', '.join([p.opts[0] for p in given] + (['--keygen'] if keygen is not None else []))})",
                              "run 'python make_bundle.py --self-test' alone")
         from kbrepro.harness.__main__ import run_selftest_cli
 
         sys.exit(run_selftest_cli(None))
+    if keygen is not None:
+        if given:
+            raise UsageError(f"--keygen takes no other option (got {', '.join(p.opts[0] for p in given)})",
+                             "run 'python make_bundle.py --keygen DIR' alone, then sign with --sign DIR/"
+                             "bundle-signing-key.pem")
+        _keygen(keygen)
+        return
+    if sign is not None and allow_failing and not (candidates or tasks or sizes or extra_shapes or (
+            from_results and _candidate_results(from_results))):
+        raise UsageError("--sign and --allow-failing: a signed bundle must pass verification",
+                         "drop --allow-failing to sign, or drop --sign to keep a failing bundle")
     from kbrepro.bundle import make
     from kbrepro.errors import check_input_dir, check_input_file, check_input_path, prepare_output_dir, remove_created
 
     if candidates or tasks or sizes or extra_shapes or (from_results and _candidate_results(from_results)):
         _candidates_main(given, candidates, tasks, sizes, extra_shapes, allow_failing, profile, out, kernelbench,
-                         from_results, results_dir, claims, name)
+                         from_results, results_dir, claims, name, sign, bundle_format)
         return
+    from kbrepro.bundle import pack
+
+    bundle_format = pack.FORMAT_VERSION if bundle_format is None else bundle_format
+    make.check_bundle_format(bundle_format, sign is not None)
 
     # usage first, then the inputs (exit 3), then the outputs (exit 2), all before any work
     if from_results:
@@ -139,12 +177,15 @@ def main(ctx, study, profile, out, kernelbench, from_results, results_dir, claim
         check_input_file(claims, "--claims")
     if kernelbench:
         check_input_dir(kernelbench, "--kernelbench", make.KB_HINT)
+    key = make.load_key(sign)  # a key that cannot be read (3) or used (2), before any work
+    public_key = key.public if key else None
     if out:
         make.check_out_path(Path(out))
     if from_results:
         made = make.make_from_results(Path(from_results), Path(out) if out else None, kernelbench=kernelbench,
-                                      study_path=study, claims_path=claims, name=name, with_plots=not no_plots)
-        _summary(made, allow_failing=allow_failing)
+                                      study_path=study, claims_path=claims, name=name, with_plots=not no_plots,
+                                      bundle_format=bundle_format, sign=sign)
+        _summary(made, allow_failing=allow_failing, public_key=public_key)
         return
     from kbrepro.harness.study import load_study
 
@@ -169,9 +210,20 @@ def main(ctx, study, profile, out, kernelbench, from_results, results_dir, claim
     made, run_doc = make.run_and_make(Path(out) if out else None, study_path=study, profile=profile,
                                       kernelbench=kernelbench, results_dir=Path(results_dir) if results_dir else None,
                                       cache_dir=Path(cache_dir) if cache_dir else None, claims_path=claims,
-                                      progress=_progress, name=name, with_plots=not no_plots)
+                                      progress=_progress, name=name, with_plots=not no_plots,
+                                      bundle_format=bundle_format, sign=sign)
     _summary(made, f"; study run {run_doc['wall_seconds']:.1f} s; whole command {time.perf_counter() - t0:.1f} s",
-             allow_failing=allow_failing)
+             allow_failing=allow_failing, public_key=public_key)
+
+
+def _keygen(folder: str) -> None:
+    """--keygen DIR: a new Ed25519 key pair (bundle.attest.write_key_pair), never over a file."""
+    from kbrepro.bundle import attest
+
+    priv, pub, kid = attest.write_key_pair(folder)
+    click.echo(f"private key: {priv}  (mode 0600; keep it, never share it; sign with --sign {priv})")
+    click.echo(f"public key:  {pub}  (give it to readers: verify_bundle.py X.tar --public-key {pub.name})")
+    click.echo(f"key id:      {kid}  (sha256 of the public key's DER SubjectPublicKeyInfo)")
 
 
 def _candidate_results(folder: str) -> bool:
@@ -195,7 +247,7 @@ def _pairs(items, opt: str) -> dict:
 
 
 def _candidates_main(given, candidates, tasks, sizes, extra_shapes, allow_failing, profile, out, kernelbench,
-                     from_results, results_dir, claims, name) -> None:
+                     from_results, results_dir, claims, name, sign=None, bundle_format=None) -> None:
     """make_bundle.py for KernelBench candidates: run and pack, or pack --from-results."""
     from kbrepro.bundle import candidates as bc
     from kbrepro.bundle import make
@@ -206,6 +258,9 @@ def _candidates_main(given, candidates, tasks, sizes, extra_shapes, allow_failin
         raise UsageError(f"{', '.join(wrong)} {'does' if len(wrong) == 1 else 'do'} not apply to KernelBench candidates",
                          "drop them; a candidate bundle needs --candidate FILE --task LEVEL/TASK")
     make._check_name(name)
+    bundle_format = bc.FORMAT_VERSION if bundle_format is None else bundle_format
+    make.check_bundle_format(bundle_format, sign is not None, bc.FORMAT_VERSIONS, bc.CRATE_SINCE)
+    key = make.load_key(sign)
     if claims:
         check_input_file(claims, "--claims")
     if out:
@@ -219,8 +274,8 @@ def _candidates_main(given, candidates, tasks, sizes, extra_shapes, allow_failin
                              "results already carry their candidates, tasks and profile")
         check_input_dir(from_results, "--from-results", "pass the folder a candidate run wrote")
         made = bc.pack_results(Path(from_results), Path(out) if out else None, claims_path=claims, name=name,
-                               allow_failing=allow_failing)
-        _candidate_summary(made)
+                               allow_failing=allow_failing, bundle_format=bundle_format, sign=sign)
+        _candidate_summary(made, public_key=key.public if key else None)
         return
     if not candidates or not tasks:
         raise UsageError("a candidate bundle needs --candidate FILE and --task LEVEL/TASK",
@@ -260,20 +315,34 @@ def _candidates_main(given, candidates, tasks, sizes, extra_shapes, allow_failin
                       results_dir=rdir, progress=lambda m: click.echo(f"[{time.perf_counter() - t0:7.1f}s] {m}", err=True),
                       extra_shapes=shapes, sizes=size_map)
     made = bc.pack_results(rdir, Path(out) if out else None, claims_path=claims, name=name,
-                           allow_failing=allow_failing)
-    _candidate_summary(made, f"; whole command {time.perf_counter() - t0:.1f} s; results in {rdir}")
+                           allow_failing=allow_failing, bundle_format=bundle_format, sign=sign)
+    _candidate_summary(made, f"; whole command {time.perf_counter() - t0:.1f} s; results in {rdir}",
+                       public_key=key.public if key else None)
 
 
-def _candidate_summary(made, extra: str = "") -> None:
+def _candidate_summary(made, extra: str = "", public_key=None) -> None:
     click.echo(f"bundle:  {made.path}")
     click.echo(f"size:    {made.size_bytes:,} bytes")
     click.echo(f"digest:  {made.digest}  (sha256 of tagmanifest-sha256.txt)")
+    if made.signed_by:
+        click.echo(f"signed:  key id {made.signed_by} (attestations.intoto.jsonl: SLSA provenance and the claims' "
+                   "test result)")
     click.echo("claims:  " + ", ".join(f"{k} {v}" for k, v in made.claims_summary.items()))
     for k, v in made.caught.items():
         click.echo(f"caught:  {k} by {', '.join(v)}")
     click.echo(f"packing: {made.pack_seconds:.2f} s{extra}")
     for n in made.notes:
         click.echo(f"note:    {n}")
+    if made.signed_by:  # nothing fails under a signature: checked here with the signer's public key
+        from kbrepro.bundle import make
+
+        verdict, line = make.predict_verification(made.path, public_key)
+        click.echo(f"verify:  {line}")
+        if verdict == "FAIL":
+            make.remove_bundle(made.path)
+            raise InvalidResultsError("the signed bundle would fail verification (the verify: line above says "
+                                      "where); it was removed, the results are kept",
+                                      "report this as a bug: the packer's own bundle should verify")
 
 
 if __name__ == "__main__":

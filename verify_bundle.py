@@ -4,6 +4,7 @@
     python verify_bundle.py BUNDLE.tar --level fast     # archive and manifest only
     python verify_bundle.py BUNDLE.tar --level static   # no replay
     python verify_bundle.py BUNDLE.tar --level replay --profile quick --json report.json
+    python verify_bundle.py BUNDLE.tar --public-key signer.pub.pem   # a signed bundle, signed by this key
 
 Exit codes: 0 every requested tier passed; 1 verification failed; 2 usage error (also: an
 output path that cannot be written); 3 archive unreadable, unsafe or of an unknown format
@@ -49,9 +50,12 @@ def _print_report(rep, verbose: bool) -> None:
     click.echo(f"bundle  {rep.bundle_name or '?'}  ({rep.archive})")
     if rep.digest:
         man = next((t for t in rep.tiers if t.name == "manifest"), None)
-        broken = man is not None and any("digest differs" not in p["message"] for p in man.problems)
+        broken = man is not None and any("digest differs" not in p["message"] and p.get("file") != "attestations.intoto.jsonl"
+                                         for p in man.problems)
         click.echo(f"digest  {rep.digest}" + ("  (of the archive's tag manifest; its manifests do not match the "
                                               "payload, so it identifies nothing)" if broken else ""))
+    if rep.signature is not None:
+        click.echo(rep.signature.line())  # "signed by key id <hex>, not checked" / "..., checked ..." / "not signed"
     for t in rep.tiers:
         extra = ""
         if t.name == "archive" and t.details:
@@ -208,10 +212,14 @@ def parse_expected_digest(value: str) -> str:
               help="draw every figure again from its verified data and compare it byte for byte with the bundle's "
                    "PNG in renderings/ (outside the digest); needs the matplotlib, numpy and freetype versions the "
                    "bundle records, else the result is PARTIAL (seconds)")
+@click.option("--public-key", "public_key", type=click.Path(), default=None,
+              help="the signer's Ed25519 public key (PEM): fail unless the bundle is signed with it (envelopes, "
+                   "subjects against the payload, statements against the documents); without it a signature is "
+                   "reported by key id, not checked")
 @click.option("-v", "--verbose", is_flag=True, help="list every problem")
 @click.pass_context
 def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_code, kernelbench, ratio_tolerance,
-         keep_extracted, show_report, plots_dir, check_renderings, verbose) -> None:
+         keep_extracted, show_report, plots_dir, check_renderings, public_key, verbose) -> None:
     """Verify ARCHIVE tier by tier and print one line per tier and a final verdict."""
     from click.core import ParameterSource
 
@@ -264,10 +272,15 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
         raise
     if kernelbench:
         check_input_dir(kernelbench, "--kernelbench")
+    key = None
+    if public_key:
+        from kbrepro.bundle import attest
+
+        key = attest.load_public_key(public_key)  # 3 if it cannot be read, 2 if it is not an Ed25519 public key
     # 3. outputs (exit 2), checked before verifying; the folder is made last
     if json_out:
         check_output_file(json_out, "--json")
-        refuse_input_as_output(json_out, [archive, digest_input], "--json")
+        refuse_input_as_output(json_out, [archive, digest_input, public_key], "--json")
     if plots_dir:
         remove_created(prepare_output_dir(plots_dir, "--plots")[1])  # checked now, made after verifying
     keep, created = None, []
@@ -288,7 +301,8 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
             keep, created = prepare_output_dir(keep_extracted, "--keep-extracted")
         rep = verify_archive(Path(archive), level=level, profile=profile, trust=trust_bundle_code,
                              kernelbench=kernelbench, ratio_tolerance=ratio_tolerance, expect_digest=expect_digest,
-                             keep_extracted=keep, progress=progress, check_renderings=check_renderings)
+                             keep_extracted=keep, progress=progress, check_renderings=check_renderings,
+                             public_key=key)
     except BaseException:
         if keep is not None:  # the folder was empty or new: leave it as it was
             _empty(keep)

@@ -34,7 +34,11 @@ from kbrepro.harness import jsonio
 
 KIND = "kernelbench-candidates"
 FORMAT = "kbrepro-candidate-bundle"
-FORMAT_VERSION = 2
+#: the candidate bundle format this packer writes: 3 adds the RO-Crate metadata file and,
+#: when signed, the attestations (as study format 4 does); 2 is the format before them
+FORMAT_VERSION = 3
+FORMAT_VERSIONS = (2, 3)
+CRATE_SINCE = 3
 DOCUMENTS = {"results/candidates.json": "kbrepro/candidates", "results/environment.json": "kbrepro/environment",
              "claims.json": "kbrepro/claims"}
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")
@@ -62,6 +66,8 @@ class MadeCandidates:
     caught: dict
     pack_seconds: float
     notes: tuple = ()
+    #: the key id of the key that signed the bundle (None: not signed)
+    signed_by: str | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -439,12 +445,18 @@ def caught(doc: Mapping) -> dict[str, list[str]]:
 
 
 def build_payload(files: Mapping[str, bytes], *, extra_claims: Mapping | None = None, extra_raw: bytes | None = None,
-                  name: str | None = None) -> tuple[pack.Bag, dict, dict, dict]:
+                  name: str | None = None, bundle_format: int = FORMAT_VERSION,
+                  signing_key=None) -> tuple[pack.Bag, dict, dict, dict]:
     """The bag of a candidate results folder's files. Returns ``(bag, bundle metadata, claims
-    document, candidates document)``. Raises InvalidResultsError for results that fail their
-    schema or whose recorded verdicts are not the ones their observations give."""
+    document, candidates document)``. ``bundle_format`` 3 (the default) adds the RO-Crate file,
+    2 writes the layout before it; ``signing_key`` (format 3) adds the signed attestations.
+    Raises InvalidResultsError for results that fail their schema or whose recorded verdicts
+    are not the ones their observations give; UsageError for a format it does not write."""
     from kbrepro import schemas
+    from kbrepro.bundle.make import check_bundle_format, describe_and_sign
     from kbrepro.harness import cheats
+
+    check_bundle_format(bundle_format, signing_key is not None, FORMAT_VERSIONS, CRATE_SINCE)
     doc = jsonio.loads_strict(files["results/candidates.json"], "results/candidates.json")
     env = jsonio.loads_strict(files["results/environment.json"], "results/environment.json")
     problems = schemas.validate(doc, "candidates") + schemas.validate(env, "environment")
@@ -475,7 +487,7 @@ def build_payload(files: Mapping[str, bytes], *, extra_claims: Mapping | None = 
     payload["claims.json"] = jsonio.dumps(claims_doc).encode()
     stamp = re.sub(r"[^0-9T]", "", doc.get("started_utc") or "")[:15]
     meta = {"schema": "kbrepro/candidate-bundle", "schema_version": 1, "format": FORMAT,
-            "format_version": FORMAT_VERSION, "name": name or f"candidates-{doc['profile']}-{stamp}",
+            "format_version": bundle_format, "name": name or f"candidates-{doc['profile']}-{stamp}",
             "source": "measured", "profile": doc["profile"],
             "candidates": [{"name": r["name"], "file": r["file"], "sha256": r["source_sha256"], "task": r["task"],
                             "task_sha256": r["task_sha256"]} for r in doc["candidates"]],
@@ -496,8 +508,10 @@ def build_payload(files: Mapping[str, bytes], *, extra_claims: Mapping | None = 
     if problems:
         raise InvalidResultsError("internal error: bundle metadata invalid: " + "; ".join(map(str, problems[:5])),
                                   "report this as a bug")
-    bag = pack.make_bag(meta["name"], payload, pack.bag_info(meta["name"], FORMAT, FORMAT_VERSION,
+    bag = pack.make_bag(meta["name"], payload, pack.bag_info(meta["name"], FORMAT, bundle_format,
                                                              f"{KIND} ({meta['profile']})", "measured"))
+    if bundle_format >= CRATE_SINCE:
+        bag = describe_and_sign(bag, meta, {**canon, "claims": json.loads(payload["claims.json"])}, signing_key)
     from kbrepro.bundle import report
 
     summary = report.post_summary(meta, canon, json.loads(payload["claims.json"]), bag.digest(),
@@ -506,16 +520,20 @@ def build_payload(files: Mapping[str, bytes], *, extra_claims: Mapping | None = 
 
 
 def pack_results(results_dir: Path, out: Path | None = None, *, claims_path: str | None = None,
-                 name: str | None = None, allow_failing: bool = False) -> MadeCandidates:
+                 name: str | None = None, allow_failing: bool = False, bundle_format: int = FORMAT_VERSION,
+                 sign: str | None = None) -> MadeCandidates:
     """Validate and pack a candidate results folder into ``out``. A candidate caught by a check,
     or a default correctness claim (``K<n>a``, ``K<n>b``) that fails, raises
     InvalidResultsError (exit 1) with the results left in place, unless ``allow_failing``:
     then the bundle is written and says so in its claims. A speed claim that fails is a
     result, packed as such.
-    Nothing is written unless everything succeeds (archive, then its digest file)."""
-    from kbrepro.bundle.make import check_out_path
+    Nothing is written unless everything succeeds (archive, then its digest file).
+    ``bundle_format`` and ``sign`` (a PEM private key file): as :func:`build_payload`."""
+    from kbrepro.bundle.make import check_bundle_format, check_out_path, load_key
 
     t0 = time.perf_counter()
+    key = load_key(sign)
+    check_bundle_format(bundle_format, key is not None, FORMAT_VERSIONS, CRATE_SINCE)
     extra, extra_raw = (claims_mod.load_spec(claims_path) if claims_path else (None, None))
     try:
         files = _read_results(Path(results_dir))
@@ -525,7 +543,8 @@ def pack_results(results_dir: Path, out: Path | None = None, *, claims_path: str
     if "results/candidates.json" not in files or "results/environment.json" not in files:
         raise UnreadableInputError(f"{results_dir} holds no candidate results (results/candidates.json)",
                                    "pass the folder make_bundle.py --candidate wrote")
-    bag, meta, claims_doc, doc = build_payload(files, extra_claims=extra, extra_raw=extra_raw, name=name)
+    bag, meta, claims_doc, doc = build_payload(files, extra_claims=extra, extra_raw=extra_raw, name=name,
+                                               bundle_format=bundle_format, signing_key=key)
     bad = {k: v for k, v in caught(doc).items() if v}
     # a candidate caught, or a default correctness claim (a, b) that fails, is a failing study;
     # a speed claim that fails is a finding (an honest kernel may be slower than torch.compile)
@@ -551,7 +570,7 @@ def pack_results(results_dir: Path, out: Path | None = None, *, claims_path: str
             raise OutputPathError(f"cannot write {out}: {exc.strerror}; nothing was written", "choose another --out") from exc
         raise
     return MadeCandidates(out, bag.name, digest, size, claims_doc["summary"], bad, time.perf_counter() - t0,
-                          tuple(meta["notes"]))
+                          tuple(meta["notes"]), key.public.keyid if key else None)
 
 
 __all__ = ["KIND", "FORMAT", "task_path", "candidate_names", "default_claims", "merge_claims", "render_report",

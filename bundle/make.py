@@ -47,6 +47,8 @@ class MadeBundle:
     claims_summary: Mapping[str, int]
     pack_seconds: float
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: the key id of the key that signed the bundle (None: not signed)
+    signed_by: str | None = None
 
 
 def _why(exc: OSError) -> str:
@@ -435,8 +437,13 @@ def renderings_of(figures: Mapping[str, dict], pngs: Mapping[str, bytes]) -> dic
 
 def build_payload(rs: ResultSet, *, kernelbench: str | None = None, study_path: str | None = None,
                   claims_path: str | None = None, name: str | None = None, with_plots: bool = True,
-                  plotter: "_PlotWorker | None" = None) -> tuple[pack.Bag, dict, dict]:
-    """Everything that goes into the bag. Returns ``(bag, bundle metadata, claims document)``."""
+                  plotter: "_PlotWorker | None" = None, bundle_format: int = pack.FORMAT_VERSION,
+                  signing_key=None) -> tuple[pack.Bag, dict, dict]:
+    """Everything that goes into the bag. Returns ``(bag, bundle metadata, claims document)``.
+    ``bundle_format`` 4 (the default) adds the RO-Crate metadata file (:mod:`bundle.crate`);
+    3 writes the layout of the bundles packed before it. ``signing_key``
+    (:class:`bundle.attest.SigningKey`, format 4 only) adds the signed attestations."""
+    check_bundle_format(bundle_format, signing_key is not None)
     payload: dict[str, bytes] = {}
     notes = list(rs.notes)
     for n, doc in rs.documents.items():
@@ -470,7 +477,7 @@ def build_payload(rs: ResultSet, *, kernelbench: str | None = None, study_path: 
     env = rs.documents.get("environment", {}).get("fields", {})
     meta = {
         "schema": "kbrepro/bundle", "schema_version": 2, "format": pack.FORMAT_NAME,
-        "format_version": pack.FORMAT_VERSION, "name": name or bundle_name(rs), "source": rs.source,
+        "format_version": bundle_format, "name": name or bundle_name(rs), "source": rs.source,
         "study": study_info,
         "claims": claims_doc["spec"],
         "kernelbench": kb_info,
@@ -506,12 +513,42 @@ def build_payload(rs: ResultSet, *, kernelbench: str | None = None, study_path: 
     if problems:
         raise InvalidResultsError("internal error: bundle metadata invalid: " + "; ".join(map(str, problems[:10])),
                                   "report this as a bug")
-    bag = pack.make_bag(meta["name"], payload, pack.bag_info(meta["name"], pack.FORMAT_NAME, pack.FORMAT_VERSION,
+    bag = pack.make_bag(meta["name"], payload, pack.bag_info(meta["name"], pack.FORMAT_NAME, bundle_format,
                                                              f"{study_info['name']} ({study_info['profile']})",
                                                              rs.source), renderings=renderings)
+    if bundle_format >= pack.CRATE_SINCE:
+        bag = describe_and_sign(bag, meta, {**canon, "claims": json_roundtrip(claims_doc)}, signing_key)
     bag = dataclasses.replace(bag, summary=report.post_summary(meta, canon, json_roundtrip(claims_doc),
                                                                bag.digest(), own_ids).encode())
     return bag, meta, claims_doc
+
+
+def check_bundle_format(bundle_format: int, signed: bool, versions=pack.FORMAT_VERSIONS,
+                        since: int = pack.CRATE_SINCE) -> None:
+    """Refuse a bundle format this packer does not write, and a signature on one that cannot
+    carry it. Raises UsageError (2)."""
+    if bundle_format not in versions:
+        raise UsageError(f"--bundle-format {bundle_format} is not a format this packer writes",
+                         f"use one of {', '.join(map(str, versions))} (default {max(versions)})")
+    if signed and bundle_format < since:
+        raise UsageError(f"bundle format {bundle_format} cannot be signed (signatures start with format {since})",
+                         "drop --bundle-format, or drop --sign")
+
+
+def describe_and_sign(bag: pack.Bag, meta: Mapping, documents: Mapping[str, Mapping], signing_key=None) -> pack.Bag:
+    """``bag`` with its RO-Crate metadata file in the payload (:mod:`bundle.crate`) and, with a
+    ``signing_key``, its signed attestations (:mod:`bundle.attest`): both derived from the
+    payload (``documents`` as read back, ``claims`` among them), as the verifier derives them."""
+    from kbrepro.bundle import attest, crate, facts
+
+    docs = {n: d for n, d in documents.items() if n != "claims"}
+    f = facts.bundle_facts(meta, docs, bag.payload)
+    payload = {**bag.payload, facts.CRATE_FILE: crate.render(f)}
+    bag = dataclasses.replace(bag, payload=payload)
+    if signing_key is not None:
+        bag = dataclasses.replace(bag, attestations=attest.sign(f, attest.verdicts_of(documents["claims"]), payload,
+                                                                signing_key))
+    return bag
 
 
 def json_roundtrip(doc: Mapping) -> dict:
@@ -548,8 +585,11 @@ def check_out_path(out: Path, what: str = "--out") -> Path:
 
 def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench: str | None = None,
                       study_path: str | None = None, claims_path: str | None = None, name: str | None = None,
-                      with_plots: bool = True, pool=None) -> MadeBundle:
-    """Validate and pack ``results_dir`` into ``out`` (default ``<bundle name>.tar``).
+                      with_plots: bool = True, pool=None, bundle_format: int = pack.FORMAT_VERSION,
+                      sign: str | None = None) -> MadeBundle:
+    """Validate and pack ``results_dir`` into ``out`` (default ``<bundle name>.tar``), in
+    ``bundle_format`` (4; 3 for the layout before RO-Crate and signatures), signed with the
+    Ed25519 private key of the PEM file ``sign`` if given (:mod:`bundle.attest`).
 
     Raises UnreadableInputError (no results, an input that cannot be read, an explicit
     ``kernelbench`` checkout that is missing or differs from the lock), InvalidResultsError
@@ -563,6 +603,8 @@ def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench
 
     t0 = time.perf_counter()
     _check_name(name)
+    key = load_key(sign)
+    check_bundle_format(bundle_format, key is not None)
     if out is not None:
         out = check_out_path(Path(out))
     if study_path is not None:
@@ -602,7 +644,8 @@ def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench
             try:
                 bag, meta, claims_doc = build_payload(rs, kernelbench=kernelbench, study_path=study_path,
                                                       claims_path=claims_path, name=name, with_plots=with_plots,
-                                                      plotter=workers)
+                                                      plotter=workers, bundle_format=bundle_format,
+                                                      signing_key=key)
             except OSError as exc:  # everything build_payload touches on disk is read, never written
                 raise UnreadableInputError(f"cannot read {exc.filename or 'an input file'}: {_why(exc)}",
                                            "make the file readable; nothing was written") from exc
@@ -631,16 +674,28 @@ def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench
                                   "choose another --out") from exc
         raise
     return MadeBundle(path=out, name=bag.name, digest=digest, size_bytes=size, claims_summary=claims_doc["summary"],
-                      pack_seconds=time.perf_counter() - t0, notes=tuple(meta["notes"]))
+                      pack_seconds=time.perf_counter() - t0, notes=tuple(meta["notes"]),
+                      signed_by=key.public.keyid if key else None)
 
 
-def predict_verification(path: Path) -> tuple[str, str]:
-    """The verdict ``verify_bundle.py --level static`` gives the bundle at ``path`` and one
-    line saying it: PASS, PARTIAL (with its first reason) or FAIL (with the first problem and
-    its tier)."""
+def load_key(sign: str | None):
+    """The signing key of ``--sign`` (None without it); checked before any work. Raises
+    InputPathError (3) or UsageError (2)."""
+    if sign is None:
+        return None
+    from kbrepro.bundle import attest
+
+    return attest.load_signing_key(sign)
+
+
+def predict_verification(path: Path, public_key=None) -> tuple[str, str]:
+    """The verdict ``verify_bundle.py --level static`` gives the bundle at ``path`` (with
+    ``--public-key``, for a signed bundle: ``public_key``, a :class:`bundle.attest.PublicKey`)
+    and one line saying it: PASS, PARTIAL (with its first reason) or FAIL (with the first
+    problem and its tier)."""
     from kbrepro.bundle.verify import verify_archive
 
-    rep = verify_archive(Path(path), level="static")
+    rep = verify_archive(Path(path), level="static", public_key=public_key)
     if rep.verdict == "FAIL":
         t = next((t for t in rep.tiers if t.status == "FAIL"), None)
         p = (t.problems[0] if t and t.problems else {}) or {}
@@ -648,8 +703,10 @@ def predict_verification(path: Path) -> tuple[str, str]:
         return "FAIL", (f"FAIL in {where}: {p.get('file') or ''}: {p.get('message') or ''}"
                         f"{' (and more)' if t and len(t.problems) > 1 else ''}")
     if rep.verdict == "PARTIAL":
-        return "PARTIAL", f"PARTIAL at --level static: {rep.partial[0] if rep.partial else ''}"
-    return rep.verdict, f"{rep.verdict} at --level static (replay on a GPU: --level replay)"
+        signed = f" ({rep.signature.line()})" if public_key is not None and rep.signature is not None else ""
+        return "PARTIAL", f"PARTIAL at --level static{signed}: {rep.partial[0] if rep.partial else ''}"
+    signed = f", {rep.signature.line()}" if public_key is not None and rep.signature is not None else ""
+    return rep.verdict, f"{rep.verdict} at --level static{signed} (replay on a GPU: --level replay)"
 
 
 def remove_bundle(path: Path) -> None:
@@ -664,7 +721,8 @@ def remove_bundle(path: Path) -> None:
 def run_and_make(out: Path | None, *, study_path: str | None, profile: str, kernelbench: str | None,
                  results_dir: Path | None, cache_dir: Path | None, claims_path: str | None,
                  progress: Callable[[dict], None] | None = None, name: str | None = None,
-                 with_plots: bool = True) -> tuple[MadeBundle, dict]:
+                 with_plots: bool = True, bundle_format: int = pack.FORMAT_VERSION,
+                 sign: str | None = None) -> tuple[MadeBundle, dict]:
     """Run the study on this GPU into ``results_dir`` (default ``results/<study>-<profile>-<UTC>``)
     and pack it. Returns ``(MadeBundle, run document)``. ``out`` is checked before the run.
     A failure after the run keeps the results folder, so ``--from-results`` can pack it
@@ -676,6 +734,7 @@ def run_and_make(out: Path | None, *, study_path: str | None, profile: str, kern
     _check_name(name)
     from kbrepro.errors import check_input_file, check_input_path
 
+    check_bundle_format(bundle_format, load_key(sign) is not None)  # a bad key is reported before the GPU
     if out is not None:
         out = check_out_path(Path(out))
     if study_path is not None:
@@ -706,7 +765,7 @@ def run_and_make(out: Path | None, *, study_path: str | None, profile: str, kern
                             binding=binding)
         stage = "pack"
         made = make_from_results(rdir, out, kernelbench=kernelbench, study_path=study_path, claims_path=claims_path,
-                                 name=name, with_plots=with_plots, pool=pool)
+                                 name=name, with_plots=with_plots, pool=pool, bundle_format=bundle_format, sign=sign)
     except KeyboardInterrupt as exc:
         if isinstance(exc, Interrupted):
             raise

@@ -6,7 +6,8 @@ A bundle is a BagIt bag (RFC 8493) inside a tar with one top-level folder::
     <name>/bag-info.txt              metadata, with Payload-Oxum
     <name>/manifest-sha256.txt       sha256, two spaces, path: every payload file
     <name>/tagmanifest-sha256.txt    the same for every tag file, manifests included
-    <name>/data/...                  payload
+    <name>/attestations.intoto.jsonl signed in-toto statements (signed bundles only; bundle.attest)
+    <name>/data/...                  payload (from format 4 with data/ro-crate-metadata.json, bundle.crate)
 
 The **bundle digest** is the sha256 of ``tagmanifest-sha256.txt``: it covers the payload
 manifest, so it changes with any payload byte.
@@ -34,10 +35,19 @@ from kbrepro.harness.jsonio import atomic_write_bytes
 from kbrepro.errors import UsageError
 
 FORMAT_NAME = "kbrepro-bundle"
-FORMAT_VERSION = 3
+#: the study bundle format this packer writes: 4 adds the RO-Crate metadata file to the payload
+#: and, when signed, the attestation tag file
+FORMAT_VERSION = 4
+#: every study bundle format the verifier reads (3: before RO-Crate and signing; the committed
+#: examples are format 3, and ``make_bundle.py --bundle-format 3`` still writes it)
+FORMAT_VERSIONS = (3, 4)
+#: the first study format with an RO-Crate metadata file and optional signatures
+CRATE_SINCE = 4
 BAGIT_TXT = b"BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n"
 TAG_FILES = ("bagit.txt", "bag-info.txt", "manifest-sha256.txt")
 RENDERINGS = "renderings"
+#: the signed attestations of a bundle (a tag file, listed in the tag manifest: the digest covers it)
+ATTESTATIONS = "attestations.intoto.jsonl"
 SUMMARY = "summary.txt"
 SAFE_COMPONENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
@@ -82,6 +92,8 @@ class Bag:
     #: ``summary.txt``: five lines for a forum post, naming the digest (so listed in no
     #: manifest; a verifier writes it again and compares)
     summary: bytes = b""
+    #: ``attestations.intoto.jsonl``: the DSSE envelopes of a signed bundle (empty: unsigned)
+    attestations: bytes = b""
 
     def manifest(self) -> bytes:
         lines = [f"{sha256_hex(self.payload[p])}  data/{p}\n" for p in sorted(self.payload)]
@@ -94,6 +106,8 @@ class Bag:
 
     def tag_files(self) -> dict[str, bytes]:
         tags = {"bagit.txt": BAGIT_TXT, "bag-info.txt": self.bag_info(), "manifest-sha256.txt": self.manifest()}
+        if self.attestations:
+            tags[ATTESTATIONS] = self.attestations
         tags["tagmanifest-sha256.txt"] = "".join(f"{sha256_hex(tags[t])}  {t}\n" for t in sorted(tags)).encode()
         return tags
 

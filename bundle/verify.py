@@ -33,6 +33,7 @@ from kbrepro import schemas
 from kbrepro.bundle import archive as arc
 from kbrepro.bundle import claims as claims_mod
 from kbrepro.bundle import pack, validate
+from kbrepro.bundle.facts import CRATE_FILE
 from kbrepro.harness import fingerprint, jsonio
 from kbrepro.harness.kernelbench import load_lock
 from kbrepro.harness.records import ftz_agrees
@@ -130,10 +131,15 @@ class Report:
     #: the archive's files as read and verified (path -> bytes; not in :meth:`to_doc`): what
     #: ``--show-report`` and ``--plots`` print and draw, never a second read of the archive
     files: Mapping[str, bytes] = field(default_factory=dict, repr=False)
+    #: what the bundle's attestations are (:class:`bundle.attest.Attestation`), once tier 2 ran
+    signature: object | None = None
 
     def to_doc(self) -> dict:
+        sig = self.signature
+        extra = {} if sig is None else {"signature": {"signed": sig.signed, "keyid": sig.keyid, "checked": sig.checked,
+                                                      "line": sig.line()}}
         return {"schema": "kbrepro/verification-report", "schema_version": 1, "archive": safe_text(self.archive),
-                "level": self.level, "bundle_name": self.bundle_name, "digest": self.digest,
+                **extra, "level": self.level, "bundle_name": self.bundle_name, "digest": self.digest,
                 "verdict": self.verdict, "exit_code": self.exit_code, "partial_reasons": list(self.partial),
                 "tiers": [{"number": t.number, "name": t.name, "status": t.status, "seconds": round(t.seconds, 4),
                            "problems": t.problems, "notes": t.notes, "details": t.details}
@@ -218,6 +224,18 @@ class Bundle:
     partial: list[str] = field(default_factory=list)
     #: (name -> PNG, renderer versions) of renderings that passed their checks (tier 3)
     renderings: tuple | None = None
+    #: the attestations read in tier 2 (:class:`bundle.attest.Attestation`)
+    attestation: object | None = None
+
+    @property
+    def payload(self) -> dict[str, bytes]:
+        """The payload files, path under ``data/`` -> bytes."""
+        return {k[len("data/"):]: v for k, v in self.files.items() if k.startswith("data/")}
+
+    @property
+    def has_crate(self) -> bool:
+        """Whether the bundle's format carries the RO-Crate file (and may carry attestations)."""
+        return has_crate(_bag_info(self.files.get("bag-info.txt", b"")))
 
     @property
     def study(self):
@@ -243,16 +261,27 @@ def _tier_archive(path: Path, t: Tier) -> arc.ArchiveContents:
     info = _bag_info(contents.files.get("bag-info.txt", b""))
     from kbrepro.bundle import candidates as bc
 
-    formats = {pack.FORMAT_NAME: pack.FORMAT_VERSION, bc.FORMAT: bc.FORMAT_VERSION}
+    formats = {pack.FORMAT_NAME: pack.FORMAT_VERSIONS, bc.FORMAT: bc.FORMAT_VERSIONS}
     fmt = info.get("Bundle-Format")
     if fmt not in formats:
         t.fail("bag-info.txt", "not a kbrepro bundle", expected=pack.FORMAT_NAME, found=fmt)
-    elif info.get("Bundle-Format-Version") != str(formats[fmt]):
-        t.fail("bag-info.txt", f"unknown bundle format version of {fmt}; this verifier reads version "
-               f"{formats[fmt]}", expected=str(formats[fmt]), found=info.get("Bundle-Format-Version"))
+    elif info.get("Bundle-Format-Version") not in [str(v) for v in formats[fmt]]:
+        t.fail("bag-info.txt", f"unknown bundle format version of {fmt}; this verifier reads version"
+               f"{'s' if len(formats[fmt]) > 1 else ''} {', '.join(map(str, formats[fmt]))}",
+               expected=", ".join(map(str, formats[fmt])), found=info.get("Bundle-Format-Version"))
     t.details.update(members=contents.members, bytes=contents.total_bytes, top=contents.top,
                      compressed=contents.compressed)
     return contents
+
+
+def has_crate(info: Mapping) -> bool:
+    """Whether the format bag-info.txt names (tier 1 accepted it) carries the RO-Crate file
+    and may carry attestations: study format 4, candidate format 3, and later."""
+    from kbrepro.bundle import candidates as bc
+
+    since = {pack.FORMAT_NAME: pack.CRATE_SINCE, bc.FORMAT: bc.CRATE_SINCE}.get(info.get("Bundle-Format"))
+    v = info.get("Bundle-Format-Version") or ""
+    return since is not None and v.isdigit() and int(v) >= since
 
 
 def _bag_info(raw: bytes) -> dict:
@@ -326,12 +355,15 @@ def _tier_manifest(c: arc.ArchiveContents, t: Tier) -> str | None:
             t.fail(p, "the renderings folder holds only <figure>.png and renderings.json, listed in no manifest")
     if pack.SUMMARY in tagm:
         t.fail(pack.SUMMARY, "summary.txt names the digest, so no manifest may list it")
-    extra_tags = sorted(p for p in files if not p.startswith(("data/", rend)) and p not in
-                        ("bagit.txt", "bag-info.txt", "manifest-sha256.txt", "tagmanifest-sha256.txt", pack.SUMMARY))
+    signable = has_crate(_bag_info(files["bag-info.txt"]))
+    known_tags = ("bagit.txt", "bag-info.txt", "manifest-sha256.txt", "tagmanifest-sha256.txt", pack.SUMMARY) + \
+        ((pack.ATTESTATIONS,) if signable else ())
+    extra_tags = sorted(p for p in files if not p.startswith(("data/", rend)) and p not in known_tags)
     for p in extra_tags:
-        t.fail(p, "a tag file the packer does not write")
-    want_tags = "".join(f"{c.sha256[p]}  {p}\n" for p in ("bag-info.txt", "bagit.txt", "manifest-sha256.txt")
-                        if p in files).encode("utf-8")
+        t.fail(p, "a tag file the packer does not write" + ("" if p != pack.ATTESTATIONS else
+                                                              " (bundles of this format are never signed)"))
+    want_tags = "".join(f"{c.sha256[p]}  {p}\n" for p in sorted(("bag-info.txt", "bagit.txt", "manifest-sha256.txt",
+                                                                  pack.ATTESTATIONS)) if p in files).encode("utf-8")
     if t.status == "PASS" and files["tagmanifest-sha256.txt"] != want_tags:
         t.fail("tagmanifest-sha256.txt", "not in the packer's exact form")
     if files.get("bagit.txt") != pack.BAGIT_TXT:
@@ -347,6 +379,22 @@ def _tier_manifest(c: arc.ArchiveContents, t: Tier) -> str | None:
     digest = hashlib.sha256(files["tagmanifest-sha256.txt"]).hexdigest()
     t.details.update(payload_files=len(payload), digest=digest)
     return digest
+
+
+def _tier_attestation(c: arc.ArchiveContents, t: Tier, public_key):
+    """Tier 2, after the manifests: a signed bundle's attestations (:mod:`bundle.attest`):
+    the envelopes in the packer's exact form, their signature with ``public_key`` (if given),
+    their statements against the in-toto and SLSA field definitions, their subjects against
+    the payload bytes in the archive (not against the manifest: an edit re-hashed into the
+    manifests is still caught). Returns the :class:`~bundle.attest.Attestation`."""
+    from kbrepro.bundle import attest
+
+    raw = c.files.get(pack.ATTESTATIONS) if has_crate(_bag_info(c.files.get("bag-info.txt", b""))) else None
+    att = attest.read(raw, {p: c.sha256[p] for p in c.files if p.startswith("data/")}, public_key)
+    for kind, msg in att.problems:
+        t.fail(pack.ATTESTATIONS, msg)
+    t.details["signature"] = att.line()
+    return att
 
 
 #: the fields the packers write into bag-info.txt, in order (pack.bag_info, then pack.Bag's Payload-Oxum)
@@ -512,6 +560,47 @@ def _tier_documents(b: Bundle, t: Tier) -> None:
             t.fail(p.get("file"), p["message"], path=p.get("path"), expected=p.get("expected"), found=p.get("found"))
     b.documents = docs
     t.details["documents"] = sorted(docs)
+
+
+def crate_check(b: Bundle, t: Tier, docs: Mapping) -> None:
+    """The bundle's RO-Crate file against the one this verifier writes from the documents
+    (:mod:`bundle.crate`), for formats that carry one (older ones must not)."""
+    from kbrepro.bundle import crate, facts
+
+    rel = f"data/{CRATE_FILE}"
+    if not b.has_crate:
+        if rel in b.files:
+            t.fail(rel, "bundles of this format carry no RO-Crate file")
+        return
+    payload = b.payload
+    f = facts.bundle_facts(b.meta, docs, payload)
+    problems = crate.problems(payload.get(CRATE_FILE), f)
+    for msg in problems:
+        t.fail(rel, f"the RO-Crate metadata does not describe this bundle: {msg}")
+    t.details["ro_crate"] = "differs from the documents" if problems else "agrees with the documents"
+
+
+def statements_check(b: Bundle, t: Tier, docs: Mapping, claims_doc: Mapping) -> None:
+    """A signed bundle's statements against the ones this verifier derives from the documents
+    and from the claims verdicts it evaluated itself (:mod:`bundle.attest`): a statement signed
+    with a valid signature that says anything else (another study, profile, KernelBench commit,
+    software version, verdict) fails here."""
+    from kbrepro.bundle import attest, facts
+
+    att = b.attestation
+    if att is None or not att.signed or not att.statements:
+        return
+    if any(kind == "payload_altered" for kind, _ in att.problems):
+        return  # tier 2 said it: the payload is not what was signed (its file digests would only repeat that)
+    payload = b.payload
+    f = facts.bundle_facts(b.meta, docs, payload)
+    want = attest.statements(f, attest.verdicts_of(claims_doc), payload)
+    for path, e, found in attest.disagreements(att.statements, want):
+        t.fail(pack.ATTESTATIONS, "the signed statement disagrees with the documents (the verifier derives another "
+               "value from them)", path=path, expected=e, found=found)
+    if t.status == "PASS":
+        t.notes.append(f"the signed provenance and test-result statements agree with the documents "
+                       f"({att.line()})")
 
 
 #: the notes the packer adds to an importer's notes, exactly (bundle.make._kernelbench_inputs, _sources_check)
@@ -694,6 +783,8 @@ def _layout(b: Bundle, t: Tier, docs: dict) -> None:
         t.fail("data/bundle.json", "the archive's top folder is not the bundle's name", path="$.name",
                expected=meta.get("name"), found=top)
     allowed = {"data/bundle.json", "data/claims.json", "data/REPORT.md", "data/logs/run.log"}
+    if b.has_crate:
+        allowed.add(f"data/{CRATE_FILE}")
     allowed |= {f"data/{DOC_PATHS[n]}" for n in docs if n != "claims"}
     for v in (docs.get("compile") or {}).get("variants", []):
         for key in ("cubin", "cubin_complete", "ptx", "sass"):
@@ -1245,6 +1336,14 @@ def _compare_specs(own: Mapping, theirs: Mapping, rel: str, t: Tier, b: Bundle) 
 
 
 def _tier_claims(b: Bundle, t: Tier) -> None:
+    """Claims (:func:`_claims`), then what describes the bundle: its RO-Crate file and (signed
+    bundles) its statements, against what the verifier derives from the checked documents.
+    They come last, so that a document edit is reported by the check that owns it first."""
+    _claims(b, t)
+    crate_check(b, t, {n: d for n, d in b.documents.items() if n != "claims"})
+
+
+def _claims(b: Bundle, t: Tier) -> None:
     """Claims judged by the verifier's own spec (the study's, for a study it ships), the
     recorded claims.json compared with the recomputation in full, and REPORT.md compared
     byte for byte with the report the verifier renders from the records."""
@@ -1355,6 +1454,7 @@ def _tier_claims(b: Bundle, t: Tier) -> None:
                    expected=("..." if start else "") + a[start:start + 120],
                    found=("..." if start else "") + g[start:start + 120])
     t.details["recomputed"] = expected
+    statements_check(b, t, docs, expected)
 
 
 #: the most characters of a binding's report sections accepted from a study the verifier does not ship
@@ -1768,7 +1868,7 @@ def _guarded(fn: Callable, b: Bundle, t: Tier) -> None:
 
 
 def _candidate_tiers(b: Bundle, tier: Callable, last: int, level: str, *, trust: bool, kernelbench: str | None,
-                     progress: Callable | None, ratio_tolerance: float = 0.05) -> int:
+                     progress: Callable | None, ratio_tolerance: float = 0.05, prior_failure: bool = False) -> int:
     """Tiers 3-6 of a KernelBench-candidate bundle (:mod:`kbrepro.bundle.verify_candidate`);
     returns the exit code (0, or 1 when a tier failed; PARTIAL is decided by ``b.partial``)."""
     from kbrepro.bundle import verify_candidate as vc
@@ -1786,7 +1886,7 @@ def _candidate_tiers(b: Bundle, tier: Callable, last: int, level: str, *, trust:
         failed |= t.status == "FAIL"
     if last >= 6:
         t = tier(6)
-        if _replay_runs(t, level, failed):
+        if _replay_runs(t, level, failed or prior_failure):  # (a failed signature: never replayed)
             t0 = time.perf_counter()
             vc.tier_replay(b, t, trust=trust, kernelbench=kernelbench, ratio_tolerance=ratio_tolerance,
                              progress=progress)
@@ -1817,10 +1917,13 @@ def _replay_runs(t: Tier, level: str, failed: bool) -> bool:
 def verify_archive(path: Path, *, level: str = "auto", profile: str | None = None, trust: bool = False,
                    kernelbench: str | None = None, ratio_tolerance: float = 0.05, expect_digest: str | None = None,
                    keep_extracted: Path | None = None, keep_replay: Path | None = None,
-                   progress: Callable | None = None, check_renderings: bool = False) -> Report:
+                   progress: Callable | None = None, check_renderings: bool = False, public_key=None) -> Report:
     """Run the tiers up to ``level`` (fast, static, replay, auto) on ``path``. With
     ``check_renderings``, the renderings' PNGs are drawn again from their verified data and
     compared byte for byte (:func:`_rendered_again`; seconds, with matplotlib).
+    ``public_key`` (:class:`bundle.attest.PublicKey`, ``--public-key``): the key a signed
+    bundle must be signed with (a bundle that is not signed then fails); without it a
+    signature is read and its statements checked, but not the signature itself.
 
     Returns a :class:`Report` whose ``exit_code`` follows DESIGN.md section 6. Raises
     UsageError for a bad level, EnvironmentUnavailableError when ``level == "replay"`` and
@@ -1873,9 +1976,12 @@ def verify_archive(path: Path, *, level: str = "auto", profile: str | None = Non
     t = tier(2)
     t0 = time.perf_counter()
     rep.digest = _tier_manifest(contents, t)
+    vouched = t.status == "PASS"  # the payload is the one the manifests and the digest name
+    rep.signature = _tier_attestation(contents, t, public_key) if rep.digest is not None else None
     if expect_digest and rep.digest != expect_digest.lower():
         t.fail("tagmanifest-sha256.txt", "bundle digest differs from the one you expected", expected=expect_digest,
                found=rep.digest)
+        vouched = False
     t.seconds = time.perf_counter() - t0
     failed = t.status == "FAIL"
     if last <= 2:
@@ -1883,7 +1989,7 @@ def verify_archive(path: Path, *, level: str = "auto", profile: str | None = Non
             t.notes.append("--level fast checks the archive and its manifests only: the documents, the claims, "
                            "REPORT.md, summary.txt and renderings/ are not checked (use --level static)")
         return finish(1 if failed else 0)
-    if failed:
+    if not vouched:
         # the payload is not what its manifests (and so the digest) name: later tiers would judge
         # bytes nobody vouched for
         for n in range(3, last + 1):
@@ -1894,12 +2000,14 @@ def verify_archive(path: Path, *, level: str = "auto", profile: str | None = Non
     tmp = Path(keep_extracted) if keep_extracted else Path(tempfile.mkdtemp(prefix="kbrepro-verify-"))
     try:
         root = arc.extract_checked(Path(path), tmp, contents)
-        b = Bundle(name=contents.top or "", files=contents.files, root=root, digest=rep.digest or "", partial=partial)
+        b = Bundle(name=contents.top or "", files=contents.files, root=root, digest=rep.digest or "", partial=partial,
+                   attestation=rep.signature)
         from kbrepro.bundle import verify_candidate as vc
 
         if vc.is_candidate_bundle(contents.files):
-            return finish(_candidate_tiers(b, tier, last, level, trust=trust, kernelbench=kernelbench,
-                                           progress=progress, ratio_tolerance=ratio_tolerance))
+            code = _candidate_tiers(b, tier, last, level, trust=trust, kernelbench=kernelbench, progress=progress,
+                                    ratio_tolerance=ratio_tolerance, prior_failure=failed)
+            return finish(1 if failed or code else 0)
         t = tier(3)
         t0 = time.perf_counter()
         _guarded(_tier_documents, b, t)

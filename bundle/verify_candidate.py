@@ -272,6 +272,10 @@ def tier_documents(b, t) -> None:
         return
     allowed = {"data/bundle.json", "data/claims.json", "data/REPORT.md", "data/inputs/claims.yaml",
                "data/results/candidates.json", "data/results/environment.json", "data/inputs/kernelbench/LICENSE"}
+    if b.has_crate:
+        from kbrepro.bundle.facts import CRATE_FILE
+
+        allowed.add(f"data/{CRATE_FILE}")
     if doc["kernelbench"]["commit"] != pin.commit or meta["kernelbench"]["commit"] != pin.commit:
         t.fail("data/results/candidates.json", "KernelBench is not at the commit this verifier pins",
                path="$.kernelbench.commit", expected=pin.commit, found=doc["kernelbench"]["commit"])
@@ -406,7 +410,16 @@ def tier_provenance(b, t) -> None:
 
 
 def tier_claims(b, t) -> None:
-    """Tier 5: the default claims written again and compared, every claim evaluated again,
+    """Tier 5: claims (:func:`_claims`), then the RO-Crate file against the documents (last, so
+    that an edit is first reported by the check that owns it)."""
+    from kbrepro.bundle.verify import crate_check
+
+    _claims(b, t)
+    crate_check(b, t, b.documents)
+
+
+def _claims(b, t) -> None:
+    """The default claims written again and compared, every claim evaluated again,
     claims.json and REPORT.md compared with what this verifier writes."""
     doc = b.documents["candidates"]
     raw = b.files.get("data/inputs/claims.yaml")
@@ -465,6 +478,9 @@ def tier_claims(b, t) -> None:
     if got is not None and got != post_summary(b.meta, b.documents, json.loads(jsonio.dumps(mine)), b.digest,
                                                frozenset(c["id"] for c in own["claims"])).encode():
         t.fail(pack.SUMMARY, "is not the five-line summary this verifier writes from the records and the digest")
+    from kbrepro.bundle.verify import statements_check
+
+    statements_check(b, t, b.documents, json.loads(jsonio.dumps(mine)))
     t.details["claims"] = mine["summary"]
     t.details["caught"] = {k: v for k, v in bc.caught(doc).items() if v}
     t.notes.append("claims: " + ", ".join(f"{k} {v}" for k, v in mine["summary"].items() if v)

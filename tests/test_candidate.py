@@ -501,7 +501,7 @@ def test_the_full_h200_example_verifies_and_packs_again_to_its_quoted_digest(tmp
     name, payload, _ = _members(FULL_EXAMPLE)
     files = {k: v for k, v in payload.items() if k.split("/")[0] in ("inputs", "results", "provenance")
              and k != "inputs/claims.yaml"}
-    bag, _, claims, doc = bc.build_payload(files, name=name)
+    bag, _, claims, doc = bc.build_payload(files, name=name, bundle_format=2)  # the example's format
     out = tmp_path / "again.tar"
     pack.write_archive(bag, out)
     assert verify_archive(out, level="static").digest == quoted
@@ -569,7 +569,7 @@ def test_a_candidate_bundle_carries_the_summary_the_verifier_writes_and_a_forged
         ).split()[-1].encode() in summary
     files = {k: v for k, v in payload.items() if k.split("/")[0] in ("inputs", "results", "provenance")
              and k != "inputs/claims.yaml"}
-    bag, _, _, _ = bc.build_payload(files, name=name)
+    bag, _, _, _ = bc.build_payload(files, name=name, bundle_format=2)  # the example's format
     assert bag.summary == summary
     out = tmp_path / "f.tar"
     pack.write_archive(dataclasses.replace(bag, summary=summary.replace(b"not holding: K1d", b"all hold")), out)

@@ -95,8 +95,9 @@ def render_report(meta: dict, docs: dict, claims_doc: dict | None, plots: list[s
 
 
 def reforge(f: dict[str, bytes]) -> None:
-    """Recompute claims.json from the bundle's own claims spec and re-render REPORT.md, with
-    the product's code, from the (edited) records in ``f``."""
+    """Recompute claims.json from the bundle's own claims spec and re-render REPORT.md (and,
+    from bundle format 4 on, the RO-Crate file: a description of the records), with the
+    product's code, from the (edited) records in ``f``."""
     meta = _meta(f)
     docs = {n: jsonio.loads_strict(f[p], p) for n, p in _DOCS.items() if p in f}
     spec_raw = f["data/" + meta["claims"]["file"]]
@@ -108,6 +109,20 @@ def reforge(f: dict[str, bytes]) -> None:
     _put_json(f, BUNDLE, meta)
     plots = refresh_figures(f, docs, doc)
     f[REPORT] = render_report(meta, docs, doc, plots, claims_mod.own_ids(spec_raw, f.get(STUDY_PREFIX + "claims.yaml")))
+    refresh_crate(f)
+
+
+def refresh_crate(f: dict[str, bytes]) -> None:
+    """Write the RO-Crate file of ``f`` again from its (edited) records, if it has one."""
+    from kbrepro.bundle import crate, facts
+
+    rel = f"data/{facts.CRATE_FILE}"
+    if rel not in f:
+        return
+    meta = _meta(f)
+    docs = {n: jsonio.loads_strict(f[p], p) for n, p in _DOCS.items() if p in f}
+    payload = {p[len("data/"):]: b for p, b in f.items() if p.startswith("data/") and p != rel}
+    f[rel] = crate.render(facts.bundle_facts(meta, docs, payload))
 
 
 def _spec_rel(f: dict) -> str:
