@@ -387,18 +387,27 @@ class _PlotWorker:
                 pass
         self._docfigs = plots_mod.document_figures(documents)
         jobs = list(self._docfigs.items()) if self._render else []
+        self._extra = extra or {}
+        self._schema = None
+        self._pool = None
+        self._futures = {}
         try:
-            self._pool = pool or ProcessPoolExecutor(
-                max_workers=max(1, min(len(jobs) + len(documents), os.cpu_count() or 1, 8)))
-            self._extra = extra or {}
-            self._schema = [self._pool.submit(_schema_problems, n, d, self._extra) for n, d in documents.items()]
-            self._futures = {n: self._pool.submit(plots_mod.render, n, d) for n, d in jobs}
+            # a pool of warm workers (started during a study) validates too; without one, the
+            # schemas are checked here (the Rust validator takes milliseconds, a spawned
+            # worker's imports a second) and workers are started only to draw the figures
+            self._pool = pool or (ProcessPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1, 8)))
+                                  if jobs else None)
+            if pool is not None:
+                self._schema = [pool.submit(_schema_problems, n, d, self._extra) for n, d in documents.items()]
+            if self._pool is not None:
+                self._futures = {n: self._pool.submit(plots_mod.render, n, d) for n, d in jobs}
         except (OSError, RuntimeError, NotImplementedError):
             self._pool = None
+            self._schema = None
             self._futures = {}
 
     def schema_problems(self) -> list[str]:
-        if self._pool is None:
+        if self._schema is None:
             return [p for n, d in self._documents.items() for p in validate.schema_problems(n, d, self._extra)]
         return [p for f in self._schema for p in f.result()]
 
@@ -597,7 +606,9 @@ def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench
     written: checked before any packing). Nothing is written unless everything succeeds:
     the archive is written atomically, then its digest to ``<out>.sha256-digest``; if the
     digest cannot be written, the archive is removed again. A pool from
-    :func:`start_workers` is used if given, else one is started here and shut down.
+    :func:`start_workers` (started while a study runs) validates the documents and draws the
+    figures if given; else the documents are validated in this process and worker processes
+    are started only to draw the figures.
     """
     from kbrepro.errors import OutputPathError, check_input_dir, check_input_file, check_input_path
 
@@ -634,26 +645,20 @@ def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench
                                       KB_HINT) from exc
     if out is None:
         out = check_out_path(Path(f"{name or bundle_name(rs)}.tar"), "the default --out (<bundle name>.tar here)")
-    own_pool = pool is None
-    if own_pool:
-        pool = start_workers()
+    # without a warm pool (a study's), _PlotWorker validates here and starts workers only to draw
+    workers = _PlotWorker(rs.documents, with_plots, pool, validate.study_schemas(rs.study, rs.binding))
     try:
-        workers = _PlotWorker(rs.documents, with_plots, pool, validate.study_schemas(rs.study, rs.binding))
+        check_results(rs, workers.schema_problems())
         try:
-            check_results(rs, workers.schema_problems())
-            try:
-                bag, meta, claims_doc = build_payload(rs, kernelbench=kernelbench, study_path=study_path,
-                                                      claims_path=claims_path, name=name, with_plots=with_plots,
-                                                      plotter=workers, bundle_format=bundle_format,
-                                                      signing_key=key)
-            except OSError as exc:  # everything build_payload touches on disk is read, never written
-                raise UnreadableInputError(f"cannot read {exc.filename or 'an input file'}: {_why(exc)}",
-                                           "make the file readable; nothing was written") from exc
-        finally:
-            workers.close()
+            bag, meta, claims_doc = build_payload(rs, kernelbench=kernelbench, study_path=study_path,
+                                                  claims_path=claims_path, name=name, with_plots=with_plots,
+                                                  plotter=workers, bundle_format=bundle_format,
+                                                  signing_key=key)
+        except OSError as exc:  # everything build_payload touches on disk is read, never written
+            raise UnreadableInputError(f"cannot read {exc.filename or 'an input file'}: {_why(exc)}",
+                                       "make the file readable; nothing was written") from exc
     finally:
-        if own_pool:
-            stop_workers(pool)
+        workers.close()
     digest = bag.digest()
     digest_path = out.with_name(out.name + DIGEST_SUFFIX)
     written = False

@@ -696,9 +696,18 @@ _IN_TABLE = re.compile(r"^\$\.(fields\.[^.]+\.value|variants\[\d+\]\.(name|route
 _SHOWN_META = re.compile(r"^\$\.(name|notes|study|source|kernelbench\.reason)")
 
 
+#: strings no rule of :func:`_bad_chars` can refuse (and that pass ``_ENV_VALUE``): letters,
+#: digits and ``.,:;()+/=-`` and single underscores, at most 200 characters, with neither
+#: ``://`` nor ``www.`` in them; the common case, decided without the per-character scan
+_PLAIN = re.compile(r"(?!.*(?:://|www\.))(?:[A-Za-z0-9 .,:;()+/=-]|_(?!_)){0,200}\Z", re.IGNORECASE | re.DOTALL)
+
+
 def _bad_chars(text: str, in_table: bool, strict: bool | None = None) -> str | None:
     """Why ``text`` is not inert where REPORT.md shows it, or None."""
     import unicodedata
+
+    if _PLAIN.match(text):
+        return None
 
     for ch in text:
         cat = unicodedata.category(ch)
@@ -739,15 +748,20 @@ def _inert_strings(b: Bundle, t: Tier, docs: dict) -> None:
             path, node = stack.pop()
             if isinstance(node, dict):
                 for k, v in node.items():
+                    plain = _PLAIN.match(k) is not None
+                    if plain and not isinstance(v, (str, dict, list)):
+                        continue  # a plain key of a number, bool or null: nothing to check, no path
                     kp = f"{path}.{k}" if str(k).isidentifier() else f"{path}[{json.dumps(str(k))}]"
-                    why = _bad_chars(str(k), True)
+                    why = None if plain else _bad_chars(str(k), True)
                     if why:
                         t.fail(file, f"a key holds {why}", path=kp, found=str(k))
                         found += 1
                     stack.append((kp, v))
             elif isinstance(node, list):
-                stack.extend((f"{path}[{i}]", v) for i, v in enumerate(node))
+                stack.extend((f"{path}[{i}]", v) for i, v in enumerate(node) if isinstance(v, (str, dict, list)))
             elif isinstance(node, str):
+                if _PLAIN.match(node):
+                    continue  # inert wherever it is shown
                 text = node
                 if (file.endswith("compile.json") and "options" in path) or \
                         (file.endswith("correctness.json") and _SCRUBBED_FIELD.search(path)):
@@ -843,8 +857,8 @@ _VERSION_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+_-]{0,39}$")
 def _renderings(b: Bundle, t: Tier, figures: Mapping) -> None:
     """The ``renderings/`` tag folder (outside the digest). None at all, or one PNG for every
     figure of these records, each a PNG exactly as the packer's renderer writes them
-    (:func:`bundle.plots.png_problem`: chunk CRCs, size bounds, image data that inflate to the
-    image), and ``renderings.json`` byte-identical to the one the packer writes for these PNGs
+    (:func:`bundle.plots.png_problem` without inflating: chunks, CRCs, size bounds; the
+    image data are inflated with ``--check-renderings``), and ``renderings.json`` byte-identical to the one the packer writes for these PNGs
     and the verified figure data (:func:`bundle.plots.renderings_doc`; the figure data files
     are verified against this verifier's own figures: tier 3 for the documents', tier 5 for
     the claims'). The pixels are compared only with ``--check-renderings``
@@ -877,7 +891,8 @@ def _renderings(b: Bundle, t: Tier, figures: Mapping) -> None:
         t.fail(f"{pre}{n}.png", "missing: a bundle with renderings has one for every figure of its records")
         bad = True
     for n, png in sorted(pngs.items()):
-        why = "a rendering of no figure of these records" if n not in figures else plots_mod.png_problem(png)
+        why = "a rendering of no figure of these records" if n not in figures else \
+            plots_mod.png_problem(png, inflate=False)
         if why:
             t.fail(f"{pre}{n}.png", why)
             bad = True
@@ -921,7 +936,10 @@ def _rendered_again(b: Bundle, t: Tier) -> None:
             f"{k} {here[k]}" for k in sorted(here)) + ", which draw other bytes: their pixels were not compared")
         return
     for n in sorted(pngs):
-        if plots_mod.render(n, jsonio.loads_strict(b.files[f"data/plots/{n}.json"], n)) != pngs[n]:
+        why = plots_mod.png_problem(pngs[n])  # now its image data too
+        if why:
+            t.fail(f"{pack.RENDERINGS}/{n}.png", why)
+        elif plots_mod.render(n, jsonio.loads_strict(b.files[f"data/plots/{n}.json"], n)) != pngs[n]:
             t.fail(f"{pack.RENDERINGS}/{n}.png", f"is not the figure these versions draw from data/plots/{n}.json "
                    "(this verifier drew it again): the picture does not show the verified data")
     if not t.problems:
