@@ -48,13 +48,13 @@ def load(name: str, check: bool = False) -> dict:
     Raises ``KeyError`` for an unknown name and ``jsonschema.SchemaError`` for a schema
     that is not itself valid.
     """
-    from jsonschema import Draft202012Validator
-
     path = SCHEMA_DIR / f"{name}.schema.json"
     if not path.is_file():
         raise KeyError(f"no schema named {name!r}; known: {', '.join(available())}")
     schema = json.loads(path.read_text(encoding="utf-8"))
-    if check:
+    if check:  # imported only here: the Python validator costs 0.15 s to import, jsonschema_rs decides most
+        from jsonschema import Draft202012Validator
+
         Draft202012Validator.check_schema(schema)
     return schema
 
@@ -323,8 +323,6 @@ def validate_with(doc: Any, schema: dict, name: str) -> list[Violation]:
     path; ``name`` labels the violations. Uses the strict ``integer`` of :func:`validate`.
     A schema that cannot be applied (unresolvable reference, invalid keyword value) gives one
     violation at ``$`` instead of an exception."""
-    from jsonschema import Draft202012Validator
-
     if not isinstance(schema, UntrustedSchema):  # the fast pre-check of validate(), for a shipped study's schema
         try:
             fast = _fast_validator_of(json.dumps(schema, sort_keys=True))
@@ -334,6 +332,8 @@ def validate_with(doc: Any, schema: dict, name: str) -> list[Violation]:
                     return []
         except (ValueError, TypeError, OverflowError, RecursionError):
             pass
+    from jsonschema import Draft202012Validator  # the reference validator, only where the fast one did not pass
+
     try:
         v = _validator_class()(schema, registry=_registry(), format_checker=Draft202012Validator.FORMAT_CHECKER)
         out = [Violation(json_path(e.absolute_path), e.message, name) for e in v.iter_errors(doc)]
