@@ -56,6 +56,9 @@ def _print_report(rep, verbose: bool) -> None:
                                               "payload, so it identifies nothing)" if broken else ""))
     if rep.signature is not None:
         click.echo(rep.signature.line())  # "signed by key id <hex>, not checked" / "..., checked ..." / "not signed"
+        if getattr(rep.signature, "signed", False) and not getattr(rep.signature, "checked", False):
+            click.echo("        (the key id is what the envelope says; anyone can write any key id, and only "
+                       "--public-key checks the signature)")
     for t in rep.tiers:
         extra = ""
         if t.name == "archive" and t.details:

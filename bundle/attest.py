@@ -219,8 +219,27 @@ def write_key_pair(folder) -> tuple[Path, Path, str]:
 
 
 def key_material_in(files: Mapping[str, bytes], key: SigningKey) -> list[str]:
-    """The paths of ``files`` whose bytes hold the private key (its PEM, DER or raw seed)."""
-    return sorted(p for p, data in files.items() if any(s and s in data for s in key.secrets))
+    """The paths of ``files`` whose bytes hold the private key in any common text or binary
+    form: its PEM, DER or raw 32-byte seed as bytes; the base64 of the DER or of the seed
+    (padded or not) with all whitespace removed first, so any line length and CRLF or LF line
+    ends are found; the seed in hexadecimal, either case."""
+    import re
+
+    raw = [s for s in key.secrets if s and b"-----" not in s]
+    texts = set()
+    for s in raw:
+        b64 = base64.b64encode(s)
+        texts |= {b64, b64.rstrip(b"=")}
+    hexes = {s.hex().encode() for s in raw if len(s) <= 64}
+
+    def holds(data: bytes) -> bool:
+        if any(s and s in data for s in key.secrets):
+            return True
+        flat = re.sub(rb"\s+", b"", data)
+        low = data.lower()
+        return any(t in flat for t in texts) or any(h in low for h in hexes)
+
+    return sorted(p for p, data in files.items() if holds(data))
 
 
 # ------------------------------------------------------------------------------ DSSE, JSON

@@ -532,3 +532,28 @@ def test_a_signed_candidate_bundle_verifies_and_fails_with_another_key(signed, t
     pack.write_archive(dataclasses.replace(bag, summary=b"", attestations=_resign([prov, tests], signed["priv"])), forged)
     rep = verify_archive(forged, level="static", public_key=attest.load_public_key(signed["pub"]))
     assert rep.exit_code == 1 and any("disagrees with the documents" in m for m in _problems(rep)), _problems(rep)
+
+
+def test_the_private_key_is_found_in_any_common_encoding(tmp_path):
+    """Red team of issue 14: only an exact copy of the PEM was refused; CRLF, the body alone,
+    another line length and the seed in hex or base64 went into a signed bundle."""
+    import base64
+
+    from cryptography.hazmat.primitives import serialization
+
+    priv, _, _ = attest.write_key_pair(tmp_path / "keys")
+    key = attest.load_signing_key(priv)
+    pem = priv.read_bytes()
+    body = b"".join(pem.strip().splitlines()[1:-1])
+    seed = key.key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
+                                 serialization.NoEncryption())
+    forms = {
+        "crlf": pem.replace(b"\n", b"\r\n"),
+        "body": body,
+        "rewrapped": b"\n".join(body[i:i + 20] for i in range(0, len(body), 20)),
+        "seed_hex": seed.hex().upper().encode(),
+        "seed_b64": base64.b64encode(seed).rstrip(b"="),
+    }
+    files = {f"logs/{n}.log": b"run log\n" + v + b"\nmore\n" for n, v in forms.items()}
+    files["results/clean.json"] = b'{"a": 1}\n'
+    assert attest.key_material_in(files, key) == sorted(f"logs/{n}.log" for n in forms)
