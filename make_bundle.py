@@ -190,28 +190,35 @@ def main(ctx, study, profile, out, kernelbench, from_results, results_dir, claim
     from kbrepro.harness.study import load_study
 
     profile = profile or "full"
-    load_study(study, profile)  # a bad study or profile is reported before anything else
+    cfg = load_study(study, profile)  # a bad study or profile is reported before anything else
     # the outputs before the GPU (inputs 3, outputs 2, then 4), checked without leaving a folder
     if cache_dir:
         remove_created(prepare_output_dir(cache_dir, "--cache-dir", must_be_empty=False)[1])
     if results_dir:
         remove_created(prepare_output_dir(results_dir, "--results-dir")[1])
     from kbrepro.errors import deferred_sigint
+    from kbrepro.harness.run import early_prefetch
 
-    with deferred_sigint():  # a Ctrl-C inside torch's C++ import would abort
-        import torch
-
-    if not torch.cuda.is_available():
-        raise EnvironmentUnavailableError(
-            "no CUDA GPU here: the study cannot run on this machine",
-            "to pack results that exist, run 'python make_bundle.py --from-results DIR'; to check a bundle, "
-            "run 'python verify_bundle.py ARCHIVE'")
     t0 = time.perf_counter()
-    made, run_doc = make.run_and_make(Path(out) if out else None, study_path=study, profile=profile,
-                                      kernelbench=kernelbench, results_dir=Path(results_dir) if results_dir else None,
-                                      cache_dir=Path(cache_dir) if cache_dir else None, claims_path=claims,
-                                      progress=_progress, name=name, with_plots=not no_plots,
-                                      bundle_format=bundle_format, sign=sign)
+    prefetcher = early_prefetch(cfg, kernelbench)  # the model builds start while torch loads here
+    try:
+        with deferred_sigint():  # a Ctrl-C inside torch's C++ import would abort
+            import torch
+
+        if not torch.cuda.is_available():
+            raise EnvironmentUnavailableError(
+                "no CUDA GPU here: the study cannot run on this machine",
+                "to pack results that exist, run 'python make_bundle.py --from-results DIR'; to check a bundle, "
+                "run 'python verify_bundle.py ARCHIVE'")
+        made, run_doc = make.run_and_make(Path(out) if out else None, study_path=study, profile=profile,
+                                          kernelbench=kernelbench,
+                                          results_dir=Path(results_dir) if results_dir else None,
+                                          cache_dir=Path(cache_dir) if cache_dir else None, claims_path=claims,
+                                          progress=_progress, name=name, with_plots=not no_plots,
+                                          bundle_format=bundle_format, sign=sign, prefetcher=prefetcher)
+    finally:
+        if prefetcher is not None:
+            prefetcher.close()
     _summary(made, f"; study run {run_doc['wall_seconds']:.1f} s; whole command {time.perf_counter() - t0:.1f} s",
              allow_failing=allow_failing, public_key=public_key)
 

@@ -727,9 +727,11 @@ def run_and_make(out: Path | None, *, study_path: str | None, profile: str, kern
                  results_dir: Path | None, cache_dir: Path | None, claims_path: str | None,
                  progress: Callable[[dict], None] | None = None, name: str | None = None,
                  with_plots: bool = True, bundle_format: int = pack.FORMAT_VERSION,
-                 sign: str | None = None) -> tuple[MadeBundle, dict]:
+                 sign: str | None = None, prefetcher=None) -> tuple[MadeBundle, dict]:
     """Run the study on this GPU into ``results_dir`` (default ``results/<study>-<profile>-<UTC>``)
     and pack it. Returns ``(MadeBundle, run document)``. ``out`` is checked before the run.
+    ``prefetcher``: model builds already under way (``harness.run.early_prefetch``), handed to
+    the run, which closes it; the caller closes it where the run never starts.
     A failure after the run keeps the results folder, so ``--from-results`` can pack it
     later; Ctrl-C raises :class:`~kbrepro.errors.Interrupted` saying what was kept."""
     from kbrepro.harness.run import run_study, utc_now
@@ -767,7 +769,7 @@ def run_and_make(out: Path | None, *, study_path: str | None, profile: str, kern
     stage = "run"
     try:
         run_doc = run_study(study, rdir, kernelbench=kernelbench, cache_dir=cache_dir, progress=progress,
-                            binding=binding)
+                            binding=binding, prefetcher=prefetcher)
         stage = "pack"
         made = make_from_results(rdir, out, kernelbench=kernelbench, study_path=study_path, claims_path=claims_path,
                                  name=name, with_plots=with_plots, pool=pool, bundle_format=bundle_format, sign=sign)

@@ -1780,6 +1780,29 @@ def _claim_changes(recorded: Mapping[str, str], replayed: Mapping[str, str], sam
 
 def _tier_replay(b: Bundle, t: Tier, *, profile: str | None, trust: bool, kernelbench: str | None,
                  ratio_tolerance: float, keep: Path | None, progress: Callable | None) -> None:
+    """The replay tier. For a study this verifier ships, the model builds of the replay start
+    in worker processes before torch is imported (``harness.run.early_prefetch``; the replay
+    closes them, and so does this function where the replay never starts)."""
+    from kbrepro.harness.run import early_prefetch
+    from kbrepro.harness.study import load_study
+
+    box = [None]
+    if b.trusted is not None and b.kernel_source_known:
+        recorded = ((b.documents.get("run") or {}).get("study") or {}).get("profile") or "full"
+        try:
+            box[0] = early_prefetch(load_study(b.trusted.folder, profile or recorded), kernelbench)
+        except ReproError:  # the replay below reports it
+            box[0] = None
+    try:
+        _replay(b, t, profile=profile, trust=trust, kernelbench=kernelbench, ratio_tolerance=ratio_tolerance,
+                keep=keep, progress=progress, prefetcher=box)
+    finally:
+        if box[0] is not None:
+            box[0].close()
+
+
+def _replay(b: Bundle, t: Tier, *, profile: str | None, trust: bool, kernelbench: str | None,
+            ratio_tolerance: float, keep: Path | None, progress: Callable | None, prefetcher: list) -> None:
     from kbrepro.errors import deferred_sigint
 
     with deferred_sigint():  # a Ctrl-C inside torch's C++ import would abort
@@ -1827,7 +1850,8 @@ def _tier_replay(b: Bundle, t: Tier, *, profile: str | None, trust: bool, kernel
         return
     out = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="kbrepro-replay-"))
     try:
-        run_study(study, out, kernelbench=kernelbench, progress=progress, binding=binding)
+        pf, prefetcher[0] = (prefetcher[0] if study.folder == getattr(b.trusted, "folder", None) else None), None
+        run_study(study, out, kernelbench=kernelbench, progress=progress, binding=binding, prefetcher=pf)
         names = (*OUR_DOCUMENTS, *study_documents(binding))
         replayed = {n: jsonio.read_json(out / f"{n}.json") for n in names if (out / f"{n}.json").is_file()}
         toolchains = {}

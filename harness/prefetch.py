@@ -27,16 +27,25 @@ checks the bits (parameters, buffers, inputs, generator states) against direct b
 A model with a tensor the state dict does not carry (a non-persistent buffer, a tensor
 attribute), or whose ``__init__`` fails on ``meta``, is built directly instead, as is every
 build whose worker failed: the prefetch changes when the CPU work happens, never what it
-computes. It is off unless ``KBREPRO_PREFETCH=1``: it has not yet been measured on a GPU
-(whether the workers leave the timed rounds' ratios where they are; issue 13), so the
-default run is the one the committed bundles measured. ``KBREPRO_PREFETCH_WORKERS=N`` sets
-the number of workers (default: the CPU count minus 4, between 1 and 8).
+computes. Where CUDA is initialised the module is built on the GPU instead of ``meta`` (the
+CUDA generator's state restored, the worker's tensors copied in): PyTorch's ``meta``
+constructors run Python decompositions whose first use imports SymPy (about 3 s on a
+machine without a bytecode cache), and the study moves the model to the GPU next anyway.
+
+It is on by default and off with ``KBREPRO_PREFETCH=0``. Measured on an H200 (issue 13,
+``benchmarks/ratio_drift.py``): a full run with the workers gave 75 of 75 timing ratios
+within the replay tolerance of the committed bundle's and all 14 claims with their verdicts.
+``KBREPRO_PREFETCH_WORKERS=N`` sets the number of workers (default: the CPU count minus 4,
+between 1 and 8). :func:`gpu_present` keeps a machine without an NVIDIA driver from
+starting workers at all.
 """
 from __future__ import annotations
 
 import os
 import shutil
 import tempfile
+import threading
+import time
 import types
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -107,9 +116,19 @@ def _workers() -> int:
 
 
 def enabled() -> bool:
-    """Whether prefetching is on (``KBREPRO_PREFETCH=1``; off by default, see the module
-    docstring)."""
-    return os.environ.get("KBREPRO_PREFETCH", "0") == "1"
+    """Whether prefetching is on: unless ``KBREPRO_PREFETCH=0`` (module docstring)."""
+    return os.environ.get("KBREPRO_PREFETCH", "1") != "0"
+
+
+def gpu_present() -> bool:
+    """Whether this machine looks like it has an NVIDIA GPU, without importing torch: the
+    driver's files, and no ``CUDA_VISIBLE_DEVICES`` that hides every device. Only decides
+    whether workers are worth starting before torch is imported; the run itself checks
+    ``torch.cuda.is_available()``."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return False
+    return os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidiactl")
 
 
 @dataclass
@@ -136,7 +155,10 @@ class Prefetcher:
                                          initializer=_worker_init)
         self._futures: dict[tuple[str, int], Future] = {}
         self._pending: dict[str, _Pending] = {}
+        self._closed = False
         self.hits = self.misses = 0
+        self.wait_s = 0.0  # seconds the study waited for a worker's build
+        self.load_s = 0.0  # seconds spent taking builds over (load, construct, copy)
         for i, b in enumerate(self.builds):
             if b.key not in self._futures:
                 self._futures[b.key] = self._pool.submit(build_to_file, b.src, b.filename, b.seed,
@@ -149,11 +171,24 @@ class Prefetcher:
         self.close()
 
     def close(self) -> None:
-        """Stop the workers and remove the folder (builds not taken are dropped)."""
+        """Stop the workers and remove the folder; builds not taken are dropped. A worker
+        still building one is terminated (the study no longer needs it); the folder is
+        removed by a thread of its own (freeing gigabytes of memory files takes a while),
+        which the interpreter waits for at exit. Calling it again does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         for f in self._futures.values():
             f.cancel()
-        self._pool.shutdown(wait=True, cancel_futures=True)
-        shutil.rmtree(self._dir, ignore_errors=True)
+        procs = list((getattr(self._pool, "_processes", None) or {}).values())
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+        for proc in procs:
+            proc.join(timeout=10)
+        threading.Thread(target=shutil.rmtree, args=(self._dir,), kwargs={"ignore_errors": True},
+                         name="kbrepro-prefetch-cleanup").start()
 
     def wrap(self, module: types.ModuleType) -> types.ModuleType:
         """``module`` with ``Model`` and ``get_inputs`` that take this prefetcher's builds of
@@ -185,26 +220,47 @@ class Prefetcher:
         """The worker's build of ``(module, seed)`` as an instance of ``cls``, the generator
         set to where the direct build leaves it and the inputs kept for :class:`_Inputs`; None
         (nothing changed) where it cannot stand for the direct build."""
-        import torch
-
         fut = self._futures.get((module.__file__, seed))
         if fut is None:
             return None
+        t0 = time.perf_counter()
         try:
-            saved = torch.load(fut.result(), mmap=True, weights_only=True)
+            path = fut.result()
         except Exception:  # the direct build raises the task's own error, where it has one
             return None
-        state = torch.get_rng_state()
+        finally:
+            self.wait_s += time.perf_counter() - t0
+        t0 = time.perf_counter()
         try:
-            with torch.device("meta"):
+            return self._take(path, module, cls, init)
+        finally:
+            self.load_s += time.perf_counter() - t0
+
+    def _take(self, path: str, module: types.ModuleType, cls, init: list):
+        import torch
+
+        try:
+            saved = torch.load(path, mmap=True, weights_only=True)
+        except Exception:
+            return None
+        # on the GPU where CUDA is up (module docstring), else on meta; no draw of either
+        # generator survives the construction
+        cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+        state = torch.get_rng_state()
+        cuda_state = torch.cuda.get_rng_state() if cuda else None
+        try:
+            with torch.device("cuda" if cuda else "meta"):
                 model = cls(*init)
         except Exception:  # an __init__ that needs real data: built directly
             model = None
-        torch.set_rng_state(state)
+        finally:
+            torch.set_rng_state(state)
+            if cuda_state is not None:
+                torch.cuda.set_rng_state(cuda_state)
         if model is None or _extra_tensors(model):
             return None
-        try:
-            model.load_state_dict(saved["state"], strict=True, assign=True)
+        try:  # meta: take the worker's tensors as they are; GPU: copy them in
+            model.load_state_dict(saved["state"], strict=True, assign=not cuda)
         except (RuntimeError, KeyError):
             return None
         if any(t.is_meta for t in (*model.parameters(), *model.buffers())):
@@ -282,4 +338,4 @@ def _extra_tensors(model) -> bool:
     return False
 
 
-__all__ = ["Build", "Prefetcher", "build_to_file", "enabled"]
+__all__ = ["Build", "Prefetcher", "build_to_file", "enabled", "gpu_present"]

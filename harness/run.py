@@ -30,6 +30,7 @@ import math
 import os
 import struct
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -138,7 +139,7 @@ class StudyRun:
 
     def __init__(self, study: StudyConfig, out_dir: Path, kernelbench: str | None = None,
                  cache_dir: Path | None = None, progress: Progress | None = None,
-                 binding: StudyBinding | None = None):
+                 binding: StudyBinding | None = None, prefetcher=None):
         self.study = study
         self.binding = binding if binding is not None else study.binding()
         self.out = Path(out_dir)
@@ -154,7 +155,7 @@ class StudyRun:
         self.clocks: ClockWatch | None = None
         self.current_stage: str | None = None
         self.device_index = 0
-        self.prefetch = None  # harness.prefetch.Prefetcher, started in _setup
+        self.prefetch = prefetcher  # harness.prefetch.Prefetcher: handed in, or started in _setup
 
     # ------------------------------------------------------------------ context API
     def doc(self, name: str, **body) -> dict:
@@ -175,21 +176,15 @@ class StudyRun:
         return self.prefetch.wrap(mod) if self.prefetch is not None else mod
 
     def _start_prefetch(self) -> None:
-        """Workers that build the run's models ahead with the same bits (harness/prefetch.py):
-        every KernelBench task the binding uses at every seed of the study's correctness and
-        timing sections, when ``KBREPRO_PREFETCH=1``. :meth:`module` hands out task
-        modules whose ``Model`` and ``get_inputs`` take those builds where they match."""
+        """Workers that build the run's models ahead with the same bits (harness/prefetch.py;
+        :func:`planned_builds`), unless ``KBREPRO_PREFETCH=0`` or a prefetcher was handed in
+        (:func:`early_prefetch`, started before torch was imported). :meth:`module` hands out
+        task modules whose ``Model`` and ``get_inputs`` take those builds where they match."""
         from kbrepro.harness import prefetch
 
-        if not prefetch.enabled():
+        if self.prefetch is not None or not prefetch.enabled():
             return
-        c = self.study.doc.get("correctness") or {}
-        t = self.study.doc.get("timing") or {}
-        seeds = list(dict.fromkeys([*c.get("seeds", []), *([t["seed"]] if "seed" in t else [])]))
-        builds = []
-        for lv, task in self.binding.kernelbench_tasks(self.study):
-            mod = self.checkout.load_task(lv, task)
-            builds += [prefetch.Build(src=mod.__kbrepro_src__, filename=mod.__file__, seed=int(s)) for s in seeds]
+        builds = planned_builds(self.study, self.checkout, self.binding)
         if builds:
             self.prefetch = prefetch.Prefetcher(builds)
             log.info("prefetch: %d model builds in %d worker processes", len(builds), self.prefetch.workers)
@@ -198,7 +193,8 @@ class StudyRun:
         """Stop the prefetch workers (what they did not hand over is dropped)."""
         if self.prefetch is not None:
             p, self.prefetch = self.prefetch, None
-            log.info("prefetch: %d builds taken from the workers, %d built here", p.hits, p.misses)
+            log.info("prefetch: %d builds taken from the workers, %d built here; waited %.2f s for workers, "
+                     "%.2f s taking builds over", p.hits, p.misses, p.wait_s, p.load_s)
             p.close()
 
     def compare(self, ref, out) -> dict:
@@ -245,6 +241,14 @@ class StudyRun:
         self.current_stage = name
         self.progress(name, "start")
         t = time.perf_counter()
+        # What has survived until a stage starts (imported modules, the documents so far; the
+        # stage before ended with its own collection) is moved out of the collector's reach
+        # (``gc.freeze``, Python's documented remedy for long-lived heaps): every
+        # ``gc.collect()`` of the stage, the engine's and a binding's between seeds, then walks
+        # only what the stage made. With torch loaded a full collection took about 0.1 s, some
+        # 3 s over a full run. Frozen objects are still freed by reference counting, and
+        # :meth:`run` unfreezes at the end.
+        gc.freeze()
         fn()
         seconds = time.perf_counter() - t
         self.stages.append({"name": name, "seconds": seconds})
@@ -269,6 +273,7 @@ class StudyRun:
         try:
             return self._run_stages(t_all)
         finally:
+            gc.unfreeze()
             self.close()
 
     def _run_stages(self, t_all: float) -> dict:
@@ -368,16 +373,31 @@ class StudyRun:
         names = list(self.binding.kernel_names(self.study))
         records = []
         bin_dir = self.out / "binaries"
-        for v in self.study.variants:
+        device_index = self.device_index
+
+        def build(v):
+            # in a thread of its own: NVRTC compiles (CuPy's binding releases the GIL) and
+            # the disassembler (a subprocess) of every variant run side by side
+            import cupy
+
+            cupy.cuda.Device(device_index).use()
             src_name = self.study.variant_sources[v.name]
             source = self.study.file(src_name)
             headers = {h: self.study.file(h) for h in self.study.variant_headers[v.name]}
             if v.route == "nvrtc":
                 b = kc.compile_nvrtc(source, v, arch, cache=self.cache, program_name=Path(src_name).name,
                                      **({"headers": headers} if headers else {}))
-                fns = kc.load_cubin(b.cubin, names)
+                fns = None
             else:
                 b, fns = kc.compile_cupy_rawmodule(source, v, names)
+            return src_name, headers, b, fns, kc.disassemble(b.cubin_complete or b.cubin)
+
+        with ThreadPoolExecutor(max_workers=max(1, len(self.study.variants)), thread_name_prefix="compile") as pool:
+            futures = [pool.submit(build, v) for v in self.study.variants]
+            built = [f.result() for f in futures]  # the first variant's error, in study order
+        for v, (src_name, headers, b, fns, (sass, how)) in zip(self.study.variants, built):
+            if fns is None:
+                fns = kc.load_cubin(b.cubin, names)
             self.binaries[v.name] = b
             self.kernels[v.name] = KernelSet(v.name, fns)
             jsonio.atomic_write_bytes(bin_dir / f"{v.name}.cubin", b.cubin)
@@ -385,7 +405,6 @@ class StudyRun:
                 jsonio.atomic_write_bytes(bin_dir / f"{v.name}.complete.cubin", b.cubin_complete)
             if b.ptx:
                 jsonio.atomic_write_bytes(bin_dir / f"{v.name}.ptx", b.ptx)
-            sass, how = kc.disassemble(b.cubin_complete or b.cubin)
             if sass is not None:
                 jsonio.atomic_write_bytes(bin_dir / f"{v.name}.sass", sass.encode())
             ptx_counts = kc.ptx_ftz_counts(b.ptx) if b.ptx else None
@@ -736,8 +755,56 @@ class StudyRun:
         self.write("correctness", "timings")
 
 
+def planned_builds(study: StudyConfig, checkout: KernelBenchCheckout, binding: StudyBinding) -> list:
+    """The model builds a run of ``study`` makes with the task's own construction, in the
+    order the run needs them (``harness.prefetch.Build`` records): the study's tasks at
+    every correctness seed and the timing seed, then the binding's other KernelBench tasks
+    (a scout, a witness) at the correctness seeds, and those at the timing seed last, since
+    a binding may never build them. Raises KernelBenchPinError for a task file that is not
+    the pinned one."""
+    from kbrepro.harness import prefetch
+
+    c = study.doc.get("correctness") or {}
+    t = study.doc.get("timing") or {}
+    seeds = [int(x) for x in dict.fromkeys(c.get("seeds", []))]
+    timing = [int(t["seed"])] if "seed" in t and int(t["seed"]) not in seeds else []
+    own = [(study.task_levels[task], task) for task in study.tasks]
+    other = [k for k in binding.kernelbench_tasks(study) if k not in own]
+    order = [(k, s) for k in own for s in seeds + timing] + [(k, s) for k in other for s in seeds] + \
+        [(k, s) for k in other for s in timing]
+    files = {}
+    for k in dict.fromkeys(k for k, _ in order):  # read, not executed: no torch import here
+        rel = checkout.lock.task_path(*k)
+        files[k] = (checkout.read_verified(rel), str(checkout.root / rel))  # as load_task names it
+    return [prefetch.Build(src=files[k][0], filename=files[k][1], seed=s) for k, s in order]
+
+
+def early_prefetch(study: StudyConfig, kernelbench: str | None = None, binding: StudyBinding | None = None):
+    """A started :class:`~kbrepro.harness.prefetch.Prefetcher` for a run of ``study``, or None
+    where prefetching is off, this machine shows no NVIDIA GPU, or anything the run would
+    report itself is wrong (checkout, pin). Called before torch is imported, so that the
+    workers' own imports and first builds overlap the main process's start; hand it to
+    :func:`run_study`, which closes it (close it yourself if the run never starts)."""
+    from kbrepro.harness import prefetch
+
+    if not (prefetch.enabled() and prefetch.gpu_present()):
+        return None
+    try:
+        binding = binding if binding is not None else study.binding()
+        checkout = KernelBenchCheckout(resolve_checkout(kernelbench), load_lock(study.folder / study.lock_file))
+        builds = planned_builds(study, checkout, binding)
+    except ReproError:
+        return None
+    if not builds:
+        return None
+    pf = prefetch.Prefetcher(builds)
+    log.info("prefetch: %d model builds in %d worker processes, started early", len(builds), pf.workers)
+    return pf
+
+
 def run_study(study: StudyConfig, out_dir: Path, *, kernelbench: str | None = None, cache_dir: Path | None = None,
-              progress: Callable[[dict], None] | None = None, binding: StudyBinding | None = None) -> dict:
+              progress: Callable[[dict], None] | None = None, binding: StudyBinding | None = None,
+              prefetcher=None) -> dict:
     """Run ``study`` on this GPU and write its documents into ``out_dir``.
 
     Returns the ``run.json`` document. Raises EnvironmentUnavailableError (no GPU/CuPy),
@@ -745,9 +812,16 @@ def run_study(study: StudyConfig, out_dir: Path, *, kernelbench: str | None = No
     raised; in every case the documents of finished stages stay in ``out_dir`` and
     ``run.json`` says ``"status": "failed"`` with the stage and error. ``binding``: the
     study's binding if already loaded (else :meth:`StudyConfig.binding` loads it).
+    ``prefetcher``: from :func:`early_prefetch`; closed when the run ends, as is one the run
+    starts itself.
     """
-    r = StudyRun(study, out_dir, kernelbench=kernelbench, cache_dir=cache_dir, progress=Progress(progress),
-                 binding=binding)
+    try:
+        r = StudyRun(study, out_dir, kernelbench=kernelbench, cache_dir=cache_dir, progress=Progress(progress),
+                     binding=binding, prefetcher=prefetcher)
+    except BaseException:
+        if prefetcher is not None:
+            prefetcher.close()
+        raise
     logger = logging.getLogger("kbrepro")
     logger.setLevel(logging.INFO)
     (Path(out_dir) / "logs").mkdir(parents=True, exist_ok=True)
@@ -766,4 +840,4 @@ def run_study(study: StudyConfig, out_dir: Path, *, kernelbench: str | None = No
         handler.close()
 
 
-__all__ = ["run_study", "StudyRun", "DOCUMENTS", "ReproError"]
+__all__ = ["run_study", "early_prefetch", "planned_builds", "StudyRun", "DOCUMENTS", "ReproError"]
