@@ -88,6 +88,7 @@ def _base_env(extra: dict) -> dict:
 @click.option("--json", "json_out", type=click.Path(), default=None)
 def main(post_dir, kernelbench, pairs, profile, envs, floor, keep, pycache, json_out):
     env = dict(e.split("=", 1) for e in envs)
+    kernelbench = str(Path(kernelbench).resolve())  # every run has a folder of its own as cwd
     base = Path(keep or tempfile.mkdtemp(prefix="kbrepro-vs-post-"))
     base.mkdir(parents=True, exist_ok=True)
     both = {}
