@@ -759,7 +759,7 @@ def planned_builds(study: StudyConfig, checkout: KernelBenchCheckout, binding: S
     """The model builds a run of ``study`` makes with the task's own construction, in the
     order the run needs them (``harness.prefetch.Build`` records): the study's tasks at
     every correctness seed and the timing seed, then the binding's other KernelBench tasks
-    (a scout, a witness) at the correctness seeds, and those at the timing seed last, since
+    (probes, a witness task) at the correctness seeds, and those at the timing seed last, since
     a binding may never build them. Raises KernelBenchPinError for a task file that is not
     the pinned one."""
     from kbrepro.harness import prefetch
