@@ -1404,18 +1404,18 @@ def _claims(b: Bundle, t: Tier) -> None:
     docs = {n: d for n, d in b.documents.items() if n != "claims"}
     try:
         expected = claims_mod.evaluate(judge, docs, source="recorded")
-        jsonio.dumps(expected)
+        expected["spec"] = {"file": spec_ref.get("file"), "sha256": got}
+        claims_text = jsonio.dumps(expected)  # written once, compared and read back below
     except ReproError as exc:
         t.fail(rel, exc.message)
         return
     except (ValueError, TypeError, OverflowError) as exc:  # a value JSON cannot hold (the packer's too)
         t.fail(rel, f"the claims cannot be evaluated to a claims.json: {type(exc).__name__}: {safe_text(exc)}")
         return
-    expected["spec"] = {"file": spec_ref.get("file"), "sha256": got}
     for msg in claims_mod.compare_verdicts(recorded, expected):
         t.fail("data/claims.json", msg)
     raw_claims = b.files.get("data/claims.json", b"")
-    if jsonio.dumps(expected).encode("ascii") != raw_claims:
+    if claims_text.encode("ascii") != raw_claims:
         diffs = _json_diffs(recorded, expected)
         if not diffs:
             t.fail("data/claims.json", "claims.json is not in the canonical form the packer writes")
@@ -1435,7 +1435,7 @@ def _claims(b: Bundle, t: Tier) -> None:
     if report is None:
         t.fail("data/REPORT.md", "the bundle has no REPORT.md")
     else:
-        claims_now = json.loads(jsonio.dumps(expected))
+        claims_now = json.loads(claims_text)
         # claims the bundle's spec adds to the study's own are marked as the author's (the
         # packer marks those its --claims added to the study folder's claims file)
         own_ids = claims_mod.own_ids(raw, b.trusted.claims_raw if b.trusted is not None else own_claims)
