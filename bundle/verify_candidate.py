@@ -196,7 +196,9 @@ def _record_problems(r: dict, doc: dict, i: int, task_src: bytes | None) -> list
     if out:
         return out
     med = statistics.median(row["times_ms"]["candidate"] for row in blocks[0]["rounds"])
-    if roof.get("median_ms") != med or roof.get("bandwidth_gbps") != doc["bandwidth"].get("gbps") or \
+    # a sharded run's case measured its own copy bandwidth (its roofline used it); otherwise the run's
+    gbps = r["case"].get("bandwidth_gbps") if isinstance(r.get("case"), dict) else doc["bandwidth"].get("gbps")
+    if roof.get("median_ms") != med or roof.get("bandwidth_gbps") != gbps or \
             not isinstance(roof.get("bytes_moved"), int) or roof["bytes_moved"] <= 0:
         out.append((f"{at}.timing.roofline", "is not the warm block's median, the run's bandwidth and a byte count"))
     return out
@@ -356,6 +358,14 @@ def tier_documents(b, t) -> None:
     for p in sorted(p for p in b.files if p.startswith("renderings/"))[:20]:
         t.fail(p, "a candidate bundle has no renderings: its packer draws no figures, so nothing here is a picture "
                "of its data")
+    from kbrepro.bundle import shard
+
+    for path, msg in shard.case_problems(doc):
+        t.fail("data/results/candidates.json", f"the cases of a sharded run: {msg}", path=path)
+    failed = [c for c in doc.get("cases") or [] if isinstance(c, dict) and c.get("status") == "failed"]
+    if failed:
+        t.notes.append(f"{len(failed)} of {len(doc['cases'])} cases failed and hold no results (REPORT.md, "
+                       "'Where each case ran', lists them)")
     for path, msg in _compare_problems(doc):
         t.fail("data/results/candidates.json", f"a check record's verdict contradicts its counts: {msg}", path=path)
     if doc.get("device", "cuda") != "cuda":
