@@ -336,7 +336,7 @@ def run_sharded(items: Sequence[tuple[Path, str]], *, profile: str, kernelbench:
 
 
 #: keys whose values are timings, clocks, host or run-time fields: dropped by :func:`comparable`
-VOLATILE_KEYS = frozenset({"started_utc", "finished_utc", "bandwidth", "case", "cases", "ran_on", "rounds",
+VOLATILE_KEYS = frozenset({"started_utc", "finished_utc", "bandwidth", "ran_on", "rounds",
                            "per_call", "roofline", "clocks_start", "clocks_end", "stages", "seconds",
                            "compile_seconds", "host_s", "wall_seconds"})
 VOLATILE_SUFFIXES = ("_ms", "_us", "_ns", "_s", "_seconds", "_utc", "_gbps", "_mhz")
@@ -346,15 +346,24 @@ _DURATION = re.compile(r"\b\d+(\.\d+)?(e-?\d+)? ?(s|ms|us|ns|GB/s|MHz)\b")
 
 
 def comparable(doc):
-    """A copy of a result document without timings, clocks, host and case fields
-    (:data:`VOLATILE_KEYS`, keys ending in :data:`VOLATILE_SUFFIXES`; durations inside
-    strings, e.g. a verdict's ``built in 3.0 s``, become ``<t>``): what a sharded and an
-    unsharded run of the same cases must agree on exactly."""
+    """A copy of a result document without timings, clocks, host and case fields (the
+    top-level ``cases`` and each candidate record's ``case``; :data:`VOLATILE_KEYS` and keys
+    ending in :data:`VOLATILE_SUFFIXES` at any depth; durations inside strings, e.g. a
+    verdict's ``built in 3.0 s``, become ``<t>``): what a sharded and an unsharded run of the
+    same cases must agree on exactly."""
+    if isinstance(doc, dict) and isinstance(doc.get("candidates"), list):
+        doc = {k: v for k, v in doc.items() if k != "cases"}
+        doc["candidates"] = [{k: v for k, v in r.items() if k != "case"} if isinstance(r, dict) else r
+                             for r in doc["candidates"]]
+    return _comparable(doc)
+
+
+def _comparable(doc):
     if isinstance(doc, dict):
-        return {k: comparable(v) for k, v in doc.items()
+        return {k: _comparable(v) for k, v in doc.items()
                 if k not in VOLATILE_KEYS and not k.endswith(VOLATILE_SUFFIXES)}
     if isinstance(doc, list):
-        return [comparable(v) for v in doc]
+        return [_comparable(v) for v in doc]
     if isinstance(doc, str):
         return _DURATION.sub("<t>", doc)
     return doc
