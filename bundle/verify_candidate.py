@@ -545,6 +545,8 @@ def tier_replay(b, t, *, trust: bool, kernelbench: str | None, ratio_tolerance: 
                                    "elapsed_s": time.perf_counter() - t0})) if progress else None
         bc.run_candidates(items, profile=doc["profile"], kernelbench=kernelbench, results_dir=Path(tmp), progress=say)
         again = jsonio.loads_strict((Path(tmp) / "results" / "candidates.json").read_bytes(), "replayed results")
+        env_file = Path(tmp) / "results" / "environment.json"
+        env_again = jsonio.loads_strict(env_file.read_bytes(), "replayed environment") if env_file.is_file() else {}
     changes = []
     for old, new in zip(doc["candidates"], again["candidates"]):
         for vo, vn in zip(old["verdicts"], new["verdicts"]):
@@ -575,6 +577,14 @@ def tier_replay(b, t, *, trust: bool, kernelbench: str | None, ratio_tolerance: 
                        f"{ratio_tolerance:.0%}: " + "; ".join(
                            f"{r['candidate']} / {r['arm']} ({r['l2']} L2) {r['recorded']:.4g} -> "
                            + (f"{r['replayed']:.4g}" if r["replayed"] is not None else "not timed") for r in moved[:4]))
+    from kbrepro.bundle.verify import environment_diff
+
+    # every claim recorded against replayed, and this machine beside the recorded one: what a
+    # replay matrix across GPU kinds is built from (python -m kbrepro.bundle.matrix)
+    t.details["claims"] = [{"id": c["id"], "recorded": rec.get(c["id"]), "replayed": c["verdict"],
+                            "sentence": c["sentence"]} for c in mine["claims"]]
+    t.details["environment"] = environment_diff(b.documents.get("environment") or {}, env_again)
+    t.details["profile"] = doc["profile"]
     t.details.update(check_changes=changes, claim_changes=claim_changes, ratios=ratios,
                      replayed_caught={k: v for k, v in bc.caught(again).items() if v},
                      replay_seconds=round(time.perf_counter() - t0, 1))

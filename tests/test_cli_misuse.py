@@ -49,6 +49,9 @@ def _entry(name):
     if name == "audit":
         from kbrepro.bundle import audit
         return audit.main
+    if name == "matrix":
+        from kbrepro.bundle import matrix
+        return matrix.main_cli()
     from kbrepro.harness.__main__ import cli
     return cli
 
