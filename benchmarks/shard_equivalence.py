@@ -16,11 +16,15 @@ the same on the GPU.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
 import click
+
+# the NVRTC/driver compile cache off before CUDA initialises, as make_bundle.py does (DESIGN.md section 4)
+os.environ.setdefault("CUDA_CACHE_DISABLE", "1")
 
 
 def compare(work: Path, items, *, profile: str, sizes: dict, shards: int, device: str, kernelbench=None) -> dict:

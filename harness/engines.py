@@ -166,10 +166,15 @@ def make_engine(name: str, *, shards: int | None, device: str, opts: Mapping | N
         raise UsageError(f"--shards {shards!r} is not a positive number", "e.g. --shards 2")
     if name == "local":
         gpus = opts.pop("gpus", None)
+        minutes = opts.pop("timeout_min", None)
         if opts:
-            raise UsageError(f"the local engine takes no option {', '.join(sorted(opts))} (only gpus=0,1,...)",
-                             "drop it, or choose --engine submitit for executor parameters")
-        return LocalEngine(shards or 1, device, None if gpus is None else str(gpus))
+            raise UsageError(f"the local engine takes no option {', '.join(sorted(opts))} (only gpus=0,1,... and "
+                             "timeout_min=N)", "drop it, or choose --engine submitit for executor parameters")
+        if minutes is not None and (isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or minutes <= 0):
+            raise UsageError(f"--engine-opt timeout_min={minutes} is not a positive number of minutes",
+                             "e.g. --engine-opt timeout_min=60")
+        return LocalEngine(shards or 1, device, None if gpus is None else str(gpus),
+                           timeout_s=None if minutes is None else float(minutes) * 60.0)
     if name == "submitit":
         return SubmititEngine(shards, device, opts)
     return RayEngine(shards, device, opts)
@@ -197,13 +202,16 @@ class LocalEngine(Engine):
     """One host: a fresh spawned process per case, at most ``shards`` at once. On CUDA each
     slot owns one GPU (``CUDA_VISIBLE_DEVICES`` of its processes is that one GPU), so no two
     cases share a GPU at any time; ``gpus`` (``"0,1"``) chooses them, by default every visible
-    GPU. Raises UsageError when ``shards`` exceeds the GPUs (CUDA) or the CPU cores (CPU)."""
+    GPU; ``timeout_s`` (s, None: none) kills a case process that runs longer, failing that case.
+    Raises UsageError when ``shards`` exceeds the GPUs (CUDA) or the CPU cores (CPU)."""
 
     name = "local"
 
-    def __init__(self, shards: int, device: str, gpus: str | None = None, poll_s: float = 0.05):
+    def __init__(self, shards: int, device: str, gpus: str | None = None, poll_s: float = 0.05,
+                 timeout_s: float | None = None):
         self.device = "cuda" if device.startswith("cuda") else "cpu"
         self.poll_s = poll_s
+        self.timeout_s = timeout_s
         if self.device == "cuda":
             have = [g.strip() for g in gpus.split(",") if g.strip()] if gpus else visible_gpus()
             if not have:
@@ -245,12 +253,16 @@ class LocalEngine(Engine):
                                     os.environ[k] = v
                         running[slot] = (i, p, time.time())
                 for slot, (i, p, t0) in list(running.items()):
-                    if p.exitcode is None:
+                    late = self.timeout_s is not None and p.exitcode is None and time.time() - t0 > self.timeout_s
+                    if late:
+                        p.kill()
+                    elif p.exitcode is None:
                         continue
                     p.join()
                     code = p.exitcode
-                    seen = (f"the case process was killed by signal {-code}" if code < 0 else
-                            f"the case process exited with code {code}") if code != 0 else None
+                    seen = (f"the case ran longer than timeout_min={self.timeout_s / 60:g} and was killed" if late else
+                            f"the case process was killed by signal {-code}" if code < 0 else
+                            f"the case process exited with code {code}") if late or code != 0 else None
                     results[i] = outcome_of(str(folders[i]), time.time() - t0, seen)
                     del running[slot]
                 if running:

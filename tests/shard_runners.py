@@ -11,7 +11,8 @@ from pathlib import Path
 
 def toy(folder: str) -> None:
     """A toy case: case.json holds ``{"n": N, "do": WHAT}``; WHAT is ok (writes out.txt with
-    N*N and the process's CUDA_VISIBLE_DEVICES), raise, exit (os._exit(7)) or kill (SIGKILL)."""
+    N*N and the process's CUDA_VISIBLE_DEVICES), raise, exit (os._exit(7)), kill (SIGKILL) or
+    hang (sleeps 10 minutes)."""
     f = Path(folder)
     spec = json.loads((f / "case.json").read_text())
     what = spec.get("do", "ok")
@@ -21,6 +22,10 @@ def toy(folder: str) -> None:
         os._exit(7)
     if what == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if what == "hang":
+        import time
+
+        time.sleep(600)
     (f / "out.txt").write_text(json.dumps({"n2": spec["n"] ** 2, "cvd": os.environ.get("CUDA_VISIBLE_DEVICES"),
                                            "worker": os.environ.get("KBREPRO_WORKER"), "pid": os.getpid()}))
 

@@ -199,6 +199,20 @@ def test_local_engine_a_crash_fails_its_case_only_and_each_case_has_its_own_proc
     assert "killed by signal 9" in json.loads((Path(folders[3]) / "error.json").read_text())["message"]
 
 
+def test_local_engine_kills_a_case_that_runs_past_its_timeout_and_runs_the_rest(tmp_path):
+    import time
+
+    folders = _toy_folders(tmp_path, ["hang", "ok"])
+    t0 = time.time()
+    out = engines.make_engine("local", shards=1, device="cpu", opts={"timeout_min": 0.05}).submit(
+        folders, shard_runners.toy)
+    assert time.time() - t0 < 60
+    assert [o.ok for o in out] == [False, True]
+    assert out[0].error == "the case ran longer than timeout_min=0.05 and was killed"
+    with pytest.raises(UsageError, match="timeout_min=-1"):
+        engines.make_engine("local", shards=1, device="cpu", opts={"timeout_min": -1})
+
+
 def test_local_engine_gives_each_slot_its_own_gpu_and_refuses_more_shards_than_gpus(monkeypatch, tmp_path):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
     e = engines.make_engine("local", shards=2, device="cuda")
