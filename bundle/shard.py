@@ -177,10 +177,12 @@ def load_case(folder: Path) -> CaseResult:
 def load_plan(results_dir: Path) -> list[CaseResult]:
     """Every case of ``results_dir``'s plan (``shard.json``), in plan order. Raises
     UnreadableInputError for a plan or case folder that cannot be read or does not match."""
+    from kbrepro import schemas
+
     plan = jsonio.read_json(Path(results_dir) / PLAN)
-    if not isinstance(plan, dict) or plan.get("schema") != PLAN_SCHEMA or not isinstance(plan.get("cases"), list) \
-            or len(plan["cases"]) > MAX_CASES or not all(isinstance(c, str) for c in plan["cases"]):
-        raise UnreadableInputError(f"{PLAN} is not a shard plan", "pass the folder a sharded run wrote")
+    if not isinstance(plan, dict) or schemas.validate(plan, "shard-plan"):
+        raise UnreadableInputError(f"{PLAN} is not a shard plan (schemas/shard-plan.schema.json)",
+                                   "pass the folder a sharded run wrote")
     out = []
     for i, cid in enumerate(plan["cases"]):
         f = hcases.case_dir(results_dir, cid)

@@ -97,6 +97,12 @@ def case_from_doc(doc: Mapping) -> Case:
     """The :class:`Case` a ``case.json`` document describes. Raises UnreadableInputError where
     it is not one (wrong schema or version, a missing or mistyped field, or an id that is not
     the digest of its fields)."""
+    from kbrepro import schemas
+
+    problems = schemas.validate(doc, "case") if isinstance(doc, dict) else ["not an object"]
+    if problems:
+        raise UnreadableInputError(f"case.json is not a case: {str(getattr(problems[0], 'message', problems[0]))[:200]}",
+                                   "remove the case folder and run the case again")
     try:
         if doc.get("schema") != CASE_SCHEMA or doc.get("schema_version") != CASE_VERSION:
             raise ValueError(f"not a {CASE_SCHEMA} version {CASE_VERSION} document")

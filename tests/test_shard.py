@@ -478,3 +478,22 @@ def test_make_bundle_shards_a_cpu_run_end_to_end(sharded, tmp_path, monkeypatch)
         json.loads((tmp_path / "r" / shard.PLAN).read_text())["cases"])
     rep = verify_archive(tmp_path / "x.tar", level="static")
     assert rep.verdict == "PARTIAL" and not [p for t in rep.tiers for p in t.problems]
+
+
+def test_a_results_folder_whose_plan_or_cases_were_edited_is_refused(sharded, tmp_path):
+    import shutil
+
+    _, _, res, _, _ = sharded
+    copy = tmp_path / "res"
+    shutil.copytree(res / "cases", copy / "cases")
+    plan = json.loads((res / shard.PLAN).read_text())
+    (copy / shard.PLAN).write_text(json.dumps({**plan, "cases": plan["cases"][:1] * 2}))
+    with pytest.raises(UnreadableInputError, match="not a shard plan"):
+        bc.pack_results(copy, tmp_path / "x.tar", allow_failing=True)
+    (copy / shard.PLAN).write_text(json.dumps(plan))
+    case = copy / "cases" / plan["cases"][0] / "case.json"
+    doc = json.loads(case.read_text())
+    case.write_text(json.dumps({**doc, "profile": "full"}))  # the id no longer is the digest of the fields
+    with pytest.raises(UnreadableInputError, match="not the digest of its fields"):
+        bc.pack_results(copy, tmp_path / "x.tar", allow_failing=True)
+    assert not (tmp_path / "x.tar").exists()
