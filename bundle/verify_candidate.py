@@ -543,7 +543,12 @@ def tier_replay(b, t, *, trust: bool, kernelbench: str | None, ratio_tolerance: 
         items = [(b.root / "data" / r["file"], r["task"]) for r in doc["candidates"]]
         say = (lambda m: progress({"stage": "candidate", "event": "step", "message": m,
                                    "elapsed_s": time.perf_counter() - t0})) if progress else None
-        bc.run_candidates(items, profile=doc["profile"], kernelbench=kernelbench, results_dir=Path(tmp), progress=say)
+        # the run's own sizes and extra shapes (the user's options, recorded in every record's configuration)
+        cfg0 = doc["candidates"][0]["config"] if doc["candidates"] else {}
+        sizes = cfg0.get("sizes") if isinstance(cfg0.get("sizes"), dict) else {}
+        shapes = tuple(x for x in cfg0.get("extra_shapes") or [] if isinstance(x, dict))
+        bc.run_candidates(items, profile=doc["profile"], kernelbench=kernelbench, results_dir=Path(tmp), progress=say,
+                          sizes=sizes or None, extra_shapes=shapes, names=[r["name"] for r in doc["candidates"]])
         again = jsonio.loads_strict((Path(tmp) / "results" / "candidates.json").read_bytes(), "replayed results")
         env_file = Path(tmp) / "results" / "environment.json"
         env_again = jsonio.loads_strict(env_file.read_bytes(), "replayed environment") if env_file.is_file() else {}

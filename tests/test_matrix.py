@@ -38,6 +38,7 @@ def replay_report(tmp_path_factory):
         env = json.loads(next(tf.extractfile(x).read() for x in tf if x.name.endswith("data/results/environment.json")))
 
     def fake_run(items, *, results_dir, **kw):
+        calls.append(kw)
         (Path(results_dir) / "results").mkdir(parents=True)
         (Path(results_dir) / "results" / "candidates.json").write_bytes(jsonio.dumps(doc).encode())
         here = json.loads(json.dumps(env))
@@ -45,6 +46,7 @@ def replay_report(tmp_path_factory):
         (Path(results_dir) / "results" / "environment.json").write_bytes(jsonio.dumps(here).encode())
         return Path(results_dir)
 
+    calls: list = []
     mp = pytest.MonkeyPatch()
     mp.setattr(vc.bc, "run_candidates", fake_run)
     mp.setattr(torch.cuda, "is_available", lambda: True)
@@ -52,6 +54,8 @@ def replay_report(tmp_path_factory):
         rep = verify_archive(made.path, level="replay", trust=True)
     finally:
         mp.undo()
+    # the replay runs the candidates at the sizes they were packed with, under their packed names
+    assert [(c["sizes"], c["names"], c["profile"]) for c in calls] == [(SIZES, ["ln"], "quick")]
     out = rep.to_doc()
     for t in out["tiers"]:
         t["details"].pop("recomputed", None)
