@@ -115,7 +115,15 @@ def run_case_folder(folder: str) -> None:
     if hashlib.sha256(src_path.read_bytes()).hexdigest() != case.candidate_sha256:
         raise UnreadableInputError(f"{src_path.name} is not the candidate the case names",
                                    "remove the case folder and plan the run again")
-    jsonio.write_json(f / hcases.RAN_ON, hcases.ran_on(job["device"], job["engine"], os.environ.get("KBREPRO_WORKER")))
+    worker = os.environ.get("KBREPRO_WORKER")
+    if job["engine"] == "submitit":  # the job's own id (a Slurm array task: <array>_<index>)
+        try:
+            import submitit
+
+            worker = f"job {submitit.JobEnvironment().job_id}"
+        except Exception:
+            pass
+    jsonio.write_json(f / hcases.RAN_ON, hcases.ran_on(job["device"], job["engine"], worker))
     res = f / "result"
     if res.exists():
         shutil.rmtree(res)
