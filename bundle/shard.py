@@ -14,7 +14,9 @@ The merged ``results/candidates.json`` is the unsharded document plus two additi
 (``id`` and the copy bandwidth its own process measured, GB/s, which its roofline used).
 A case that failed is listed as failed and has no record; the others are intact.
 
+    python -m kbrepro.bundle.shard plan --candidate A.py --task 1/88 ... --results-dir RESULTS   # plan only
     python -m kbrepro.bundle.shard run-case RESULTS/cases/<id>    # (re)run one case here
+    python -m kbrepro.bundle.shard run RESULTS [--max-cases K]    # run the cases not done yet, then merge
     python -m kbrepro.bundle.shard merge RESULTS                  # merge the cases into RESULTS/results
 """
 from __future__ import annotations
@@ -306,20 +308,16 @@ def is_sharded(folder: Path) -> bool:
 # the whole sharded run
 
 
-def run_sharded(items: Sequence[tuple[Path, str]], *, profile: str, kernelbench: str | None, results_dir: Path,
-                engine, device: str = "cuda", sizes: Mapping[str, int] | None = None, extra_shapes: tuple = (),
-                runner: Callable[[str], None] = run_case_folder,
-                progress: Callable[[str], None] | None = None) -> tuple[Path, list[dict]]:
-    """Plan, prepare and run every ``(candidate file, task argument)`` as its own case on
-    ``engine`` (a :class:`kbrepro.harness.engines.Engine`), then merge the finished cases into
-    ``results_dir`` (``results/``, ``inputs/``, ``provenance/``). Cases whose folder already
-    says ``done`` are not run again. Returns ``(results_dir, failed cases)``. Raises
-    UsageError (bad task or profile), UnreadableInputError (a candidate file), the engine's
-    errors, and InvalidResultsError when no case finished."""
+def plan_folder(items: Sequence[tuple[Path, str]], *, profile: str, kernelbench: str | None, results_dir: Path,
+                device: str, engine: str, sizes: Mapping[str, int] | None = None,
+                extra_shapes: tuple = ()) -> list[Path]:
+    """Plan every ``(candidate file, task argument)`` as its own case and write the plan and
+    the case folders under ``results_dir`` (:func:`plan_cases`, :func:`prepare_cases`); runs
+    nothing. Returns the case folders in plan order. Raises UsageError (bad task or profile)
+    and UnreadableInputError (a candidate file that cannot be read)."""
     from kbrepro.bundle import candidates as bc
     from kbrepro.harness.kernelbench import load_pin
 
-    say = progress or (lambda m: None)
     pin = load_pin()
     paths = [bc.task_path(t, pin) for _, t in items]
     names = bc.candidate_names([p for p, _ in items])
@@ -330,15 +328,60 @@ def run_sharded(items: Sequence[tuple[Path, str]], *, profile: str, kernelbench:
         except OSError as exc:
             raise UnreadableInputError(f"cannot read candidate {p}: {exc.strerror}", "check the path") from exc
     plan = plan_cases(list(zip(names, srcs, paths)), profile=profile, pin=pin, sizes=sizes, extra_shapes=extra_shapes)
-    folders = prepare_cases(Path(results_dir), plan, srcs, kernelbench=kernelbench, device=device, engine=engine.name)
-    todo = [str(f) for f in folders if hcases.case_status(f) != "done"]
-    say(f"{len(plan)} case(s), {len(todo)} to run on engine {engine.name}")
-    for o in engine.submit(todo, runner):
-        cid = Path(o.folder).name
-        say(f"case {cid}: " + (f"done in {o.seconds:.1f} s" if o.ok else f"FAILED: {o.error}"))
+    return prepare_cases(Path(results_dir), plan, srcs, kernelbench=kernelbench, device=device, engine=engine)
+
+
+def plan_device(results_dir: Path) -> str:
+    """The device of the plan in ``results_dir`` (``cuda`` or ``cpu``). Raises
+    UnreadableInputError for a plan that cannot be read."""
+    from kbrepro import schemas
+
+    plan = jsonio.read_json(Path(results_dir) / PLAN)
+    if not isinstance(plan, dict) or schemas.validate(plan, "shard-plan"):
+        raise UnreadableInputError(f"{PLAN} is not a shard plan (schemas/shard-plan.schema.json)",
+                                   "pass the folder a sharded run wrote")
+    return plan["device"]
+
+
+def run_plan(results_dir: Path, engine, *, runner: Callable[[str], None] = run_case_folder,
+             progress: Callable[[str], None] | None = None, max_cases: int | None = None) -> tuple[Path, list[dict]]:
+    """Run the cases of the plan in ``results_dir`` that are not done (failed ones again), at
+    most ``max_cases`` of them (None: all), on ``engine``; then merge every finished case into
+    ``results_dir``. Returns ``(results_dir, cases not done)``. Raises the engine's errors,
+    UnreadableInputError for a plan or case folder that cannot be read, InvalidResultsError
+    when no case of the plan has finished."""
+    say = progress or (lambda m: None)
+    results = load_plan(Path(results_dir))
+    folders = [hcases.case_dir(Path(results_dir), r.case.id) for r in results]
+    todo = [f for f in folders if hcases.case_status(f) != "done"]
+    if max_cases is not None:
+        todo = todo[:max_cases]
+    for f in todo:  # where it runs now is the engine's (a plan made for one engine may be run by another)
+        job = jsonio.read_json(f / JOB)
+        if isinstance(job, dict) and job.get("engine") != engine.name:
+            jsonio.write_json(f / JOB, {**job, "engine": engine.name})
+    say(f"{len(folders)} case(s), {len(todo)} to run on engine {engine.name}")
+    for o in engine.submit([str(f) for f in todo], runner):
+        say(f"case {Path(o.folder).name}: " + (f"done in {o.seconds:.1f} s" if o.ok else f"FAILED: {o.error}"))
     files, failed = merged_files(Path(results_dir))
     write_merged(Path(results_dir), files)
     return Path(results_dir), failed
+
+
+def run_sharded(items: Sequence[tuple[Path, str]], *, profile: str, kernelbench: str | None, results_dir: Path,
+                engine, device: str = "cuda", sizes: Mapping[str, int] | None = None, extra_shapes: tuple = (),
+                runner: Callable[[str], None] = run_case_folder,
+                progress: Callable[[str], None] | None = None) -> tuple[Path, list[dict]]:
+    """Plan and prepare every ``(candidate file, task argument)`` as its own case
+    (:func:`plan_folder`), run them on ``engine`` (a :class:`kbrepro.harness.engines.Engine`)
+    and merge the finished cases into ``results_dir`` (``results/``, ``inputs/``,
+    ``provenance/``) (:func:`run_plan`). Cases whose folder already says ``done`` are not run
+    again. Returns ``(results_dir, failed cases)``. Raises UsageError (bad task or profile),
+    UnreadableInputError (a candidate file), the engine's errors, and InvalidResultsError when
+    no case finished."""
+    plan_folder(items, profile=profile, kernelbench=kernelbench, results_dir=Path(results_dir), device=device,
+                engine=engine.name, sizes=sizes, extra_shapes=extra_shapes)
+    return run_plan(Path(results_dir), engine, runner=runner, progress=progress)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -505,6 +548,70 @@ def _cli():
         run_case(run_case_folder, folder, {"KBREPRO_WORKER": "run-case"})
         click.echo(f"case {Path(folder).name}: done")
 
+    @cli.command("plan")
+    @click.option("--candidate", "candidates", multiple=True, type=click.Path(), required=True)
+    @click.option("--task", "tasks", multiple=True, required=True, help="one for all candidates or one per candidate")
+    @click.option("--profile", default="full", show_default=True)
+    @click.option("--size", "sizes", multiple=True, help="NAME=VALUE, as make_bundle.py --size")
+    @click.option("--kernelbench", type=click.Path(), default=None)
+    @click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True)
+    @click.option("--results-dir", "results_dir", type=click.Path(), required=True, help="a new or empty folder")
+    def plan_cmd(candidates, tasks, profile, sizes, kernelbench, device, results_dir):
+        """Write the plan and case folders of a sharded candidate run, and run nothing (then: run)."""
+        from kbrepro.bundle import candidates as bc
+        from kbrepro.errors import check_input_dir, check_input_file, prepare_output_dir
+        from kbrepro.harness.kernelbench import load_pin
+
+        if len(tasks) not in (1, len(candidates)):
+            raise UsageError(f"{len(candidates)} --candidate and {len(tasks)} --task",
+                             "give one --task for all candidates or one per --candidate, in order")
+        for c in candidates:
+            check_input_file(c, "--candidate")
+        if kernelbench:
+            check_input_dir(kernelbench, "--kernelbench")
+        size_map = {}
+        for it in sizes:
+            k, sep, v = it.partition("=")
+            if not sep or not k.strip().isidentifier() or not v.strip().isdigit() or int(v) == 0 or k in size_map:
+                raise UsageError(f"--size {it!r} is not NAME=VALUE with a positive integer VALUE, each NAME once",
+                                 "e.g. --size batch_size=8")
+            size_map[k.strip()] = int(v)
+        pin = load_pin()
+        pairs = list(zip(candidates, tasks if len(tasks) == len(candidates) else tasks * len(candidates)))
+        for _, t in pairs:
+            bc.task_path(t, pin)
+        prepare_output_dir(results_dir, "--results-dir")
+        folders = plan_folder([(Path(c), t) for c, t in pairs], profile=profile, kernelbench=kernelbench,
+                              results_dir=Path(results_dir), device=device, engine="local", sizes=size_map or None)
+        click.echo(f"planned {len(folders)} case(s) in {results_dir}; run them with 'python -m kbrepro.bundle.shard "
+                   f"run {results_dir}'")
+
+    @cli.command("run")
+    @click.argument("results", type=click.Path())
+    @click.option("--shards", type=int, default=None, help="at most N cases at once [default: 1]")
+    @click.option("--engine", type=click.Choice(["local", "submitit", "ray"]), default="local", show_default=True)
+    @click.option("--engine-opt", "engine_opts", multiple=True, help="KEY=VALUE, as make_bundle.py --engine-opt")
+    @click.option("--max-cases", type=int, default=None,
+                  help="run at most this many of the cases not done yet, then merge (a long study in slices)")
+    def run_cmd(results, shards, engine, engine_opts, max_cases):
+        """Run the cases of RESULTS (a sharded run's folder) that are not done, then merge them
+        into RESULTS/results; pack with make_bundle.py --from-results RESULTS."""
+        from kbrepro.errors import check_input_dir
+        from kbrepro.harness import engines
+
+        check_input_dir(results, "RESULTS", "pass the folder a sharded run wrote")
+        if not is_sharded(Path(results)):
+            raise UsageError(f"{results} holds no {PLAN}", "pass the folder a sharded run wrote")
+        if max_cases is not None and max_cases < 1:
+            raise UsageError(f"--max-cases {max_cases} is not a positive number", "e.g. --max-cases 5")
+        eng = engines.make_engine(engine, shards=shards, device=plan_device(Path(results)),
+                                  opts=engines.parse_opts(engine_opts))
+        _, failed = run_plan(Path(results), eng, max_cases=max_cases, progress=lambda m: click.echo(m, err=True))
+        click.echo(f"cases not done: {len(failed)}" + ("" if failed else f"; pack with make_bundle.py --from-results "
+                                                                          f"{results}"))
+        for f in failed:
+            click.echo(f"not done: case {f['id']} ({f['candidate']} on {f['task']}): {f['error']}")
+
     @cli.command("merge")
     @click.argument("results", type=click.Path())
     def merge_cmd(results):
@@ -531,5 +638,5 @@ if __name__ == "__main__":
 
 
 __all__ = ["plan_cases", "prepare_cases", "run_case_folder", "CaseResult", "load_case", "load_plan", "merge_cases",
-           "merged_files", "write_merged", "is_sharded", "run_sharded", "comparable", "differences", "case_problems",
+           "merged_files", "write_merged", "is_sharded", "run_sharded", "plan_folder", "run_plan", "comparable", "differences", "case_problems",
            "record_case_fields"]

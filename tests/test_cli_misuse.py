@@ -52,6 +52,9 @@ def _entry(name):
     if name == "matrix":
         from kbrepro.bundle import matrix
         return matrix.main_cli()
+    if name == "shard":
+        from kbrepro.bundle import shard
+        return shard._cli()
     from kbrepro.harness.__main__ import cli
     return cli
 

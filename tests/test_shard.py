@@ -497,3 +497,25 @@ def test_a_results_folder_whose_plan_or_cases_were_edited_is_refused(sharded, tm
     with pytest.raises(UnreadableInputError, match="not the digest of its fields"):
         bc.pack_results(copy, tmp_path / "x.tar", allow_failing=True)
     assert not (tmp_path / "x.tar").exists()
+
+
+def test_a_long_study_runs_in_slices_plan_then_run_some_cases_at_a_time(sharded, tmp_path, monkeypatch):
+    d, kb, _, _, _ = sharded
+    monkeypatch.chdir(tmp_path)
+    r = tmp_path / "r"
+    sizes = [a for k, v in SIZES.items() for a in ("--size", f"{k}={v}")]
+    res = cli("shard", "plan", "--candidate", d / "a.py", "--candidate", d / "b.py", "--task", "1/40", "--profile",
+              "quick", "--device", "cpu", "--kernelbench", kb, "--results-dir", r, *sizes)
+    assert res.code == 0 and "planned 2 case(s)" in res.out, res.err
+    assert not (r / "results").exists()
+    one_error(cli("shard", "run", r, "--max-cases", "0"), 2, "--max-cases 0")
+    first = cli("shard", "run", r, "--max-cases", "1")
+    assert first.code == 0 and "cases not done: 1" in first.out and "2 case(s), 1 to run" in first.err, first.err
+    again = cli("shard", "run", r, "--engine-opt", "timeout_min=30")
+    assert again.code == 0 and "cases not done: 0" in again.out and "2 case(s), 1 to run" in again.err, again.err
+    made = bc.pack_results(r, tmp_path / "x.tar")
+    rep = verify_archive(made.path, level="static")
+    assert rep.verdict == "PARTIAL" and not [p for t in rep.tiers for p in t.problems]
+    doc = json.loads((r / "results" / "candidates.json").read_bytes())
+    assert [c["status"] for c in doc["cases"]] == ["done", "done"] and [x["name"] for x in doc["candidates"]] == ["a", "b"]
+    one_error(cli("shard", "run", tmp_path), 2, "holds no shard.json")
