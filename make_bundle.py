@@ -78,6 +78,7 @@ class _Command(EdgeMixin, click.Command):
 
 
 RUN_ONLY = ("profile", "results_dir", "cache_dir")
+SHARD_OPTS = ("shards", "engine", "engine_opts", "device")
 
 
 @click.command(cls=_Command, context_settings={"help_option_names": ["-h", "--help"]})
@@ -121,11 +122,23 @@ RUN_ONLY = ("profile", "results_dir", "cache_dir")
               help="the bundle format to write [default: the newest, 4 (candidates: 3), with the RO-Crate metadata "
                    "file]; 3 (candidates: 2) is the layout of the bundles packed before signatures and RO-Crate, "
                    "as the committed examples are (cannot be signed)")
+@click.option("--shards", "shards", type=int, default=None,
+              help="candidates: run each candidate x task as its own case, at most N at once (local engine: one "
+                   "process per GPU, so N <= the GPUs; submitit on Slurm: the array's parallelism)")
+@click.option("--engine", "engine", type=click.Choice(["local", "submitit", "ray"]), default=None,
+              help="candidates: what runs the cases [default with --shards: local]; submitit needs "
+                   "kbrepro[cluster], ray needs kbrepro[ray]")
+@click.option("--engine-opt", "engine_opts", multiple=True,
+              help="an engine parameter KEY=VALUE (repeatable): the submitit executor's parameters (cluster=local or "
+                   "slurm, slurm_partition, timeout_min, gpus_per_node...), the ray address, the local gpus=0,1")
+@click.option("--device", "device", type=click.Choice(["cuda", "cpu"]), default=None,
+              help="candidates: cuda (default) or cpu (a run without timings, profiler or poisoned allocator)")
 @click.option("--self-test", "self_test", is_flag=True,
               help="only run the harness self-tests (known-bad kernels it must catch) on this GPU; takes no other option")
 @click.pass_context
 def main(ctx, study, profile, out, kernelbench, from_results, results_dir, claims, cache_dir, name, no_plots,
-         candidates, tasks, sizes, extra_shapes, allow_failing, sign, keygen, bundle_format, self_test) -> None:
+         candidates, tasks, sizes, extra_shapes, allow_failing, sign, keygen, bundle_format, shards, engine, engine_opts,
+         device, self_test) -> None:
     """Run the study, validate every result, and pack a deterministic, verifiable bundle."""
     from click.core import ParameterSource
 
@@ -153,10 +166,16 @@ def main(ctx, study, profile, out, kernelbench, from_results, results_dir, claim
     from kbrepro.bundle import make
     from kbrepro.errors import check_input_dir, check_input_file, check_input_path, prepare_output_dir, remove_created
 
+    sharding = [p.opts[0] for p in given if p.name in SHARD_OPTS]
     if candidates or tasks or sizes or extra_shapes or (from_results and _candidate_results(from_results)):
         _candidates_main(given, candidates, tasks, sizes, extra_shapes, allow_failing, profile, out, kernelbench,
-                         from_results, results_dir, claims, name, sign, bundle_format)
+                         from_results, results_dir, claims, name, sign, bundle_format,
+                         shard_args=(shards, engine, engine_opts, device))
         return
+    if sharding:
+        raise UsageError(f"{', '.join(sharding)} {'applies' if len(sharding) == 1 else 'apply'} to KernelBench "
+                         "candidate runs (cases are candidates x tasks); a study runs in one process",
+                         "drop them, or shard candidates: --candidate FILE --task L/T ... --shards N")
     from kbrepro.bundle import pack
 
     bundle_format = pack.FORMAT_VERSION if bundle_format is None else bundle_format
@@ -254,8 +273,11 @@ def _pairs(items, opt: str) -> dict:
 
 
 def _candidates_main(given, candidates, tasks, sizes, extra_shapes, allow_failing, profile, out, kernelbench,
-                     from_results, results_dir, claims, name, sign=None, bundle_format=None) -> None:
-    """make_bundle.py for KernelBench candidates: run and pack, or pack --from-results."""
+                     from_results, results_dir, claims, name, sign=None, bundle_format=None,
+                     shard_args=(None, None, (), None)) -> None:
+    """make_bundle.py for KernelBench candidates: run and pack, or pack --from-results; with
+    --shards/--engine, each candidate x task runs as its own case (bundle/shard.py)."""
+    shards, engine, engine_opts, device = shard_args
     from kbrepro.bundle import candidates as bc
     from kbrepro.bundle import make
     from kbrepro.errors import check_input_dir, check_input_file, prepare_output_dir, remove_created
@@ -274,7 +296,7 @@ def _candidates_main(given, candidates, tasks, sizes, extra_shapes, allow_failin
         make.check_out_path(Path(out))
     if from_results:
         extra = [p.opts[0] for p in given if p.name in ("candidates", "tasks", "sizes", "extra_shapes", "profile",
-                                                          "results_dir")]
+                                                          "results_dir") + SHARD_OPTS]
         if extra:
             raise UsageError(f"{', '.join(extra)} {'applies' if len(extra) == 1 else 'apply'} to a new run, not to "
                              "--from-results",
@@ -307,6 +329,16 @@ def _candidates_main(given, candidates, tasks, sizes, extra_shapes, allow_failin
 
     if profile not in PROFILES:
         raise UsageError(f"unknown profile {profile!r} for candidates", f"use one of {', '.join(PROFILES)}")
+    device = device or "cuda"
+    if engine_opts and engine is None:
+        raise UsageError("--engine-opt without --engine", "name the engine the options are for, e.g. --engine submitit")
+    eng = None
+    if shards is not None or engine is not None:
+        from kbrepro.harness import engines
+
+        # a bad engine, option or shard count (2) or a missing package (4) before any folder is made
+        eng = engines.make_engine(engine or "local", shards=shards, device=device,
+                                  opts=engines.parse_opts(engine_opts))
     rdir = Path(results_dir) if results_dir else Path("results") / f"candidates-{profile}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     remove_created(prepare_output_dir(rdir, "--results-dir")[1])
     from kbrepro.errors import deferred_sigint
@@ -314,13 +346,28 @@ def _candidates_main(given, candidates, tasks, sizes, extra_shapes, allow_failin
     with deferred_sigint():
         import torch
 
-    if not torch.cuda.is_available():
+    # the cases of a cluster engine run on the cluster's GPUs, not on this (login) host's
+    if device == "cuda" and (eng is None or eng.name == "local") and not torch.cuda.is_available():
         raise EnvironmentUnavailableError("no CUDA GPU here: a candidate cannot run on this machine",
-                                          "run on a GPU machine, or pack results that exist with --from-results DIR")
+                                          "run on a GPU machine, pack results that exist with --from-results DIR, "
+                                          "or check the candidates without timings with --device cpu")
     t0 = time.perf_counter()
-    bc.run_candidates([(Path(c), t) for c, t in paired], profile=profile, kernelbench=kernelbench,
-                      results_dir=rdir, progress=lambda m: click.echo(f"[{time.perf_counter() - t0:7.1f}s] {m}", err=True),
-                      extra_shapes=shapes, sizes=size_map)
+
+    def say(m):
+        click.echo(f"[{time.perf_counter() - t0:7.1f}s] {m}", err=True)
+
+    if eng is not None:
+        from kbrepro.bundle import shard
+
+        rdir.mkdir(parents=True, exist_ok=True)
+        _, failed = shard.run_sharded([(Path(c), t) for c, t in paired], profile=profile, kernelbench=kernelbench,
+                                      results_dir=rdir, engine=eng, device=device, sizes=size_map,
+                                      extra_shapes=shapes, progress=say)
+        for f in failed:
+            click.echo(f"failed:  case {f['id']} ({f['candidate']} on {f['task']}): {f['error']}", err=True)
+    else:
+        bc.run_candidates([(Path(c), t) for c, t in paired], profile=profile, kernelbench=kernelbench,
+                          results_dir=rdir, progress=say, extra_shapes=shapes, sizes=size_map, device=device)
     made = bc.pack_results(rdir, Path(out) if out else None, claims_path=claims, name=name,
                            allow_failing=allow_failing, bundle_format=bundle_format, sign=sign)
     _candidate_summary(made, f"; whole command {time.perf_counter() - t0:.1f} s; results in {rdir}",

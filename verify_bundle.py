@@ -111,9 +111,10 @@ def _print_report(rep, verbose: bool) -> None:
             if t.details.get("not_replayed"):
                 click.echo(f"    recorded cases not replayed: {t.details['not_replayed']} "
                            f"(profile {t.details.get('profile')}, recorded at {t.details.get('recorded_profile')})")
-            click.echo(f"    cases compared: {t.details.get('cases_compared')}; cubins: "
-                       + ", ".join(f"{c['variant']} {'same' if c['same'] else ('not comparable' if c['same'] is None else 'DIFFERENT')}"
-                                   for c in t.details.get("cubins", [])))
+            if "cases_compared" in t.details:  # a study's replay (a candidate bundle's compares its checks)
+                click.echo(f"    cases compared: {t.details.get('cases_compared')}; cubins: "
+                           + ", ".join(f"{c['variant']} {'same' if c['same'] else ('not comparable' if c['same'] is None else 'DIFFERENT')}"
+                                       for c in t.details.get("cubins", [])))
     author = [c for t in rep.tiers for c in t.details.get("author_claims", [])]
     if author:
         click.echo("author's claims (judged by the bundle's own definitions, not this verifier's):")

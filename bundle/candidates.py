@@ -287,8 +287,44 @@ def render_report(meta: Mapping, doc: Mapping, claims_doc: Mapping) -> str:
                     rs = stats.paired_ratios(b, "candidate", arm)
                     ratio = _fmt(statistics.median(rs)) if rs else "-"
                 lines.append(f"| {arm} | {_fmt(s['median_ms'])} | {_fmt(s.get('iqr_ms'))} | {ratio} |")
+    lines += where_cases_ran(doc)
     lines += ["", "What these checks cannot catch is listed in the README (section on candidates).", ""]
     return "\n".join(lines)
+
+
+def where_cases_ran(doc: Mapping) -> list[str]:
+    """REPORT.md's section "Where each case ran" for a sharded run (``doc`` holds ``cases``;
+    none otherwise): one row per case in plan order: id, candidate, task, status, the host's
+    and GPU's hashes (first 12 hex), GPU name, driver, SM / memory clocks (MHz) when the case
+    started, the engine and its worker, and a failed case's error. Every value is made inert
+    (:func:`_md`). The packer and the verifier render it with this one function."""
+    cs = [c for c in doc.get("cases") or [] if isinstance(c, dict)]
+    if not cs:
+        return []
+
+    def h(v):
+        return f"`{str(v)[:12]}`" if isinstance(v, str) and v else "-"
+
+    hosts = {(c.get("ran_on") or {}).get("host_sha256") for c in cs} - {None}
+    gpus = {(c.get("ran_on") or {}).get("gpu_uuid_sha256") for c in cs} - {None}
+    failed = [c for c in cs if c.get("status") != "done"]
+    out = ["", "## Where each case ran", "",
+           f"{len(cs)} cases (candidate x task x profile seeds x variant, each run in its own process), "
+           f"{len(cs) - len(failed)} done, {len(failed)} failed; {len(hosts)} host(s), {len(gpus)} GPU(s). Hosts "
+           "and GPUs are shown as the first 12 hex digits of the sha256 of their name and UUID.", "",
+           "| case | candidate | task | status | host | GPU | GPU name | driver | SM / memory MHz | engine |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for c in cs:
+        ro = c.get("ran_on") or {}
+        clocks = "-" if ro.get("sm_clock_mhz") is None else f"{ro.get('sm_clock_mhz')} / {_fmt(ro.get('memory_clock_mhz'))}"
+        status = "done" if c.get("status") == "done" else "**FAILED**"
+        engine = _md(f"{ro.get('engine')} {ro.get('worker') or ''}".strip()) if ro else "-"
+        out.append(f"| `{_md(c.get('id'))}` | {_md(c.get('candidate'))} | {_md(c.get('task'))} | {status} | "
+                   f"{h(ro.get('host_sha256'))} | {h(ro.get('gpu_uuid_sha256'))} | {_md(ro.get('gpu_name') or '-')} | "
+                   f"{_md(ro.get('driver_version') or '-')} | {clocks} | {engine} |")
+    for c in failed:
+        out += ["", f"Case `{_md(c.get('id'))}` ({_md(c.get('candidate'))}) failed: {_md(c.get('error'))}"]
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -301,10 +337,13 @@ def _utc() -> str:
 
 def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelbench: str | None,
                    results_dir: Path, progress: Callable[[str], None] | None = None,
-                   extra_shapes: tuple = (), sizes: Mapping[str, int] | None = None, device: str = "cuda") -> Path:
+                   extra_shapes: tuple = (), sizes: Mapping[str, int] | None = None, device: str = "cuda",
+                   names: Sequence[str] | None = None) -> Path:
     """Check and time every ``(candidate file, task argument)`` on this GPU and write a
-    results folder (the bundle's ``data/`` layout) to ``results_dir``. Raises UsageError (bad
-    task or profile), KernelBenchPinError (checkout differs from the pin), UnreadableInputError."""
+    results folder (the bundle's ``data/`` layout) to ``results_dir``. ``names`` (one per
+    item) overrides the names :func:`candidate_names` derives from the file names (a case of
+    a sharded run keeps the name its plan gave it). Raises UsageError (bad task or profile),
+    KernelBenchPinError (checkout differs from the pin), UnreadableInputError."""
     import torch
 
     from kbrepro.harness import candidate as hc
@@ -324,7 +363,10 @@ def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelben
     paths = [task_path(t, pin) for _, t in items]
     checkout = KernelBenchCheckout(resolve_checkout(kernelbench), pin)
     checkout.verify(sorted(set(paths) | {"LICENSE"}))
-    names = candidate_names([p for p, _ in items])
+    names = list(names) if names is not None else candidate_names([p for p, _ in items])
+    if len(names) != len(items) or len(set(names)) != len(names) or not all(NAME_RE.match(n) for n in names):
+        raise UsageError("candidate names must be distinct bundle-safe names, one per candidate",
+                         "let the product derive them from the file names")
     srcs = []
     for p, _ in items:
         try:
@@ -389,9 +431,10 @@ def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelben
 
 
 def is_candidate_results(folder: Path) -> bool:
-    """Whether ``folder`` is a results folder of candidates (it holds results/candidates.json)."""
+    """Whether ``folder`` is a results folder of candidates (it holds results/candidates.json,
+    or the shard plan of a sharded run, ``shard.json``)."""
     try:
-        return (Path(folder) / "results" / "candidates.json").is_file()
+        return (Path(folder) / "results" / "candidates.json").is_file() or (Path(folder) / "shard.json").is_file()
     except OSError:
         return False
 
@@ -535,8 +578,14 @@ def pack_results(results_dir: Path, out: Path | None = None, *, claims_path: str
     key = load_key(sign)
     check_bundle_format(bundle_format, key is not None, FORMAT_VERSIONS, CRATE_SINCE)
     extra, extra_raw = (claims_mod.load_spec(claims_path) if claims_path else (None, None))
+    failed_cases: list = []
     try:
-        files = _read_results(Path(results_dir))
+        from kbrepro.bundle import shard
+
+        if shard.is_sharded(Path(results_dir)):  # the cases are the truth: merged in memory, as the run merged them
+            files, failed_cases = shard.merged_files(Path(results_dir))
+        else:
+            files = _read_results(Path(results_dir))
     except OSError as exc:
         raise UnreadableInputError(f"cannot read the results folder {results_dir}: {exc.strerror}",
                                    "check the path") from exc
@@ -550,6 +599,13 @@ def pack_results(results_dir: Path, out: Path | None = None, *, claims_path: str
     # a speed claim that fails is a finding (an honest kernel may be slower than torch.compile)
     failing = [c["id"] for c in claims_doc["claims"][:meta["claims"]["defaults"]]
                if c["verdict"] == "fails" and c["id"][-1] in "ab"]
+    if failed_cases and not allow_failing:
+        f0 = failed_cases[0]
+        raise InvalidResultsError(f"{len(failed_cases)} case(s) failed, e.g. case {f0['id']} ({f0['candidate']} on "
+                                  f"{f0['task']}): {f0['error'][:200]}; the other cases are intact in {results_dir}",
+                                  f"run it again with 'python -m kbrepro.bundle.shard run-case {results_dir}/cases/"
+                                  f"{f0['id']}', then pack with --from-results {results_dir}; or pass --allow-failing "
+                                  "to pack the cases that finished")
     if (bad or failing) and not allow_failing:
         what = "; ".join(f"{k} caught by {', '.join(v)}" for k, v in bad.items()) or f"claims {', '.join(failing)} fail"
         raise InvalidResultsError(f"{what}; the results stay in {results_dir}",

@@ -196,7 +196,9 @@ def _record_problems(r: dict, doc: dict, i: int, task_src: bytes | None) -> list
     if out:
         return out
     med = statistics.median(row["times_ms"]["candidate"] for row in blocks[0]["rounds"])
-    if roof.get("median_ms") != med or roof.get("bandwidth_gbps") != doc["bandwidth"].get("gbps") or \
+    # a sharded run's case measured its own copy bandwidth (its roofline used it); otherwise the run's
+    gbps = r["case"].get("bandwidth_gbps") if isinstance(r.get("case"), dict) else doc["bandwidth"].get("gbps")
+    if roof.get("median_ms") != med or roof.get("bandwidth_gbps") != gbps or \
             not isinstance(roof.get("bytes_moved"), int) or roof["bytes_moved"] <= 0:
         out.append((f"{at}.timing.roofline", "is not the warm block's median, the run's bandwidth and a byte count"))
     return out
@@ -356,6 +358,14 @@ def tier_documents(b, t) -> None:
     for p in sorted(p for p in b.files if p.startswith("renderings/"))[:20]:
         t.fail(p, "a candidate bundle has no renderings: its packer draws no figures, so nothing here is a picture "
                "of its data")
+    from kbrepro.bundle import shard
+
+    for path, msg in shard.case_problems(doc):
+        t.fail("data/results/candidates.json", f"the cases of a sharded run: {msg}", path=path)
+    failed = [c for c in doc.get("cases") or [] if isinstance(c, dict) and c.get("status") == "failed"]
+    if failed:
+        t.notes.append(f"{len(failed)} of {len(doc['cases'])} cases failed and hold no results (REPORT.md, "
+                       "'Where each case ran', lists them)")
     for path, msg in _compare_problems(doc):
         t.fail("data/results/candidates.json", f"a check record's verdict contradicts its counts: {msg}", path=path)
     if doc.get("device", "cuda") != "cuda":
@@ -533,8 +543,15 @@ def tier_replay(b, t, *, trust: bool, kernelbench: str | None, ratio_tolerance: 
         items = [(b.root / "data" / r["file"], r["task"]) for r in doc["candidates"]]
         say = (lambda m: progress({"stage": "candidate", "event": "step", "message": m,
                                    "elapsed_s": time.perf_counter() - t0})) if progress else None
-        bc.run_candidates(items, profile=doc["profile"], kernelbench=kernelbench, results_dir=Path(tmp), progress=say)
+        # the run's own sizes and extra shapes (the user's options, recorded in every record's configuration)
+        cfg0 = doc["candidates"][0]["config"] if doc["candidates"] else {}
+        sizes = cfg0.get("sizes") if isinstance(cfg0.get("sizes"), dict) else {}
+        shapes = tuple(x for x in cfg0.get("extra_shapes") or [] if isinstance(x, dict))
+        bc.run_candidates(items, profile=doc["profile"], kernelbench=kernelbench, results_dir=Path(tmp), progress=say,
+                          sizes=sizes or None, extra_shapes=shapes, names=[r["name"] for r in doc["candidates"]])
         again = jsonio.loads_strict((Path(tmp) / "results" / "candidates.json").read_bytes(), "replayed results")
+        env_file = Path(tmp) / "results" / "environment.json"
+        env_again = jsonio.loads_strict(env_file.read_bytes(), "replayed environment") if env_file.is_file() else {}
     changes = []
     for old, new in zip(doc["candidates"], again["candidates"]):
         for vo, vn in zip(old["verdicts"], new["verdicts"]):
@@ -565,6 +582,14 @@ def tier_replay(b, t, *, trust: bool, kernelbench: str | None, ratio_tolerance: 
                        f"{ratio_tolerance:.0%}: " + "; ".join(
                            f"{r['candidate']} / {r['arm']} ({r['l2']} L2) {r['recorded']:.4g} -> "
                            + (f"{r['replayed']:.4g}" if r["replayed"] is not None else "not timed") for r in moved[:4]))
+    from kbrepro.bundle.verify import environment_diff
+
+    # every claim recorded against replayed, and this machine beside the recorded one: what a
+    # replay matrix across GPU kinds is built from (python -m kbrepro.bundle.matrix)
+    t.details["claims"] = [{"id": c["id"], "recorded": rec.get(c["id"]), "replayed": c["verdict"],
+                            "sentence": c["sentence"]} for c in mine["claims"]]
+    t.details["environment"] = environment_diff(b.documents.get("environment") or {}, env_again)
+    t.details["profile"] = doc["profile"]
     t.details.update(check_changes=changes, claim_changes=claim_changes, ratios=ratios,
                      replayed_caught={k: v for k, v in bc.caught(again).items() if v},
                      replay_seconds=round(time.perf_counter() - t0, 1))

@@ -49,6 +49,12 @@ def _entry(name):
     if name == "audit":
         from kbrepro.bundle import audit
         return audit.main
+    if name == "matrix":
+        from kbrepro.bundle import matrix
+        return matrix.main_cli()
+    if name == "shard":
+        from kbrepro.bundle import shard
+        return shard._cli()
     from kbrepro.harness.__main__ import cli
     return cli
 

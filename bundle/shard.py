@@ -1,0 +1,642 @@
+"""A candidate run split into cases, run by an engine, merged back into one results folder.
+
+``make_bundle.py --candidate ... --shards N --engine local|submitit|ray`` plans one case per
+(candidate, task) pair (:func:`plan_cases`), writes each case's folder
+(:func:`prepare_cases`), hands the folders to an engine (:mod:`kbrepro.harness.engines`)
+with :func:`run_case_folder` as the runner, and merges what the cases wrote
+(:func:`merge_cases`, a pure function) into the results folder layout that
+``--from-results`` packs. ``--from-results`` on a folder whose cases were never merged (a
+Slurm run, say) merges them in memory the same way (:func:`merged_files`).
+
+The merged ``results/candidates.json`` is the unsharded document plus two additive fields:
+``cases`` (every case of the plan, in plan order: its id, index, fields, ``status``
+``done``/``failed``, ``error`` and ``ran_on``) and, in each candidate record, ``case``
+(``id`` and the copy bandwidth its own process measured, GB/s, which its roofline used).
+A case that failed is listed as failed and has no record; the others are intact.
+
+    python -m kbrepro.bundle.shard plan --candidate A.py --task 1/88 ... --results-dir RESULTS   # plan only
+    python -m kbrepro.bundle.shard run-case RESULTS/cases/<id>    # (re)run one case here
+    python -m kbrepro.bundle.shard run RESULTS [--max-cases K]    # run the cases not done yet, then merge
+    python -m kbrepro.bundle.shard merge RESULTS                  # merge the cases into RESULTS/results
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from kbrepro.errors import InvalidResultsError, UnreadableInputError, UsageError
+from kbrepro.harness import cases as hcases
+from kbrepro.harness import jsonio
+from kbrepro.harness.cases import Case
+
+PLAN = "shard.json"
+PLAN_SCHEMA = "kbrepro/shard-plan"
+JOB = "job.json"
+#: the most cases one plan holds (the candidates schema's limit)
+MAX_CASES = 256
+
+
+# ---------------------------------------------------------------------------------------------
+# planning
+
+
+def plan_cases(items: Sequence[tuple[str, bytes, str]], *, profile: str, pin, sizes: Mapping[str, int] | None = None,
+               extra_shapes: tuple = ()) -> list[Case]:
+    """One :class:`~kbrepro.harness.cases.Case` per ``(name, candidate bytes, task pin path)``
+    in ``items``, indexed in that order. ``pin`` is the KernelBench lock (task digests come
+    from it, never from the checkout); ``sizes`` (name -> int) and ``extra_shapes`` (a tuple of
+    name -> int mappings) are the run's variant. Raises UsageError for more than
+    :data:`MAX_CASES` cases, an unknown profile, or two cases with the same id."""
+    import hashlib
+
+    from kbrepro.harness.candidate import PROFILES
+
+    if profile not in PROFILES:
+        raise UsageError(f"unknown candidate profile {profile!r}", f"use one of {', '.join(PROFILES)}")
+    if len(items) > MAX_CASES:
+        raise UsageError(f"{len(items)} cases, more than the {MAX_CASES} one run holds",
+                         "split the candidates over several runs")
+    seeds = tuple(PROFILES[profile].seeds)
+    out = []
+    for i, (name, src, tp) in enumerate(items):
+        out.append(Case(task=tp, task_sha256=pin.files[tp], candidate=name,
+                        candidate_sha256=hashlib.sha256(src).hexdigest(), profile=profile, seeds=seeds,
+                        sizes=tuple(sorted((sizes or {}).items())),
+                        extra_shapes=tuple(tuple(s.items()) for s in extra_shapes), index=i))
+    ids = [c.id for c in out]
+    if len(set(ids)) != len(ids):
+        raise UsageError("two cases are the same (the same candidate, task and variant)", "give each pair once")
+    return out
+
+
+def prepare_cases(results_dir: Path, cases: Sequence[Case], sources: Sequence[bytes], *, kernelbench: str | None,
+                  device: str, engine: str) -> list[Path]:
+    """Write ``shard.json`` (the plan: the case ids in order, device, engine) and each case's
+    folder (``case.json``, ``job.json`` with the run's parameters that are not the case's
+    identity, ``input/<candidate>.py``) under ``results_dir``. Returns the case folders in
+    plan order. Raises OSError where the folder cannot be written."""
+    results_dir = Path(results_dir)
+    folders = []
+    for c, src in zip(cases, sources):
+        f = hcases.case_dir(results_dir, c.id)
+        (f / "input").mkdir(parents=True, exist_ok=True)
+        jsonio.write_json(f / "case.json", c.to_doc())
+        jsonio.write_json(f / JOB, {"schema": "kbrepro/case-job", "schema_version": 1, "device": device,
+                                    "engine": engine, "kernelbench": None if kernelbench is None
+                                    else str(Path(kernelbench).resolve())})
+        jsonio.atomic_write_bytes(f / "input" / f"{c.candidate}.py", src)
+        folders.append(f)
+    jsonio.write_json(results_dir / PLAN, {"schema": PLAN_SCHEMA, "schema_version": 1, "device": device,
+                                           "engine": engine, "cases": [c.id for c in cases]})
+    return folders
+
+
+# ---------------------------------------------------------------------------------------------
+# the runner (executed in the case's own process, wherever the engine puts it)
+
+
+def run_case_folder(folder: str) -> None:
+    """Run the case of ``folder``: write ``ran_on.json`` (where it runs, before it runs), then
+    check and time its candidate against its task (:func:`kbrepro.bundle.candidates.run_candidates`
+    with one item, the plan's name) into ``folder/result``, replacing an earlier attempt's.
+    Raises UnreadableInputError (a case folder that is not one, a candidate file that is not
+    the one planned) and whatever the run raises."""
+    from kbrepro.bundle import candidates as bc
+
+    f = Path(folder)
+    case = hcases.case_from_doc(jsonio.read_json(f / "case.json"))
+    job = jsonio.read_json(f / JOB)
+    src_path = f / "input" / f"{case.candidate}.py"
+    import hashlib
+
+    if hashlib.sha256(src_path.read_bytes()).hexdigest() != case.candidate_sha256:
+        raise UnreadableInputError(f"{src_path.name} is not the candidate the case names",
+                                   "remove the case folder and plan the run again")
+    worker = os.environ.get("KBREPRO_WORKER")
+    if job["engine"] == "submitit":  # the job's own id (a Slurm array task: <array>_<index>)
+        try:
+            import submitit
+
+            worker = f"job {submitit.JobEnvironment().job_id}"
+        except Exception:
+            pass
+    jsonio.write_json(f / hcases.RAN_ON, hcases.ran_on(job["device"], job["engine"], worker))
+    res = f / "result"
+    if res.exists():
+        shutil.rmtree(res)
+    bc.run_candidates([(src_path, case.task)], names=[case.candidate], profile=case.profile,
+                      kernelbench=job.get("kernelbench"), results_dir=res,
+                      extra_shapes=tuple(dict(s) for s in case.extra_shapes), sizes=dict(case.sizes) or None,
+                      device=job["device"])
+
+
+# ---------------------------------------------------------------------------------------------
+# loading and merging
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """What one case folder holds: its ``case``, ``status`` (``done``, ``failed``,
+    ``pending``), ``error`` (one line, or None), ``ran_on`` (dict or None) and ``files`` (its
+    result folder's files, path relative to it -> bytes; empty unless done)."""
+
+    case: Case
+    status: str
+    error: str | None
+    ran_on: dict | None
+    files: Mapping[str, bytes]
+
+
+def load_case(folder: Path) -> CaseResult:
+    """Read a case folder. Raises UnreadableInputError for a folder that is not a case or a
+    result that cannot be read; a case that never finished is ``pending``."""
+    from kbrepro.bundle.candidates import _read_results
+
+    f = Path(folder)
+    case = hcases.case_from_doc(jsonio.read_json(f / "case.json"))
+    status = hcases.case_status(f)
+    ran = None
+    if (f / hcases.RAN_ON).is_file():
+        ran = jsonio.read_json(f / hcases.RAN_ON)
+    err = None
+    if status == "failed":
+        try:
+            doc = jsonio.read_json(f / hcases.ERROR)
+            err = f"{doc.get('type')}: {doc.get('message')}"
+        except UnreadableInputError as exc:
+            err = exc.message
+        from kbrepro.bundle import scrub
+
+        # an error may name the machine's folders: none leaves it (bundle/scrub.py)
+        err = scrub.scrub_text(err, extra_paths=[str(f.resolve().parent.parent.parent), str(f.parent.parent.parent)])
+    files: dict = {}
+    if status == "done":
+        try:
+            files = _read_results(f / "result")
+        except OSError as exc:
+            raise UnreadableInputError(f"cannot read the result of case {case.id}: {exc.strerror}",
+                                       "run the case again") from exc
+    return CaseResult(case, status, err, ran, files)
+
+
+def load_plan(results_dir: Path) -> list[CaseResult]:
+    """Every case of ``results_dir``'s plan (``shard.json``), in plan order. Raises
+    UnreadableInputError for a plan or case folder that cannot be read or does not match."""
+    from kbrepro import schemas
+
+    plan = jsonio.read_json(Path(results_dir) / PLAN)
+    if not isinstance(plan, dict) or schemas.validate(plan, "shard-plan"):
+        raise UnreadableInputError(f"{PLAN} is not a shard plan (schemas/shard-plan.schema.json)",
+                                   "pass the folder a sharded run wrote")
+    out = []
+    for i, cid in enumerate(plan["cases"]):
+        f = hcases.case_dir(results_dir, cid)
+        if not (f / "case.json").is_file():
+            raise UnreadableInputError(f"case {cid[:30]} of the plan has no folder cases/{cid[:30]}",
+                                       "the results folder is incomplete; copy every case folder into it")
+        r = load_case(f)
+        if r.case.id != cid or r.case.index != i:
+            raise UnreadableInputError(f"case folder {cid[:30]} holds another case", "plan the run again")
+        out.append(r)
+    return out
+
+
+def _first_diff(a, b) -> bool:
+    return jsonio.dumps(a) != jsonio.dumps(b)
+
+
+def merge_cases(results: Sequence[CaseResult]) -> tuple[dict[str, bytes], list[dict]]:
+    """Merge case results into one results folder: returns ``(files, failed)`` where ``files``
+    maps paths (``results/candidates.json``, ``results/environment.json``, ``inputs/...``,
+    ``provenance/...``) to bytes and ``failed`` lists ``{"id", "candidate", "task", "error"}``
+    of the cases that did not finish. Pure: the output depends only on the cases (ordered by
+    their plan index, never by the order given or the order they finished). The environment
+    document is the first finished case's; ``started_utc``/``finished_utc`` span every case.
+    Raises InvalidResultsError when no case finished, when cases disagree on what must be
+    common (profile, predicate, KernelBench commit, device) or when two cases write one file
+    with different bytes; UsageError for two cases with one index or id."""
+    rs = sorted(results, key=lambda r: r.case.index)
+    idx = [r.case.index for r in rs]
+    ids = [r.case.id for r in rs]
+    if len(set(idx)) != len(idx) or len(set(ids)) != len(ids):
+        raise UsageError("two case results share a plan index or an id", "merge the cases of one plan")
+    done = [r for r in rs if r.status == "done"]
+    failed = [{"id": r.case.id, "candidate": r.case.candidate, "task": r.case.task,
+               "error": r.error or ("the case has not run" if r.status == "pending" else "failed")}
+              for r in rs if r.status != "done"]
+    if not done:
+        raise InvalidResultsError(f"none of the {len(rs)} cases finished: "
+                                  + "; ".join(f"{f['candidate']}: {f['error'][:120]}" for f in failed[:3]),
+                                  "fix what the errors say and run again")
+    files: dict[str, bytes] = {}
+    base = None
+    records = []
+    starts, ends = [], []
+    env_raw = None
+    for r in done:
+        if "results/candidates.json" not in r.files or "results/environment.json" not in r.files:
+            raise InvalidResultsError(f"case {r.case.id} finished but holds no results/candidates.json",
+                                      "run the case again")
+        doc = jsonio.loads_strict(r.files["results/candidates.json"], f"cases/{r.case.id}/result/results/candidates.json")
+        if not isinstance(doc, dict) or not isinstance(doc.get("candidates"), list) or len(doc["candidates"]) != 1:
+            raise InvalidResultsError(f"case {r.case.id}: its result does not hold exactly one candidate record",
+                                      "run the case again")
+        rec = doc["candidates"][0]
+        want = {"name": r.case.candidate, "task": r.case.task, "task_sha256": r.case.task_sha256,
+                "source_sha256": r.case.candidate_sha256}
+        got = {k: rec.get(k) for k in want}
+        if got != want or doc.get("profile") != r.case.profile:
+            raise InvalidResultsError(f"case {r.case.id}: its result is not of the case's candidate, task and profile",
+                                      "run the case again")
+        common = {k: doc.get(k) for k in ("schema", "schema_version", "kind", "profile", "device", "predicate",
+                                          "kernelbench")}
+        if base is None:
+            base = dict(doc)
+            base_common = common
+            env_raw = r.files["results/environment.json"]
+        elif _first_diff(common, base_common):
+            raise InvalidResultsError(f"case {r.case.id} ran with another profile, predicate, device or KernelBench "
+                                      "commit than the first case", "merge the cases of one plan")
+        starts.append(doc.get("started_utc"))
+        ends.append(doc.get("finished_utc"))
+        records.append({**rec, "case": {"id": r.case.id, "bandwidth_gbps": (doc.get("bandwidth") or {}).get("gbps")}})
+        for rel, data in r.files.items():
+            if rel in ("results/candidates.json", "results/environment.json"):
+                continue
+            if rel in files and files[rel] != data:
+                raise InvalidResultsError(f"cases write {rel} with different bytes", "merge the cases of one plan")
+            files[rel] = data
+    merged = dict(base)
+    merged["started_utc"] = min(starts)
+    merged["finished_utc"] = max(ends)
+    merged["candidates"] = records
+    merged["cases"] = [{"id": r.case.id, "index": r.case.index, **r.case.fields(),
+                        "status": "done" if r.status == "done" else "failed",
+                        "error": None if r.status == "done" else (r.error or "the case has not run")[:400],
+                        "ran_on": r.ran_on if isinstance(r.ran_on, dict) else None} for r in rs]
+    files["results/candidates.json"] = jsonio.dumps(merged).encode()
+    files["results/environment.json"] = env_raw
+    return dict(sorted(files.items())), failed
+
+
+def merged_files(results_dir: Path) -> tuple[dict[str, bytes], list[dict]]:
+    """:func:`merge_cases` of the plan in ``results_dir`` (read with :func:`load_plan`)."""
+    return merge_cases(load_plan(results_dir))
+
+
+def write_merged(results_dir: Path, files: Mapping[str, bytes]) -> None:
+    """Write merged files into ``results_dir`` (atomically, file by file; the case folders
+    stay)."""
+    for rel, data in files.items():
+        jsonio.atomic_write_bytes(Path(results_dir) / rel, data)
+
+
+def is_sharded(folder: Path) -> bool:
+    """Whether ``folder`` holds a shard plan (``shard.json``)."""
+    try:
+        return (Path(folder) / PLAN).is_file()
+    except OSError:
+        return False
+
+
+# ---------------------------------------------------------------------------------------------
+# the whole sharded run
+
+
+def plan_folder(items: Sequence[tuple[Path, str]], *, profile: str, kernelbench: str | None, results_dir: Path,
+                device: str, engine: str, sizes: Mapping[str, int] | None = None,
+                extra_shapes: tuple = ()) -> list[Path]:
+    """Plan every ``(candidate file, task argument)`` as its own case and write the plan and
+    the case folders under ``results_dir`` (:func:`plan_cases`, :func:`prepare_cases`); runs
+    nothing. Returns the case folders in plan order. Raises UsageError (bad task or profile)
+    and UnreadableInputError (a candidate file that cannot be read)."""
+    from kbrepro.bundle import candidates as bc
+    from kbrepro.harness.kernelbench import load_pin
+
+    pin = load_pin()
+    paths = [bc.task_path(t, pin) for _, t in items]
+    names = bc.candidate_names([p for p, _ in items])
+    srcs = []
+    for p, _ in items:
+        try:
+            srcs.append(Path(p).read_bytes())
+        except OSError as exc:
+            raise UnreadableInputError(f"cannot read candidate {p}: {exc.strerror}", "check the path") from exc
+    plan = plan_cases(list(zip(names, srcs, paths)), profile=profile, pin=pin, sizes=sizes, extra_shapes=extra_shapes)
+    return prepare_cases(Path(results_dir), plan, srcs, kernelbench=kernelbench, device=device, engine=engine)
+
+
+def plan_device(results_dir: Path) -> str:
+    """The device of the plan in ``results_dir`` (``cuda`` or ``cpu``). Raises
+    UnreadableInputError for a plan that cannot be read."""
+    from kbrepro import schemas
+
+    plan = jsonio.read_json(Path(results_dir) / PLAN)
+    if not isinstance(plan, dict) or schemas.validate(plan, "shard-plan"):
+        raise UnreadableInputError(f"{PLAN} is not a shard plan (schemas/shard-plan.schema.json)",
+                                   "pass the folder a sharded run wrote")
+    return plan["device"]
+
+
+def run_plan(results_dir: Path, engine, *, runner: Callable[[str], None] = run_case_folder,
+             progress: Callable[[str], None] | None = None, max_cases: int | None = None) -> tuple[Path, list[dict]]:
+    """Run the cases of the plan in ``results_dir`` that are not done (failed ones again), at
+    most ``max_cases`` of them (None: all), on ``engine``; then merge every finished case into
+    ``results_dir``. Returns ``(results_dir, cases not done)``. Raises the engine's errors,
+    UnreadableInputError for a plan or case folder that cannot be read, InvalidResultsError
+    when no case of the plan has finished."""
+    say = progress or (lambda m: None)
+    results = load_plan(Path(results_dir))
+    folders = [hcases.case_dir(Path(results_dir), r.case.id) for r in results]
+    todo = [f for f in folders if hcases.case_status(f) != "done"]
+    if max_cases is not None:
+        todo = todo[:max_cases]
+    for f in todo:  # where it runs now is the engine's (a plan made for one engine may be run by another)
+        job = jsonio.read_json(f / JOB)
+        if isinstance(job, dict) and job.get("engine") != engine.name:
+            jsonio.write_json(f / JOB, {**job, "engine": engine.name})
+    say(f"{len(folders)} case(s), {len(todo)} to run on engine {engine.name}")
+    for o in engine.submit([str(f) for f in todo], runner):
+        say(f"case {Path(o.folder).name}: " + (f"done in {o.seconds:.1f} s" if o.ok else f"FAILED: {o.error}"))
+    files, failed = merged_files(Path(results_dir))
+    write_merged(Path(results_dir), files)
+    return Path(results_dir), failed
+
+
+def run_sharded(items: Sequence[tuple[Path, str]], *, profile: str, kernelbench: str | None, results_dir: Path,
+                engine, device: str = "cuda", sizes: Mapping[str, int] | None = None, extra_shapes: tuple = (),
+                runner: Callable[[str], None] = run_case_folder,
+                progress: Callable[[str], None] | None = None) -> tuple[Path, list[dict]]:
+    """Plan and prepare every ``(candidate file, task argument)`` as its own case
+    (:func:`plan_folder`), run them on ``engine`` (a :class:`kbrepro.harness.engines.Engine`)
+    and merge the finished cases into ``results_dir`` (``results/``, ``inputs/``,
+    ``provenance/``) (:func:`run_plan`). Cases whose folder already says ``done`` are not run
+    again. Returns ``(results_dir, failed cases)``. Raises UsageError (bad task or profile),
+    UnreadableInputError (a candidate file), the engine's errors, and InvalidResultsError when
+    no case finished."""
+    plan_folder(items, profile=profile, kernelbench=kernelbench, results_dir=Path(results_dir), device=device,
+                engine=engine.name, sizes=sizes, extra_shapes=extra_shapes)
+    return run_plan(Path(results_dir), engine, runner=runner, progress=progress)
+
+
+# ---------------------------------------------------------------------------------------------
+# comparing a sharded run with an unsharded one
+
+
+#: keys whose values are timings, clocks, host or run-time fields: dropped by :func:`comparable`
+VOLATILE_KEYS = frozenset({"started_utc", "finished_utc", "bandwidth", "ran_on", "rounds",
+                           "per_call", "roofline", "clocks_start", "clocks_end", "stages", "seconds",
+                           "compile_seconds", "host_s", "wall_seconds"})
+VOLATILE_SUFFIXES = ("_ms", "_us", "_ns", "_s", "_seconds", "_utc", "_gbps", "_mhz")
+
+
+_DURATION = re.compile(r"\b\d+(\.\d+)?(e-?\d+)? ?(s|ms|us|ns|GB/s|MHz)\b")
+
+
+def comparable(doc):
+    """A copy of a result document without timings, clocks, host and case fields (the
+    top-level ``cases`` and each candidate record's ``case``; :data:`VOLATILE_KEYS` and keys
+    ending in :data:`VOLATILE_SUFFIXES` at any depth; durations inside strings, e.g. a
+    verdict's ``built in 3.0 s``, become ``<t>``): what a sharded and an unsharded run of the
+    same cases must agree on exactly."""
+    if isinstance(doc, dict) and isinstance(doc.get("candidates"), list):
+        doc = {k: v for k, v in doc.items() if k != "cases"}
+        doc["candidates"] = [{k: v for k, v in r.items() if k != "case"} if isinstance(r, dict) else r
+                             for r in doc["candidates"]]
+    return _comparable(doc)
+
+
+def _comparable(doc):
+    if isinstance(doc, dict):
+        return {k: _comparable(v) for k, v in doc.items()
+                if k not in VOLATILE_KEYS and not k.endswith(VOLATILE_SUFFIXES)}
+    if isinstance(doc, list):
+        return [_comparable(v) for v in doc]
+    if isinstance(doc, str):
+        return _DURATION.sub("<t>", doc)
+    return doc
+
+
+def record_case_fields(r: Mapping, doc: Mapping) -> dict:
+    """The case fields a candidate record of ``doc`` (candidates.json) implies: what its
+    ``case.id`` must be the digest of (the verifier derives them itself, never reading them
+    from the ``cases`` list)."""
+    cfg = r.get("config") if isinstance(r.get("config"), dict) else {}
+    return {"kind": hcases.CASE_KIND, "task": r.get("task"), "task_sha256": r.get("task_sha256"),
+            "candidate": r.get("name"), "candidate_sha256": r.get("source_sha256"), "profile": doc.get("profile"),
+            "seeds": cfg.get("seeds"), "variant": {"sizes": cfg.get("sizes") or {},
+                                                   "extra_shapes": cfg.get("extra_shapes") or []}}
+
+
+_FIELDS = ("kind", "task", "task_sha256", "candidate", "candidate_sha256", "profile", "seeds", "variant")
+
+
+def case_problems(doc: Mapping) -> list[tuple[str, str]]:
+    """What is wrong with the case fields of a merged candidates.json (the verifier's check;
+    ``(json path, message)`` pairs, empty when consistent): every listed case's id is the
+    digest of its fields and its index its place; ids are unique; a done case has no error
+    and a failed one has one; ``ran_on`` records are well-typed; every record's ``case.id`` is
+    the digest of the fields the record itself implies (:func:`record_case_fields`) and names
+    a listed done case whose fields are those; every done case has exactly one record, in plan
+    order. A document without ``cases`` and without ``case`` fields has no problems."""
+    recs = [r for r in doc.get("candidates") or [] if isinstance(r, dict)]
+    listed = doc.get("cases")
+    with_case = [i for i, r in enumerate(recs) if "case" in r]
+    if listed is None:
+        return [(f"$.candidates[{i}].case", "a case field, but the document lists no cases") for i in with_case[:5]]
+    out: list[tuple[str, str]] = []
+    if not isinstance(listed, list):
+        return [("$.cases", "is not a list")]
+    ids = []
+    for i, c in enumerate(listed):
+        at = f"$.cases[{i}]"
+        if not isinstance(c, dict):
+            out.append((at, "is not an object"))
+            continue
+        want = hcases.case_id({k: c.get(k) for k in _FIELDS})
+        if c.get("id") != want:
+            out.append((f"{at}.id", f"is not the digest of the case's fields ({want})"))
+        if c.get("index") != i:
+            out.append((f"{at}.index", f"is not its place in the list ({i})"))
+        if (c.get("status") == "done") != (c.get("error") is None):
+            out.append((f"{at}.error", "a done case carries no error and a failed case one"))
+        if c.get("ran_on") is not None:
+            for p in hcases.check_ran_on(c["ran_on"]):
+                out.append((f"{at}.ran_on", p))
+        ids.append(c.get("id"))
+    if len(set(ids)) != len(ids):
+        out.append(("$.cases", "lists a case more than once"))
+    by_id = {c.get("id"): c for c in listed if isinstance(c, dict)}
+    seen = []
+    for i, r in enumerate(recs):
+        at = f"$.candidates[{i}].case"
+        if "case" not in r or not isinstance(r["case"], dict):
+            out.append((at, "missing: a sharded run's every record names its case"))
+            continue
+        mine = record_case_fields(r, doc)
+        cid = hcases.case_id(mine)
+        if r["case"].get("id") != cid:
+            out.append((f"{at}.id", f"is not the digest of the record's own task, candidate, profile, seeds and "
+                        f"variant ({cid})"))
+            continue
+        c = by_id.get(cid)
+        if c is None or c.get("status") != "done":
+            out.append((f"{at}.id", "names no done case of the list"))
+            continue
+        if {k: c.get(k) for k in _FIELDS} != mine:
+            out.append((f"{at}.id", "the listed case's fields are not the record's"))
+        seen.append(cid)
+    done = [c.get("id") for c in listed if isinstance(c, dict) and c.get("status") == "done"]
+    if seen != done and not out:
+        out.append(("$.candidates", "the records are not the done cases, each exactly once, in plan order"))
+    return out
+
+
+def differences(a, b, path: str = "$", limit: int = 50) -> list[str]:
+    """JSON paths where :func:`comparable` ``a`` and ``b`` differ (at most ``limit``)."""
+    out: list[str] = []
+
+    def walk(x, y, p):
+        if len(out) >= limit:
+            return
+        if isinstance(x, dict) and isinstance(y, dict):
+            for k in sorted(set(x) | set(y)):
+                if k not in x or k not in y:
+                    out.append(f"{p}.{k}: only in {'the first' if k in x else 'the second'}")
+                else:
+                    walk(x[k], y[k], f"{p}.{k}")
+        elif isinstance(x, list) and isinstance(y, list):
+            if len(x) != len(y):
+                out.append(f"{p}: {len(x)} items against {len(y)}")
+            for i, (u, v) in enumerate(zip(x, y)):
+                walk(u, v, f"{p}[{i}]")
+        elif x != y:
+            out.append(f"{p}: {json.dumps(x)[:60]} against {json.dumps(y)[:60]}")
+
+    walk(comparable(a), comparable(b), path)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# command line: run one case, merge a plan
+
+def _cli():
+    import click
+
+    from kbrepro.errors import EdgeMixin
+
+    class _Group(EdgeMixin, click.Group):
+        pass
+
+    @click.group(cls=_Group)
+    def cli():
+        """Cases of a sharded candidate run."""
+
+    @cli.command("run-case")
+    @click.argument("folder", type=click.Path())
+    def run_case_cmd(folder):
+        """Run (again) the case in FOLDER (RESULTS/cases/<id>) in this process."""
+        from kbrepro.errors import check_input_dir
+        from kbrepro.harness.engines import run_case
+
+        check_input_dir(folder, "FOLDER", "pass a case folder, RESULTS/cases/<id>")
+        run_case(run_case_folder, folder, {"KBREPRO_WORKER": "run-case"})
+        click.echo(f"case {Path(folder).name}: done")
+
+    @cli.command("plan")
+    @click.option("--candidate", "candidates", multiple=True, type=click.Path(), required=True)
+    @click.option("--task", "tasks", multiple=True, required=True, help="one for all candidates or one per candidate")
+    @click.option("--profile", default="full", show_default=True)
+    @click.option("--size", "sizes", multiple=True, help="NAME=VALUE, as make_bundle.py --size")
+    @click.option("--kernelbench", type=click.Path(), default=None)
+    @click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True)
+    @click.option("--results-dir", "results_dir", type=click.Path(), required=True, help="a new or empty folder")
+    def plan_cmd(candidates, tasks, profile, sizes, kernelbench, device, results_dir):
+        """Write the plan and case folders of a sharded candidate run, and run nothing (then: run)."""
+        from kbrepro.bundle import candidates as bc
+        from kbrepro.errors import check_input_dir, check_input_file, prepare_output_dir
+        from kbrepro.harness.kernelbench import load_pin
+
+        if len(tasks) not in (1, len(candidates)):
+            raise UsageError(f"{len(candidates)} --candidate and {len(tasks)} --task",
+                             "give one --task for all candidates or one per --candidate, in order")
+        for c in candidates:
+            check_input_file(c, "--candidate")
+        if kernelbench:
+            check_input_dir(kernelbench, "--kernelbench")
+        size_map = {}
+        for it in sizes:
+            k, sep, v = it.partition("=")
+            if not sep or not k.strip().isidentifier() or not v.strip().isdigit() or int(v) == 0 or k in size_map:
+                raise UsageError(f"--size {it!r} is not NAME=VALUE with a positive integer VALUE, each NAME once",
+                                 "e.g. --size batch_size=8")
+            size_map[k.strip()] = int(v)
+        pin = load_pin()
+        pairs = list(zip(candidates, tasks if len(tasks) == len(candidates) else tasks * len(candidates)))
+        for _, t in pairs:
+            bc.task_path(t, pin)
+        prepare_output_dir(results_dir, "--results-dir")
+        folders = plan_folder([(Path(c), t) for c, t in pairs], profile=profile, kernelbench=kernelbench,
+                              results_dir=Path(results_dir), device=device, engine="local", sizes=size_map or None)
+        click.echo(f"planned {len(folders)} case(s) in {results_dir}; run them with 'python -m kbrepro.bundle.shard "
+                   f"run {results_dir}'")
+
+    @cli.command("run")
+    @click.argument("results", type=click.Path())
+    @click.option("--shards", type=int, default=None, help="at most N cases at once [default: 1]")
+    @click.option("--engine", type=click.Choice(["local", "submitit", "ray"]), default="local", show_default=True)
+    @click.option("--engine-opt", "engine_opts", multiple=True, help="KEY=VALUE, as make_bundle.py --engine-opt")
+    @click.option("--max-cases", type=int, default=None,
+                  help="run at most this many of the cases not done yet, then merge (a long study in slices)")
+    def run_cmd(results, shards, engine, engine_opts, max_cases):
+        """Run the cases of RESULTS (a sharded run's folder) that are not done, then merge them
+        into RESULTS/results; pack with make_bundle.py --from-results RESULTS."""
+        from kbrepro.errors import check_input_dir
+        from kbrepro.harness import engines
+
+        check_input_dir(results, "RESULTS", "pass the folder a sharded run wrote")
+        if not is_sharded(Path(results)):
+            raise UsageError(f"{results} holds no {PLAN}", "pass the folder a sharded run wrote")
+        if max_cases is not None and max_cases < 1:
+            raise UsageError(f"--max-cases {max_cases} is not a positive number", "e.g. --max-cases 5")
+        eng = engines.make_engine(engine, shards=shards, device=plan_device(Path(results)),
+                                  opts=engines.parse_opts(engine_opts))
+        _, failed = run_plan(Path(results), eng, max_cases=max_cases, progress=lambda m: click.echo(m, err=True))
+        click.echo(f"cases not done: {len(failed)}" + ("" if failed else f"; pack with make_bundle.py --from-results "
+                                                                          f"{results}"))
+        for f in failed:
+            click.echo(f"not done: case {f['id']} ({f['candidate']} on {f['task']}): {f['error']}")
+
+    @cli.command("merge")
+    @click.argument("results", type=click.Path())
+    def merge_cmd(results):
+        """Merge the finished cases of RESULTS (a sharded run's folder) into RESULTS/results."""
+        from kbrepro.errors import check_input_dir
+
+        check_input_dir(results, "RESULTS", "pass the folder a sharded run wrote")
+        if not is_sharded(Path(results)):
+            raise UsageError(f"{results} holds no {PLAN}", "pass the folder a sharded run wrote")
+        files, failed = merged_files(Path(results))
+        write_merged(Path(results), files)
+        click.echo(f"merged {len(json.loads(files['results/candidates.json'])['cases']) - len(failed)} case(s) "
+                   f"into {Path(results) / 'results'}")
+        for f in failed:
+            click.echo(f"failed:  case {f['id']} ({f['candidate']} on {f['task']}): {f['error']}")
+
+    return cli
+
+
+if __name__ == "__main__":
+    from kbrepro.errors import run_main
+
+    run_main(_cli())
+
+
+__all__ = ["plan_cases", "prepare_cases", "run_case_folder", "CaseResult", "load_case", "load_plan", "merge_cases",
+           "merged_files", "write_merged", "is_sharded", "run_sharded", "plan_folder", "run_plan", "comparable", "differences", "case_problems",
+           "record_case_fields"]
