@@ -231,6 +231,23 @@ def test_local_engine_gives_each_slot_its_own_gpu_and_refuses_more_shards_than_g
         engines.make_engine("local", shards=1, device="cuda")
 
 
+def test_odd_gpus_and_timeouts_are_refused_and_no_two_slots_share_a_gpu(monkeypatch):
+    for opts, fragment in (({"gpus": "0,0"}, "names a GPU twice"), ({"gpus": "abc"}, "not a GPU index or UUID"),
+                           ({"gpus": 1.5}, "not a GPU index or UUID"), ({"timeout_min": float("nan")}, "positive"),
+                           ({"timeout_min": float("inf")}, "positive")):
+        with pytest.raises(UsageError, match=fragment):
+            engines.make_engine("local", shards=2, device="cuda", opts=opts)
+    with pytest.raises(UsageError, match="with --device cpu"):
+        engines.make_engine("local", shards=1, device="cpu", opts={"gpus": 0})
+    # GPUs given by UUID (as Slurm and containers set CUDA_VISIBLE_DEVICES): the worker name,
+    # which ran_on records, never carries the raw UUID
+    uuids = ["GPU-" + "0f1e2d3c-aaaa-bbbb-cccc-ddddeeeeff0" + str(i) for i in range(2)]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", ",".join(uuids))
+    e = engines.make_engine("local", shards=2, device="cuda")
+    assert [s["CUDA_VISIBLE_DEVICES"] for s in e.slots] == uuids
+    assert [s["KBREPRO_WORKER"] for s in e.slots] == ["gpu-slot0", "gpu-slot1"]
+
+
 def test_engine_options_and_missing_packages_are_clear_errors(monkeypatch):
     assert engines.parse_opts(["timeout_min=60", "slurm_partition=gpu", "x=1.5", "y=true"]) == {
         "timeout_min": 60, "slurm_partition": "gpu", "x": 1.5, "y": True}
