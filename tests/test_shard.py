@@ -248,6 +248,18 @@ def test_odd_gpus_and_timeouts_are_refused_and_no_two_slots_share_a_gpu(monkeypa
     assert [s["KBREPRO_WORKER"] for s in e.slots] == ["gpu-slot0", "gpu-slot1"]
 
 
+def test_ran_on_text_is_plain_and_never_a_raw_uuid():
+    ro = hcases.ran_on("cpu", "local", "gpuGPU-0f1e2d3c-aaaa-bbbb-cccc-ddddeeeeffff | **x**", host="h")
+    assert "0f1e2d3c" not in ro["worker"] and "|" not in ro["worker"] and "*" not in ro["worker"]
+    assert hcases.check_ran_on(ro) == []
+    for k, v, fragment in (("worker", "GPU-0f1e2d3c-aaaa-bbbb-cccc-ddddeeeeffff", "raw GPU UUID"),
+                           ("gpu_name", "**FAILED**", "not a value of its type"),
+                           ("driver_version", "<b>580</b>", "not a value of its type")):
+        assert any(fragment in p for p in hcases.check_ran_on({**ro, k: v})), (k, v)
+    assert hcases.check_ran_on({**ro, "gpu_name": "NVIDIA A100-SXM4-80GB", "driver_version": "580.65.06",
+                                "worker": "job 1234_5"}) == []
+
+
 def test_engine_options_and_missing_packages_are_clear_errors(monkeypatch):
     assert engines.parse_opts(["timeout_min=60", "slurm_partition=gpu", "x=1.5", "y=true"]) == {
         "timeout_min": 60, "slurm_partition": "gpu", "x": 1.5, "y": True}
@@ -420,6 +432,9 @@ def _edit_doc(fn):
     ("a failed case hidden as done", lambda d: d["cases"][2].update(status="done", error=None),
      "each exactly once, in plan order"),
     ("a case listed twice", lambda d: d["cases"].append(dict(d["cases"][0], index=3)), "more than once"),
+    ("Markdown in ran_on", lambda d: d["cases"][0]["ran_on"].update(gpu_name="**FAILED**"), "not a value of its type"),
+    ("a raw GPU UUID in ran_on", lambda d: d["cases"][0]["ran_on"].update(worker="GPU-0f1e2d3c-aaaa-bbbb-cccc-dd"),
+     "raw GPU UUID"),
 ])
 def test_a_bundle_whose_cases_were_tampered_with_fails(packed, tmp_path, what, edit, fragment):
     bad = _repack(packed.path, tmp_path / "bad.tar", _edit_doc(edit))
