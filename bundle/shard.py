@@ -350,6 +350,51 @@ def run_plan(results_dir: Path, engine, *, runner: Callable[[str], None] = run_c
     ``results_dir``. Returns ``(results_dir, cases not done)``. Raises the engine's errors,
     UnreadableInputError for a plan or case folder that cannot be read, InvalidResultsError
     when no case of the plan has finished."""
+    with run_lock(Path(results_dir)):
+        return _run_plan(Path(results_dir), engine, runner=runner, progress=progress, max_cases=max_cases)
+
+
+#: the lock file a run holds in its results folder while it runs and merges cases
+LOCK = ".shard-run.lock"
+
+
+class run_lock:
+    """Hold ``results_dir/.shard-run.lock`` (``flock``, exclusive, not waiting) while a run
+    runs and merges its cases: two runs on one folder would run the same cases at once, each
+    clearing the other's result folder. Raises UsageError (exit 2) where another process
+    holds it. A no-op where the OS has no ``fcntl``."""
+
+    def __init__(self, results_dir: Path):
+        self.path = Path(results_dir) / LOCK
+        self.fd = None
+
+    def __enter__(self):
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover (not POSIX)
+            return self
+        try:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise UsageError(f"cannot write {self.path.name} in {self.path.parent}: {exc.strerror}",
+                             "run in a results folder you can write") from exc
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(self.fd)
+            self.fd = None
+            raise UsageError(f"another run is running the cases of {self.path.parent} (it holds {LOCK})",
+                             "wait for it to end; run one 'shard run' per results folder at a time") from exc
+        return self
+
+    def __exit__(self, *exc):
+        if self.fd is not None:
+            os.close(self.fd)  # closing releases the lock; the file stays (removing it would race)
+            self.fd = None
+        return False
+
+
+def _run_plan(results_dir: Path, engine, *, runner, progress, max_cases) -> tuple[Path, list[dict]]:
     say = progress or (lambda m: None)
     results = load_plan(Path(results_dir))
     folders = [hcases.case_dir(Path(results_dir), r.case.id) for r in results]
@@ -624,8 +669,9 @@ def _cli():
         check_input_dir(results, "RESULTS", "pass the folder a sharded run wrote")
         if not is_sharded(Path(results)):
             raise UsageError(f"{results} holds no {PLAN}", "pass the folder a sharded run wrote")
-        files, failed = merged_files(Path(results))
-        write_merged(Path(results), files)
+        with run_lock(Path(results)):
+            files, failed = merged_files(Path(results))
+            write_merged(Path(results), files)
         click.echo(f"merged {len(json.loads(files['results/candidates.json'])['cases']) - len(failed)} case(s) "
                    f"into {Path(results) / 'results'}")
         for f in failed:

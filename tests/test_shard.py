@@ -531,6 +531,37 @@ def test_a_results_folder_whose_plan_or_cases_were_edited_is_refused(sharded, tm
     assert not (tmp_path / "x.tar").exists()
 
 
+def test_a_second_run_on_one_results_folder_is_refused_while_the_first_runs(sharded, tmp_path):
+    import fcntl
+    import shutil
+
+    _, _, res, _, _ = sharded
+    copy = tmp_path / "res"
+    shutil.copytree(res / "cases", copy / "cases")
+    shutil.copy(res / shard.PLAN, copy / shard.PLAN)
+
+    class NoEngine(engines.Engine):
+        name = "local"
+
+        def submit(self, folders, runner):
+            raise AssertionError("a second run must not run any case")
+
+    with open(copy / shard.LOCK, "w") as held:  # the first run, as it holds the folder
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(UsageError, match="another run is running the cases"):
+            shard.run_plan(copy, NoEngine())
+        one_error(cli("shard", "merge", copy), 2, "another run is running the cases")
+    assert not (copy / "results").exists()  # nothing merged or written meanwhile
+
+    class Idle(engines.Engine):
+        name = "local"
+
+        def submit(self, folders, runner):
+            return []
+
+    assert [f["candidate"] for f in shard.run_plan(copy, Idle())[1]] == ["c"]  # released: the next run runs
+
+
 def test_a_long_study_runs_in_slices_plan_then_run_some_cases_at_a_time(sharded, tmp_path, monkeypatch):
     d, kb, _, _, _ = sharded
     monkeypatch.chdir(tmp_path)
