@@ -551,7 +551,13 @@ def test_a_second_run_on_one_results_folder_is_refused_while_the_first_runs(shar
         with pytest.raises(UsageError, match="another run is running the cases"):
             shard.run_plan(copy, NoEngine())
         one_error(cli("shard", "merge", copy), 2, "another run is running the cases")
-    assert not (copy / "results").exists()  # nothing merged or written meanwhile
+        with pytest.raises(UsageError, match="still being written"):  # nor packed while its cases are written
+            bc.pack_results(copy, tmp_path / "x.tar", allow_failing=True)
+    (copy / "cases" / json.loads((copy / shard.PLAN).read_text())["cases"][0] / hcases.DONE).rename(tmp_path / "d")
+    with pytest.raises(InvalidResultsError, match="has not finished"):  # a half-written case: not done, said so
+        bc.pack_results(copy, tmp_path / "x.tar")
+    (tmp_path / "d").rename(copy / "cases" / json.loads((copy / shard.PLAN).read_text())["cases"][0] / hcases.DONE)
+    assert not (tmp_path / "x.tar").exists() and not (copy / "results").exists()  # nothing merged or written
 
     class Idle(engines.Engine):
         name = "local"
