@@ -32,10 +32,19 @@ VERDICTS = ("holds", "fails", "inconclusive", "not_comparable")
 _UNSAFE = re.compile(r"[^A-Za-z0-9 .,:;=+\-*/_%#'\"!?&{}~^()@]")
 
 
+#: characters the allowed set keeps that Markdown would still read as emphasis, strike-through,
+#: superscript or an HTML entity (``**holds**`` would look like the matrix's own marker):
+#: backslash-escaped, ``&`` as ``&amp;``
+_EMPHASIS = re.compile(r"([*_~^])")
+
+
 def inert(text, limit: int = 200) -> str:
     """``text`` as inert Markdown for a table cell: letters, digits, spaces and plain
-    punctuation only (``[]`` become ``()``, anything else ``?``), at most ``limit`` characters."""
-    return _UNSAFE.sub("?", str(text).replace("[", "(").replace("]", ")"))[:limit]
+    punctuation only (``[]`` become ``()``, anything else ``?``), at most ``limit`` characters
+    of it, then ``* _ ~ ^`` backslash-escaped and ``&`` written ``&amp;``, so no emphasis,
+    strike-through or entity can form."""
+    s = _UNSAFE.sub("?", str(text).replace("[", "(").replace("]", ")"))[:limit]
+    return _EMPHASIS.sub(r"\\\1", s.replace("&", "&amp;"))
 
 
 @dataclass(frozen=True)
@@ -111,6 +120,14 @@ def parse_report(raw: bytes, src: str) -> Replay:
         out.append((cid, sent, recd, repl))
     if len({c[0] for c in out}) != len(out):
         raise _bad(src, "lists a claim twice")
+    # compared, never believed: the verifier fails its replay tier (and the verdict) on a claim
+    # that flips between holds and fails, so a report whose tier passes with such a flip was edited
+    flips = [c[0] for c in out if {c[2], c[3]} == {"holds", "fails"}]
+    if flips and (tiers[0]["status"] != "FAIL" or doc["verdict"] != "FAIL"):
+        raise _bad(src, f"claim {flips[0]} flips between holds and fails on replay, yet its replay tier says "
+                        f"{tiers[0]['status']} and its verdict {doc['verdict']} (the report was edited)")
+    if tiers[0]["status"] == "FAIL" and doc["verdict"] != "FAIL":
+        raise _bad(src, f"its replay tier failed, yet its verdict is {doc['verdict']} (the report was edited)")
     return Replay(source=Path(src).name, bundle=str(doc.get("bundle_name") or "?"), digest=str(doc.get("digest") or "?"),
                   verdict=doc["verdict"], replay_status=tiers[0]["status"],
                   gpu=str(gpu) if isinstance(gpu, str) and gpu else "unknown GPU",
@@ -227,11 +244,26 @@ def main_cli():
                 check_output_file(o, opt)
                 refuse_input_as_output(o, list(reports), opt)
         replays = []
+        seen_bytes: dict[str, str] = {}
+        seen_names: dict[str, str] = {}
         for r in reports:
             try:
                 raw = Path(r).read_bytes()
             except OSError as exc:
                 raise UnreadableInputError(f"cannot read {r}: {exc.strerror}", "check the path") from exc
+            # one replay counts once: the same report twice (or a copy of it) would read as
+            # "x2, two replays agreed"; and sources are named by file name only
+            import hashlib
+
+            digest = hashlib.sha256(raw).hexdigest()
+            if digest in seen_bytes:
+                raise UsageError(f"{r} is the same report as {seen_bytes[digest]} (the same bytes): one replay counts "
+                                 "once", "give each machine's report once")
+            name = Path(r).name
+            if name in seen_names:
+                raise UsageError(f"{r} and {seen_names[name]} have one file name, and the matrix names its sources by "
+                                 "file name", "rename one, e.g. after its machine")
+            seen_bytes[digest], seen_names[name] = str(r), str(r)
             replays.append(parse_report(raw, str(r)))
         matrix = build(replays)
         md = render(matrix)

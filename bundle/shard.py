@@ -227,7 +227,7 @@ def merge_cases(results: Sequence[CaseResult]) -> tuple[dict[str, bytes], list[d
         raise UsageError("two case results share a plan index or an id", "merge the cases of one plan")
     done = [r for r in rs if r.status == "done"]
     failed = [{"id": r.case.id, "candidate": r.case.candidate, "task": r.case.task,
-               "error": r.error or ("the case has not run" if r.status == "pending" else "failed")}
+               "error": r.error or (PENDING if r.status == "pending" else "failed")}
               for r in rs if r.status != "done"]
     if not done:
         raise InvalidResultsError(f"none of the {len(rs)} cases finished: "
@@ -277,16 +277,43 @@ def merge_cases(results: Sequence[CaseResult]) -> tuple[dict[str, bytes], list[d
     merged["candidates"] = records
     merged["cases"] = [{"id": r.case.id, "index": r.case.index, **r.case.fields(),
                         "status": "done" if r.status == "done" else "failed",
-                        "error": None if r.status == "done" else (r.error or "the case has not run")[:400],
+                        "error": None if r.status == "done" else (r.error or PENDING)[:400],
                         "ran_on": r.ran_on if isinstance(r.ran_on, dict) else None} for r in rs]
     files["results/candidates.json"] = jsonio.dumps(merged).encode()
     files["results/environment.json"] = env_raw
     return dict(sorted(files.items())), failed
 
 
+#: the error of a case without done.json or error.json
+PENDING = "the case has not finished (no done.json: never run, interrupted, or still running)"
+
+
 def merged_files(results_dir: Path) -> tuple[dict[str, bytes], list[dict]]:
-    """:func:`merge_cases` of the plan in ``results_dir`` (read with :func:`load_plan`)."""
+    """:func:`merge_cases` of the plan in ``results_dir`` (read with :func:`load_plan`).
+    Raises UsageError while a run holds the folder (:func:`lock_held`): its cases are still
+    being written."""
+    if lock_held(Path(results_dir)):
+        raise UsageError(f"a run is running the cases of {results_dir} (it holds {LOCK}): its cases are still being "
+                         "written", "pack or merge when it has ended")
     return merge_cases(load_plan(results_dir))
+
+
+def lock_held(results_dir: Path) -> bool:
+    """Whether another process holds ``results_dir``'s run lock (read only: a folder packed
+    with --from-results may be read-only)."""
+    try:
+        import fcntl
+
+        fd = os.open(Path(results_dir) / LOCK, os.O_RDONLY)
+    except (ImportError, OSError):
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
 
 
 def write_merged(results_dir: Path, files: Mapping[str, bytes]) -> None:
@@ -350,6 +377,51 @@ def run_plan(results_dir: Path, engine, *, runner: Callable[[str], None] = run_c
     ``results_dir``. Returns ``(results_dir, cases not done)``. Raises the engine's errors,
     UnreadableInputError for a plan or case folder that cannot be read, InvalidResultsError
     when no case of the plan has finished."""
+    with run_lock(Path(results_dir)):
+        return _run_plan(Path(results_dir), engine, runner=runner, progress=progress, max_cases=max_cases)
+
+
+#: the lock file a run holds in its results folder while it runs and merges cases
+LOCK = ".shard-run.lock"
+
+
+class run_lock:
+    """Hold ``results_dir/.shard-run.lock`` (``flock``, exclusive, not waiting) while a run
+    runs and merges its cases: two runs on one folder would run the same cases at once, each
+    clearing the other's result folder. Raises UsageError (exit 2) where another process
+    holds it. A no-op where the OS has no ``fcntl``."""
+
+    def __init__(self, results_dir: Path):
+        self.path = Path(results_dir) / LOCK
+        self.fd = None
+
+    def __enter__(self):
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover (not POSIX)
+            return self
+        try:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise UsageError(f"cannot write {self.path.name} in {self.path.parent}: {exc.strerror}",
+                             "run in a results folder you can write") from exc
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(self.fd)
+            self.fd = None
+            raise UsageError(f"another run is running the cases of {self.path.parent} (it holds {LOCK})",
+                             "wait for it to end; run one 'shard run' per results folder at a time") from exc
+        return self
+
+    def __exit__(self, *exc):
+        if self.fd is not None:
+            os.close(self.fd)  # closing releases the lock; the file stays (removing it would race)
+            self.fd = None
+        return False
+
+
+def _run_plan(results_dir: Path, engine, *, runner, progress, max_cases) -> tuple[Path, list[dict]]:
     say = progress or (lambda m: None)
     results = load_plan(Path(results_dir))
     folders = [hcases.case_dir(Path(results_dir), r.case.id) for r in results]
@@ -363,7 +435,7 @@ def run_plan(results_dir: Path, engine, *, runner: Callable[[str], None] = run_c
     say(f"{len(folders)} case(s), {len(todo)} to run on engine {engine.name}")
     for o in engine.submit([str(f) for f in todo], runner):
         say(f"case {Path(o.folder).name}: " + (f"done in {o.seconds:.1f} s" if o.ok else f"FAILED: {o.error}"))
-    files, failed = merged_files(Path(results_dir))
+    files, failed = merge_cases(load_plan(Path(results_dir)))
     write_merged(Path(results_dir), files)
     return Path(results_dir), failed
 
@@ -624,8 +696,9 @@ def _cli():
         check_input_dir(results, "RESULTS", "pass the folder a sharded run wrote")
         if not is_sharded(Path(results)):
             raise UsageError(f"{results} holds no {PLAN}", "pass the folder a sharded run wrote")
-        files, failed = merged_files(Path(results))
-        write_merged(Path(results), files)
+        with run_lock(Path(results)):
+            files, failed = merge_cases(load_plan(Path(results)))
+            write_merged(Path(results), files)
         click.echo(f"merged {len(json.loads(files['results/candidates.json'])['cases']) - len(failed)} case(s) "
                    f"into {Path(results) / 'results'}")
         for f in failed:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -174,7 +175,7 @@ def ran_on(device: str, engine: str, worker: str | None = None, host: str | None
     machine cannot give is ``None``. Never raises."""
     out = dict.fromkeys(RAN_ON_KEYS)
     out.update(host_sha256=hash_host(host if host is not None else socket.gethostname()), engine=str(engine),
-               worker=None if worker is None else str(worker)[:80], device="cuda" if device.startswith("cuda") else "cpu")
+               worker=None if worker is None else _text(worker, 80), device="cuda" if device.startswith("cuda") else "cpu")
     if out["device"] != "cuda":
         return out
     try:
@@ -183,19 +184,27 @@ def ran_on(device: str, engine: str, worker: str | None = None, host: str | None
         if not torch.cuda.is_available():
             return out
         props = torch.cuda.get_device_properties(0)
-        out["gpu_name"] = str(props.name)[:120]
+        out["gpu_name"] = _text(props.name, 120)
         uuid = str(getattr(props, "uuid", "") or "")
         if uuid:
             from kbrepro.harness.fingerprint import hash_uuid
 
             out["gpu_uuid_sha256"] = hash_uuid(uuid)
             try:
-                out.update(_nvml_by_uuid(uuid))
+                nv = _nvml_by_uuid(uuid)
+                out.update(nv, driver_version=_text(nv["driver_version"], 120))
             except Exception:  # no pynvml, or NVML cannot answer: the fields stay None
                 pass
     except Exception:
         pass
     return out
+
+
+def _text(v, limit: int) -> str:
+    """A ran_on text field as :func:`check_ran_on` takes it: a raw UUID in it replaced by
+    ``uuid?``, any other character outside the plain set by ``?``, at most ``limit``."""
+    s = _RAW_UUID.sub("uuid?", str(v))
+    return re.sub(r"[^A-Za-z0-9 .\-_:()/+,?]", "?", s)[:limit]
 
 
 def check_ran_on(doc) -> list[str]:
@@ -218,11 +227,20 @@ def check_ran_on(doc) -> list[str]:
             ok = v in ("local", "submitit", "ray")
         elif k == "device":
             ok = v in ("cuda", "cpu")
-        else:
-            ok = v is None or (isinstance(v, str) and len(v) <= 120)
+        else:  # a GPU name, a driver version, a worker: plain text (no Markdown), never a raw UUID
+            ok = v is None or (isinstance(v, str) and len(v) <= 120 and _RAN_ON_TEXT.fullmatch(v) is not None)
+            if ok and isinstance(v, str) and _RAW_UUID.search(v):
+                out.append(f"{k} holds a raw GPU UUID: ran_on keeps only its sha256 (gpu_uuid_sha256)")
+                continue
         if not ok:
             out.append(f"{k} is {str(v)[:40]!r}, not a value of its type")
     return out
+
+
+#: what a ran_on text field may hold: letters, digits, spaces and ``. - _ : ( ) / + , ?``
+_RAN_ON_TEXT = re.compile(r"[A-Za-z0-9 .\-_:()/+,?]*")
+#: a GPU or MIG UUID as NVML and CUDA_VISIBLE_DEVICES write it (or its bare hex groups)
+_RAW_UUID = re.compile(r"(?i)(GPU|MIG)-[0-9a-f-]{4,}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def cuda_visible_list() -> list[str] | None:

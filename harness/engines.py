@@ -24,7 +24,9 @@ what the engine saw), so the three engines agree on what a failure is.
 """
 from __future__ import annotations
 
+import math
 import os
+import re
 import time
 import traceback
 from dataclasses import dataclass
@@ -170,14 +172,36 @@ def make_engine(name: str, *, shards: int | None, device: str, opts: Mapping | N
         if opts:
             raise UsageError(f"the local engine takes no option {', '.join(sorted(opts))} (only gpus=0,1,... and "
                              "timeout_min=N)", "drop it, or choose --engine submitit for executor parameters")
-        if minutes is not None and (isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or minutes <= 0):
+        if minutes is not None and (isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or
+                                    not math.isfinite(minutes) or minutes <= 0):
             raise UsageError(f"--engine-opt timeout_min={minutes} is not a positive number of minutes",
                              "e.g. --engine-opt timeout_min=60")
+        if gpus is not None:
+            gpus = _gpu_list(gpus, device)
         return LocalEngine(shards or 1, device, None if gpus is None else str(gpus),
                            timeout_s=None if minutes is None else float(minutes) * 60.0)
     if name == "submitit":
         return SubmititEngine(shards, device, opts)
     return RayEngine(shards, device, opts)
+
+
+def _gpu_list(gpus, device: str) -> str:
+    """``--engine-opt gpus=...`` checked: GPU indices (non-negative integers) or UUIDs
+    (``GPU-...``, ``MIG-...``), comma-separated, each once (two slots on one GPU would time two
+    cases on it at once); only with a CUDA device. Returns them as a comma-separated string.
+    Raises UsageError."""
+    if not str(device).startswith("cuda"):
+        raise UsageError(f"--engine-opt gpus={gpus} with --device cpu: a CPU run uses no GPU",
+                         "drop gpus=, or run on CUDA")
+    items = [x.strip() for x in str(gpus).split(",")] if not isinstance(gpus, bool) else [str(gpus)]
+    for x in items:
+        if not (x.isdigit() or re.fullmatch(r"(GPU|MIG)-[0-9A-Za-z-]{1,80}", x)):
+            raise UsageError(f"--engine-opt gpus={gpus}: {x!r} is not a GPU index or UUID",
+                             "e.g. --engine-opt gpus=0,1")
+    if len(set(items)) != len(items):
+        raise UsageError(f"--engine-opt gpus={gpus} names a GPU twice: no two case processes may share one",
+                         "name each GPU once")
+    return ",".join(items)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -220,7 +244,10 @@ class LocalEngine(Engine):
             if shards > len(have):
                 raise UsageError(f"--shards {shards} with {len(have)} GPU(s): timed cases need a GPU each, and no two "
                                  "may share one", f"use --shards {len(have)} or fewer (one case process per GPU)")
-            self.slots = [{"CUDA_VISIBLE_DEVICES": g, "KBREPRO_WORKER": f"gpu{g}"} for g in have[:shards]]
+            # the worker name lands in ran_on: a GPU given by its UUID (CUDA_VISIBLE_DEVICES=GPU-...,
+            # as Slurm and containers set it) is named by its slot, never by the raw UUID
+            self.slots = [{"CUDA_VISIBLE_DEVICES": g, "KBREPRO_WORKER": f"gpu{g}" if g.isdigit() else f"gpu-slot{i}"}
+                          for i, g in enumerate(have[:shards])]
         else:
             cores = os.cpu_count() or 1
             if shards > cores:

@@ -70,10 +70,14 @@ def test_a_candidate_replay_report_lists_every_claim_and_the_gpu_it_ran_on(repla
     assert gpu["here"] == "NVIDIA H200" and gpu["recorded"] is None and not gpu["same"]
 
 
-def _as(report: dict, gpu: str, flip: str | None = None, source_driver: str = "580.1") -> bytes:
-    """The report as another machine would write it: its GPU, its driver, and a claim flipped."""
+def _as(report: dict, gpu: str, flip: str | None = None, source_driver: str = "580.1", edited: bool = False) -> bytes:
+    """The report as another machine would write it: its GPU, its driver, and a claim flipped
+    (its replay tier and verdict then FAIL, as the verifier writes them; ``edited``: left as
+    they were, as a hand-edited report would)."""
     r = json.loads(json.dumps(report))
     t6 = next(t for t in r["tiers"] if t["number"] == 6)
+    if flip and not edited:
+        t6["status"], r["verdict"] = "FAIL", "FAIL"
     for row in t6["details"]["environment"]:
         if row["field"] == "gpu_name":
             row["here"] = gpu
@@ -150,3 +154,41 @@ def test_the_command_writes_markdown_and_json_and_refuses_bad_input(replay_repor
     static["tiers"] = [t for t in static["tiers"] if t["number"] < 6]
     (tmp_path / "static.json").write_bytes(jsonio.dumps(static).encode())
     one_error(cli("matrix", tmp_path / "static.json"), 2, "holds no replay")
+
+
+def test_emphasis_and_entities_from_a_report_are_escaped(replay_report):
+    # '**holds**' in a GPU name would look like the matrix's own marker of a changed verdict
+    rep = matrix.parse_report(_as(replay_report, "**holds** _x_ ~~y~~ ^z^ &#124;"), "r.json")
+    md = matrix.render(matrix.build([rep]))
+    line = next(x for x in md.splitlines() if x.startswith("- "))
+    assert line.startswith(r"- \*\*holds\*\* \_x\_ \~\~y\~\~ \^z\^ &amp;#124;: 1 replay(s)"), line
+    assert "**holds**" not in md and "&#124;" not in md.replace("&amp;#124;", "")
+
+
+def _flipped(report: dict, status: str, verdict: str) -> bytes:
+    r = json.loads(_as(report, "NVIDIA H200", flip="K1b", edited=True))
+    r["verdict"] = verdict
+    next(t for t in r["tiers"] if t["number"] == 6)["status"] = status
+    return jsonio.dumps(r).encode()
+
+
+def test_a_report_whose_verdicts_contradict_its_claims_is_refused(replay_report):
+    # the verifier fails its replay tier on a holds/fails flip: a passing tier with one was edited
+    with pytest.raises(UnreadableInputError, match="flips between holds and fails"):
+        matrix.parse_report(_as(replay_report, "NVIDIA H200", flip="K1b", edited=True), "r.json")
+    with pytest.raises(UnreadableInputError, match="its verdict (is )?PASS"):
+        matrix.parse_report(_flipped(replay_report, "FAIL", "PASS"), "r.json")
+    ok = matrix.parse_report(_flipped(replay_report, "FAIL", "FAIL"), "r.json")
+    assert ("K1b", "holds", "fails") in [(c[0], c[2], c[3]) for c in ok.claims]
+
+
+def test_one_replay_counts_once(replay_report, tmp_path):
+    a = tmp_path / "a.json"
+    a.write_bytes(_as(replay_report, "NVIDIA H200"))
+    (tmp_path / "copy.json").write_bytes(a.read_bytes())
+    one_error(cli("matrix", a, a), 2, "the same report as")
+    one_error(cli("matrix", a, tmp_path / "copy.json"), 2, "the same report as")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "a.json").write_bytes(_as(replay_report, "NVIDIA H200", source_driver="580.2"))
+    one_error(cli("matrix", a, tmp_path / "sub" / "a.json"), 2, "have one file name")
+    assert not (tmp_path / "m.md").exists()

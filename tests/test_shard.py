@@ -231,6 +231,35 @@ def test_local_engine_gives_each_slot_its_own_gpu_and_refuses_more_shards_than_g
         engines.make_engine("local", shards=1, device="cuda")
 
 
+def test_odd_gpus_and_timeouts_are_refused_and_no_two_slots_share_a_gpu(monkeypatch):
+    for opts, fragment in (({"gpus": "0,0"}, "names a GPU twice"), ({"gpus": "abc"}, "not a GPU index or UUID"),
+                           ({"gpus": 1.5}, "not a GPU index or UUID"), ({"timeout_min": float("nan")}, "positive"),
+                           ({"timeout_min": float("inf")}, "positive")):
+        with pytest.raises(UsageError, match=fragment):
+            engines.make_engine("local", shards=2, device="cuda", opts=opts)
+    with pytest.raises(UsageError, match="with --device cpu"):
+        engines.make_engine("local", shards=1, device="cpu", opts={"gpus": 0})
+    # GPUs given by UUID (as Slurm and containers set CUDA_VISIBLE_DEVICES): the worker name,
+    # which ran_on records, never carries the raw UUID
+    uuids = ["GPU-" + "0f1e2d3c-aaaa-bbbb-cccc-ddddeeeeff0" + str(i) for i in range(2)]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", ",".join(uuids))
+    e = engines.make_engine("local", shards=2, device="cuda")
+    assert [s["CUDA_VISIBLE_DEVICES"] for s in e.slots] == uuids
+    assert [s["KBREPRO_WORKER"] for s in e.slots] == ["gpu-slot0", "gpu-slot1"]
+
+
+def test_ran_on_text_is_plain_and_never_a_raw_uuid():
+    ro = hcases.ran_on("cpu", "local", "gpuGPU-0f1e2d3c-aaaa-bbbb-cccc-ddddeeeeffff | **x**", host="h")
+    assert "0f1e2d3c" not in ro["worker"] and "|" not in ro["worker"] and "*" not in ro["worker"]
+    assert hcases.check_ran_on(ro) == []
+    for k, v, fragment in (("worker", "GPU-0f1e2d3c-aaaa-bbbb-cccc-ddddeeeeffff", "raw GPU UUID"),
+                           ("gpu_name", "**FAILED**", "not a value of its type"),
+                           ("driver_version", "<b>580</b>", "not a value of its type")):
+        assert any(fragment in p for p in hcases.check_ran_on({**ro, k: v})), (k, v)
+    assert hcases.check_ran_on({**ro, "gpu_name": "NVIDIA A100-SXM4-80GB", "driver_version": "580.65.06",
+                                "worker": "job 1234_5"}) == []
+
+
 def test_engine_options_and_missing_packages_are_clear_errors(monkeypatch):
     assert engines.parse_opts(["timeout_min=60", "slurm_partition=gpu", "x=1.5", "y=true"]) == {
         "timeout_min": 60, "slurm_partition": "gpu", "x": 1.5, "y": True}
@@ -403,6 +432,9 @@ def _edit_doc(fn):
     ("a failed case hidden as done", lambda d: d["cases"][2].update(status="done", error=None),
      "each exactly once, in plan order"),
     ("a case listed twice", lambda d: d["cases"].append(dict(d["cases"][0], index=3)), "more than once"),
+    ("Markdown in ran_on", lambda d: d["cases"][0]["ran_on"].update(gpu_name="**FAILED**"), "not a value of its type"),
+    ("a raw GPU UUID in ran_on", lambda d: d["cases"][0]["ran_on"].update(worker="GPU-0f1e2d3c-aaaa-bbbb-cccc-dd"),
+     "raw GPU UUID"),
 ])
 def test_a_bundle_whose_cases_were_tampered_with_fails(packed, tmp_path, what, edit, fragment):
     bad = _repack(packed.path, tmp_path / "bad.tar", _edit_doc(edit))
@@ -497,6 +529,43 @@ def test_a_results_folder_whose_plan_or_cases_were_edited_is_refused(sharded, tm
     with pytest.raises(UnreadableInputError, match="not the digest of its fields"):
         bc.pack_results(copy, tmp_path / "x.tar", allow_failing=True)
     assert not (tmp_path / "x.tar").exists()
+
+
+def test_a_second_run_on_one_results_folder_is_refused_while_the_first_runs(sharded, tmp_path):
+    import fcntl
+    import shutil
+
+    _, _, res, _, _ = sharded
+    copy = tmp_path / "res"
+    shutil.copytree(res / "cases", copy / "cases")
+    shutil.copy(res / shard.PLAN, copy / shard.PLAN)
+
+    class NoEngine(engines.Engine):
+        name = "local"
+
+        def submit(self, folders, runner):
+            raise AssertionError("a second run must not run any case")
+
+    with open(copy / shard.LOCK, "w") as held:  # the first run, as it holds the folder
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(UsageError, match="another run is running the cases"):
+            shard.run_plan(copy, NoEngine())
+        one_error(cli("shard", "merge", copy), 2, "another run is running the cases")
+        with pytest.raises(UsageError, match="still being written"):  # nor packed while its cases are written
+            bc.pack_results(copy, tmp_path / "x.tar", allow_failing=True)
+    (copy / "cases" / json.loads((copy / shard.PLAN).read_text())["cases"][0] / hcases.DONE).rename(tmp_path / "d")
+    with pytest.raises(InvalidResultsError, match="has not finished"):  # a half-written case: not done, said so
+        bc.pack_results(copy, tmp_path / "x.tar")
+    (tmp_path / "d").rename(copy / "cases" / json.loads((copy / shard.PLAN).read_text())["cases"][0] / hcases.DONE)
+    assert not (tmp_path / "x.tar").exists() and not (copy / "results").exists()  # nothing merged or written
+
+    class Idle(engines.Engine):
+        name = "local"
+
+        def submit(self, folders, runner):
+            return []
+
+    assert [f["candidate"] for f in shard.run_plan(copy, Idle())[1]] == ["c"]  # released: the next run runs
 
 
 def test_a_long_study_runs_in_slices_plan_then_run_some_cases_at_a_time(sharded, tmp_path, monkeypatch):
