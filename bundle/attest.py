@@ -182,7 +182,7 @@ def check_key_pair_paths(folder) -> tuple[Path, Path]:
 
 
 def write_key_pair(folder) -> tuple[Path, Path, str]:
-    """Make an Ed25519 key pair in ``folder`` (created if missing): :data:`PRIVATE_KEY_FILE`
+    """Make an Ed25519 key pair in ``folder`` (created if missing, mode 0700): :data:`PRIVATE_KEY_FILE`
     (unencrypted PKCS#8 PEM, mode 0600, created with O_EXCL) and :data:`PUBLIC_KEY_FILE`
     (SubjectPublicKeyInfo PEM, 0644). Returns ``(private, public, key id)``. Raises
     OutputPathError (2) if either file exists or the folder cannot be written; nothing is
@@ -192,7 +192,12 @@ def write_key_pair(folder) -> tuple[Path, Path, str]:
 
     from kbrepro.errors import prepare_output_dir
 
-    folder, _ = prepare_output_dir(folder, "--keygen", must_be_empty=False)
+    folder, created = prepare_output_dir(folder, "--keygen", must_be_empty=False)
+    if created:  # a folder made here holds a private key: owner only, whatever the umask
+        try:
+            os.chmod(folder, 0o700)
+        except OSError:
+            pass
     priv, pub = check_key_pair_paths(folder)
     key = Ed25519PrivateKey.generate()
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
@@ -570,7 +575,8 @@ def disagreements(signed: Sequence[Mapping], expected: Sequence[Mapping], limit:
         elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
             for i, (x, y) in enumerate(zip(a, b)):
                 walk(x, y, f"{path}[{i}]")
-        elif a != b:
+        elif json.dumps(a, sort_keys=True) != json.dumps(b, sort_keys=True):
+            # as JSON text, not as Python values: 132.0 is not 132, and false is not 0
             out.append((path, b, a))
 
     for n, (s, e) in enumerate(zip(signed, expected), 1):

@@ -373,6 +373,11 @@ def _tier_manifest(c: arc.ArchiveContents, t: Tier) -> str | None:
     if b"\r" in info_raw or not info_raw.endswith(b"\n") or keys != list(BAG_INFO_KEYS):
         t.fail("bag-info.txt", "not in the packer's exact form (its fields, once each, in order, LF line ends)",
                expected=list(BAG_INFO_KEYS), found=keys[:12])
+    else:  # and byte for byte as the packer writes the values it holds ("Key: value\n")
+        parsed = _bag_info(info_raw)
+        if "".join(f"{k}: {parsed.get(k, '')}\n" for k in BAG_INFO_KEYS).encode("utf-8") != info_raw:
+            t.fail("bag-info.txt", "not in the packer's exact form (one space after each colon, no other spaces "
+                   "around a value, UTF-8)")
     agent = _bag_info(info_raw).get("Bag-Software-Agent")
     if agent is not None and not re.fullmatch(r"kbrepro ([0-9][0-9A-Za-z.+-]{0,40}|unknown)", agent):
         t.fail("bag-info.txt", "Bag-Software-Agent is not the packer's 'kbrepro VERSION'", found=agent)

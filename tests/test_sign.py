@@ -16,6 +16,7 @@ import base64
 import dataclasses
 import json
 import shutil
+import os
 import stat
 import subprocess
 import sys
@@ -557,3 +558,23 @@ def test_the_private_key_is_found_in_any_common_encoding(tmp_path):
     files = {f"logs/{n}.log": b"run log\n" + v + b"\nmore\n" for n, v in forms.items()}
     files["results/clean.json"] = b'{"a": 1}\n'
     assert attest.key_material_in(files, key) == sorted(f"logs/{n}.log" for n in forms)
+
+
+def test_a_disagreement_is_judged_on_the_json_text_not_on_python_equality():
+    """Issue 14's red team: 132.0 == 132 and False == 0 in Python, but a signed statement
+    that says 132.0 or false where the documents give 132 or 0 is not the statement the
+    verifier derives."""
+    want = [{"a": 132, "b": 0, "c": [1, 2], "d": "x"}]
+    assert attest.disagreements([{"a": 132, "b": 0, "c": [1, 2], "d": "x"}], want) == []
+    got = attest.disagreements([{"a": 132.0, "b": False, "c": [1, 2.0], "d": "x"}], want)
+    assert [p for p, _, _ in got] == ["envelope 1 $.a", "envelope 1 $.b", "envelope 1 $.c[1]"]
+
+
+def test_a_folder_keygen_makes_is_the_owners_alone_whatever_the_umask(tmp_path):
+    old = os.umask(0)
+    try:
+        priv, pub, _ = attest.write_key_pair(tmp_path / "new" / "keys")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "new" / "keys").stat().st_mode) == 0o700
+    assert stat.S_IMODE(priv.stat().st_mode) == 0o600

@@ -353,3 +353,25 @@ def test_archive_cut_at_a_member_boundary_is_truncated(corpus, tmp_path):
     r = run_cli(archive, tmp_path, "cut")
     assert r.code == 3, r.stdout + r.stderr
     assert [(t["name"], t["status"]) for t in r.report["tiers"]] == [("archive", "FAIL")]
+
+
+def test_bag_info_is_held_to_the_packers_bytes_not_only_to_its_keys(tmp_path):
+    """Issue 14's red team: a second space after a colon, or a trailing one, re-hashed into
+    the tag manifest (a new digest), passed with the right keys in the right order."""
+    from corpus import make_corpus as mc
+    from kbrepro.bundle.verify import verify_archive
+
+    g = mc.load_good(mc.find_good_bundles(Path(__file__).resolve().parent.parent)[0])
+    for n, edit in enumerate((lambda b: b.replace(b"Bag-Software-Agent: ", b"Bag-Software-Agent:  ", 1),
+                              lambda b: b.replace(b"\n", b" \n", 1))):
+        files = dict(g.files)
+        files["bag-info.txt"] = edit(files["bag-info.txt"])
+        assert files["bag-info.txt"] != g.files["bag-info.txt"]
+        tags = sorted(t for t in ("bagit.txt", "bag-info.txt", "manifest-sha256.txt") if t in files)
+        files["tagmanifest-sha256.txt"] = "".join(
+            f"{hashlib.sha256(files[t]).hexdigest()}  {t}\n" for t in tags).encode()
+        out = tmp_path / f"b{n}.tar"
+        out.write_bytes(mc.raw_tar(g.top, files, g.mtime))
+        rep = verify_archive(out, level="fast")
+        msgs = [p["message"] for t in rep.tiers for p in t.problems]
+        assert rep.exit_code == 1 and any("one space after each colon" in m for m in msgs), msgs
