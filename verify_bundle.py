@@ -59,6 +59,9 @@ def _print_report(rep, verbose: bool) -> None:
         if getattr(rep.signature, "signed", False) and not getattr(rep.signature, "checked", False):
             click.echo("        (the key id is what the envelope says; anyone can write any key id, and only "
                        "--public-key checks the signature)")
+        elif getattr(rep.signature, "checked", False) and getattr(rep, "level", None) == "fast":
+            click.echo("        (at --level fast the signed statements are not compared with the documents; "
+                       "--level static compares them)")
     for t in rep.tiers:
         extra = ""
         if t.name == "archive" and t.details:
