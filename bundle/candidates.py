@@ -93,6 +93,18 @@ def task_path(arg: str, pin) -> str:
                      "use e.g. --task 1/88 or --task src/kernelbench/prompts/model_ex_add.py")
 
 
+def read_sources(paths) -> list[bytes]:
+    """The bytes of each candidate file, in order. Raises UnreadableInputError (3) naming the
+    first that cannot be read."""
+    out = []
+    for p in paths:
+        try:
+            out.append(Path(p).read_bytes())
+        except OSError as exc:
+            raise UnreadableInputError(f"cannot read candidate {p}: {exc.strerror}", "check the path") from exc
+    return out
+
+
 def candidate_names(paths: Sequence[Path]) -> list[str]:
     """Bundle-safe, distinct names from the candidate file names (stem, non-word characters
     replaced by ``_``, a numeric suffix where two collide)."""
@@ -367,12 +379,7 @@ def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelben
     if len(names) != len(items) or len(set(names)) != len(names) or not all(NAME_RE.match(n) for n in names):
         raise UsageError("candidate names must be distinct bundle-safe names, one per candidate",
                          "let the product derive them from the file names")
-    srcs = []
-    for p, _ in items:
-        try:
-            srcs.append(Path(p).read_bytes())
-        except OSError as exc:
-            raise UnreadableInputError(f"cannot read candidate {p}: {exc.strerror}", "check the path") from exc
+    srcs = read_sources([p for p, _ in items])
     results_dir = Path(results_dir)
     started = _utc()
     env = fingerprint.collect("start")

@@ -348,12 +348,7 @@ def plan_folder(items: Sequence[tuple[Path, str]], *, profile: str, kernelbench:
     pin = load_pin()
     paths = [bc.task_path(t, pin) for _, t in items]
     names = bc.candidate_names([p for p, _ in items])
-    srcs = []
-    for p, _ in items:
-        try:
-            srcs.append(Path(p).read_bytes())
-        except OSError as exc:
-            raise UnreadableInputError(f"cannot read candidate {p}: {exc.strerror}", "check the path") from exc
+    srcs = bc.read_sources([p for p, _ in items])
     plan = plan_cases(list(zip(names, srcs, paths)), profile=profile, pin=pin, sizes=sizes, extra_shapes=extra_shapes)
     return prepare_cases(Path(results_dir), plan, srcs, kernelbench=kernelbench, device=device, engine=engine)
 
