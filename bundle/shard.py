@@ -21,6 +21,7 @@ A case that failed is listed as failed and has no record; the others are intact.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -615,7 +616,10 @@ def _cli():
         from kbrepro.harness.engines import run_case
 
         check_input_dir(folder, "FOLDER", "pass a case folder, RESULTS/cases/<id>")
-        run_case(run_case_folder, folder, {"KBREPRO_WORKER": "run-case"})
+        results = Path(folder).resolve().parent.parent
+        # a case of a sharded results folder is run under that folder's run lock, as a run's are
+        with run_lock(results) if (results / PLAN).is_file() else contextlib.nullcontext():
+            run_case(run_case_folder, folder, {"KBREPRO_WORKER": "run-case"})
         click.echo(f"case {Path(folder).name}: done")
 
     @cli.command("plan")

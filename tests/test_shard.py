@@ -551,6 +551,8 @@ def test_a_second_run_on_one_results_folder_is_refused_while_the_first_runs(shar
         with pytest.raises(UsageError, match="another run is running the cases"):
             shard.run_plan(copy, NoEngine())
         one_error(cli("shard", "merge", copy), 2, "another run is running the cases")
+        case0 = copy / "cases" / json.loads((copy / shard.PLAN).read_text())["cases"][0]
+        one_error(cli("shard", "run-case", case0), 2, "another run is running the cases")  # nor one case by hand
         with pytest.raises(UsageError, match="still being written"):  # nor packed while its cases are written
             bc.pack_results(copy, tmp_path / "x.tar", allow_failing=True)
     (copy / "cases" / json.loads((copy / shard.PLAN).read_text())["cases"][0] / hcases.DONE).rename(tmp_path / "d")
