@@ -36,6 +36,7 @@ from typing import Callable, Mapping, Sequence
 from kbrepro.errors import EnvironmentUnavailableError, UsageError
 from kbrepro.harness import jsonio
 from kbrepro.harness.cases import DONE, ERROR
+from kbrepro.harness.isolate import start_with_env
 
 ENGINES = ("local", "submitit", "ray")
 #: the longest error message a failure record keeps (characters)
@@ -268,16 +269,7 @@ class LocalEngine(Engine):
                         i, folder = pending.pop(0)
                         env = dict(self.slots[slot])
                         p = ctx.Process(target=_child, args=(runner, str(folder), env), daemon=False)
-                        saved = {k: os.environ.get(k) for k in env}
-                        os.environ.update(env)  # the spawned interpreter starts with these (before torch)
-                        try:
-                            p.start()
-                        finally:
-                            for k, v in saved.items():
-                                if v is None:
-                                    os.environ.pop(k, None)
-                                else:
-                                    os.environ[k] = v
+                        start_with_env(p, env)  # the spawned interpreter starts with these (before torch)
                         running[slot] = (i, p, time.time())
                 for slot, (i, p, t0) in list(running.items()):
                     late = self.timeout_s is not None and p.exitcode is None and time.time() - t0 > self.timeout_s

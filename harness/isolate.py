@@ -69,6 +69,22 @@ REPLY_FIELDS = {
 }
 
 
+def start_with_env(proc, env: Mapping[str, str]) -> None:
+    """Start the spawned ``proc`` (a ``multiprocessing`` process, not started) with ``env``
+    set in its environment from its first instruction (before it imports torch): set here
+    for the start, then restored as it was."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        proc.start()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def _printable(text: str) -> str:
     """``text`` with control and non-ASCII characters replaced by ``?``."""
     return "".join(c if " " <= c <= "~" else "?" for c in text)
@@ -634,16 +650,7 @@ class CandidateProcess:
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe(duplex=True)
         self.proc = ctx.Process(target=_child, args=(child, self.run_as), daemon=True)
-        saved = {k: os.environ.get(k) for k in self._env}
-        os.environ.update(self._env)  # the child's environment (extension and Triton cache folders)
-        try:
-            self.proc.start()
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+        start_with_env(self.proc, self._env)  # the child's extension and Triton cache folders
         child.close()
         if self.budget_s is not None:
             self.deadline = time.monotonic() + self.budget_s
