@@ -5,3 +5,6 @@ distribution claims one top-level name only: ``kbrepro.bundle``, ``kbrepro.harne
 ``kbrepro.kernels``, ``kbrepro.schemas``, ``kbrepro.manifests``, and the two CLIs
 ``kbrepro.make_bundle`` and ``kbrepro.verify_bundle``.
 """
+
+# first, before any library can change os.environ: what the processes kbrepro starts inherit
+from kbrepro.harness import startenv as _startenv  # noqa: E402,F401

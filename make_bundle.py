@@ -27,8 +27,10 @@ import click
 
 # The NVRTC/driver compile cache must be off before CUDA initialises (DESIGN.md section 4).
 if os.environ.get("CUDA_CACHE_DISABLE") != "1":
-    os.environ["KBREPRO_CACHE_DISABLE_SET_BY"] = "make_bundle.py"
-    os.environ["CUDA_CACHE_DISABLE"] = "1"
+    from kbrepro.harness.startenv import set_own  # what the processes it starts inherit too
+
+    set_own("KBREPRO_CACHE_DISABLE_SET_BY", "make_bundle.py")
+    set_own("CUDA_CACHE_DISABLE", "1")
 
 from kbrepro.errors import EdgeMixin, EnvironmentUnavailableError, InvalidResultsError, UsageError  # noqa: E402
 

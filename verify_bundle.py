@@ -27,7 +27,9 @@ from pathlib import Path
 import click
 
 if os.environ.get("CUDA_CACHE_DISABLE") != "1":
-    os.environ["CUDA_CACHE_DISABLE"] = "1"
+    from kbrepro.harness.startenv import set_own  # what the processes it starts inherit too
+
+    set_own("CUDA_CACHE_DISABLE", "1")
 
 from kbrepro.errors import (EdgeMixin, EnvironmentUnavailableError, UnreadableInputError, UsageError,  # noqa: E402
                                     remove_created)

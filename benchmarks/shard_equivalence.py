@@ -24,7 +24,10 @@ from pathlib import Path
 import click
 
 # the NVRTC/driver compile cache off before CUDA initialises, as make_bundle.py does (DESIGN.md section 4)
-os.environ.setdefault("CUDA_CACHE_DISABLE", "1")
+if os.environ.get("CUDA_CACHE_DISABLE") != "1":
+    from kbrepro.harness.startenv import set_own
+
+    set_own("CUDA_CACHE_DISABLE", "1")
 
 
 def compare(work: Path, items, *, profile: str, sizes: dict, shards: int, device: str, kernelbench=None) -> dict:

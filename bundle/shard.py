@@ -466,7 +466,7 @@ VOLATILE_KEYS = frozenset({"started_utc", "finished_utc", "bandwidth", "ran_on",
 VOLATILE_SUFFIXES = ("_ms", "_us", "_ns", "_s", "_seconds", "_utc", "_gbps", "_mhz")
 
 
-_DURATION = re.compile(r"\b\d+(\.\d+)?(e-?\d+)? ?(s|ms|us|ns|GB/s|MHz)\b")
+_DURATION = re.compile(r"\b\d+(\.\d+)?([eE][-+]?\d+)? ?(s|ms|us|ns|GB/s|MHz)\b")
 
 
 def comparable(doc):

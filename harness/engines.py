@@ -74,8 +74,10 @@ def run_case(runner: Callable[[str], None], folder: str, env: Mapping[str, str] 
     ``runner(folder)``, then write ``done.json`` (atomically, last). Any exception is written
     to ``error.json`` (type and one-line message) and raised again, so the engine sees the
     job fail. Returns ``folder``. This is the function every engine executes remotely."""
+    from kbrepro.harness import startenv
+
     for k, v in (env or {}).items():
-        os.environ[k] = v
+        startenv.set_own(k, v)
     f = Path(folder)
     for m in (DONE, ERROR):
         (f / m).unlink(missing_ok=True)
@@ -355,7 +357,11 @@ class SubmititEngine(Engine):
         ex = self.executor(log)
         t0 = time.time()
         n = len(folders)
-        jobs = ex.map_array(run_case, [runner] * n, [str(f) for f in folders], [{"KBREPRO_WORKER": "submitit"}] * n)
+        from kbrepro.harness import startenv
+
+        with startenv.launching():  # submitit's executors copy os.environ into the jobs they start
+            jobs = ex.map_array(run_case, [runner] * n, [str(f) for f in folders],
+                                [{"KBREPRO_WORKER": "submitit"}] * n)
         out = []
         for f, job in zip(folders, jobs):
             seen = None

@@ -70,19 +70,15 @@ REPLY_FIELDS = {
 
 
 def start_with_env(proc, env: Mapping[str, str]) -> None:
-    """Start the spawned ``proc`` (a ``multiprocessing`` process, not started) with ``env``
-    set in its environment from its first instruction (before it imports torch): set here
-    for the start, then restored as it was."""
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    """Start the spawned ``proc`` (a ``multiprocessing`` process, not started) with the
+    environment kbrepro started with (:mod:`kbrepro.harness.startenv`: not what a library
+    set in this process since, e.g. Inductor's ``TRITON_PTXAS_PATH``) and ``env`` over it, in
+    effect from its first instruction (before it imports torch); this process's own
+    environment is restored afterwards."""
+    from kbrepro.harness import startenv
+
+    with startenv.launching(env):
         proc.start()
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _printable(text: str) -> str:

@@ -101,7 +101,9 @@ def ensure_compile_cache_disabled() -> dict:
     before = os.environ.get("CUDA_CACHE_DISABLE")
     initialised = torch.cuda.is_initialized()
     if before != "1" and not initialised:
-        os.environ["CUDA_CACHE_DISABLE"] = "1"
+        from kbrepro.harness import startenv
+
+        startenv.set_own("CUDA_CACHE_DISABLE", "1")
     return {"CUDA_CACHE_DISABLE": os.environ.get("CUDA_CACHE_DISABLE"),
             "set_by": "environment" if before == "1" else ("kbrepro before CUDA initialisation" if not initialised
                                                            else "not set: CUDA was already initialised"),

@@ -41,3 +41,11 @@ def crash_candidate_c(folder: str) -> None:
         (Path(folder) / "result" / "half.json").write_text("{")
         os.kill(os.getpid(), signal.SIGKILL)
     shard.run_case_folder(folder)
+
+
+def env_probe(folder: str) -> None:
+    """Writes env.json: the process's values of the variables named in case.json's ``names``
+    (None where unset)."""
+    f = Path(folder)
+    names = json.loads((f / "case.json").read_text())["names"]
+    (f / "env.json").write_text(json.dumps({n: os.environ.get(n) for n in names}))
