@@ -277,11 +277,11 @@ def _die_with_parent() -> None:
         os._exit(0)
 
 
-def _warm_worker() -> int:
-    """Import and build what packing jobs need (matplotlib, validators), once per worker.
-    A worker ignores SIGINT: Ctrl-C reaches the whole process group, and only the parent
-    acts on it (it shuts the pool down)."""
-    import os
+def _quiet_worker() -> None:
+    """A pool worker's first act: ignore SIGINT (Ctrl-C reaches the whole process group, and
+    only the parent acts on it: it shuts the pool down), then unblock it (:func:`_pool`
+    forks with SIGINT blocked, so one that came meanwhile is dropped here), and exit with
+    the parent."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -289,6 +289,13 @@ def _warm_worker() -> int:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     _die_with_parent()
 
+
+def _warm_worker() -> int:
+    """:func:`_quiet_worker`, then import and build what packing jobs need (matplotlib,
+    validators), once per worker."""
+    import os
+
+    _quiet_worker()
     from kbrepro import schemas
 
     for name in OUR_DOCUMENTS:
@@ -305,39 +312,40 @@ def _warm_worker() -> int:
     return os.getpid()
 
 
-def start_workers(n: int | None = None):
-    """A pool of worker processes, warmed (imports done, validators built) in the background.
-    Start it before CUDA initialises (workers are forked on Linux) and hand it to
-    :func:`make_from_results` so that packing after a study finds them ready. The caller
-    shuts it down with :func:`stop_workers`, also on Ctrl-C.
-
-    The workers ignore SIGINT (see :func:`_warm_worker`); SIGINT is blocked in this process
-    while they are forked, so that none can act on a Ctrl-C before its initializer ran, and
-    a Ctrl-C that came meanwhile is delivered here afterwards."""
+def _pool(n: int, initializer):
+    """A ``ProcessPoolExecutor`` of ``n`` workers, all of them started before it returns, with
+    SIGINT blocked in this thread while they are forked: no worker can act on a Ctrl-C before
+    ``initializer`` (which must start with :func:`_quiet_worker`) ran, and a Ctrl-C that came
+    meanwhile is delivered here afterwards. Workers are forked on Linux (the fork start method
+    starts them all on the first submit)."""
     import multiprocessing
     import os
-    import signal
     import sys
-    import threading
     from concurrent.futures import ProcessPoolExecutor
 
-    n = n or max(1, min(8, os.cpu_count() or 1))
+    from kbrepro.errors import deferred_sigint
+
     ctx = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
-    block = hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
-    if block:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_warm_worker)
+    with deferred_sigint():  # SIGINT blocked here, and so in every worker until it unblocks it
+        pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=initializer)
         try:
             for _ in range(n):
                 pool.submit(os.getpid)
         except BaseException:
             stop_workers(pool)
             raise
-    finally:
-        if block:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     return pool
+
+
+def start_workers(n: int | None = None):
+    """A pool of worker processes, warmed (imports done, validators built) in the background.
+    Start it before CUDA initialises (workers are forked on Linux) and hand it to
+    :func:`make_from_results` so that packing after a study finds them ready. The caller
+    shuts it down with :func:`stop_workers`, also on Ctrl-C. The workers ignore SIGINT
+    (:func:`_pool`)."""
+    import os
+
+    return _pool(n or max(1, min(8, os.cpu_count() or 1)), _warm_worker)
 
 
 def stop_workers(pool) -> None:
@@ -372,7 +380,6 @@ class _PlotWorker:
 
     def __init__(self, documents: Mapping[str, dict], with_plots: bool = True, pool=None, extra=None):
         import os
-        from concurrent.futures import ProcessPoolExecutor
 
         from kbrepro.bundle import plots as plots_mod
 
@@ -395,7 +402,9 @@ class _PlotWorker:
             # a pool of warm workers (started during a study) validates too; without one, the
             # schemas are checked here (the Rust validator takes milliseconds, a spawned
             # worker's imports a second) and workers are started only to draw the figures
-            self._pool = pool or (ProcessPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1, 8)))
+            # workers that ignore Ctrl-C, as the warm pool's (a Ctrl-C while they draw must not
+            # print a worker's KeyboardInterrupt traceback: the parent alone shuts them down)
+            self._pool = pool or (_pool(max(1, min(len(jobs), os.cpu_count() or 1, 8)), _quiet_worker)
                                   if jobs else None)
             if pool is not None:
                 self._schema = [pool.submit(_schema_problems, n, d, self._extra) for n, d in documents.items()]

@@ -68,6 +68,15 @@ class Build:
 
 
 def _worker_init() -> None:
+    """Ignore SIGINT (a Ctrl-C reaches the whole process group; the study's process alone
+    acts on it and stops the workers), unblock it (the pool was started with it blocked, a
+    mask the spawned interpreter inherits: one that came meanwhile is dropped here), then one
+    torch thread."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     import torch
 
     torch.set_num_threads(1)
@@ -150,19 +159,24 @@ class Prefetcher:
     def __post_init__(self) -> None:
         import multiprocessing as mp
 
+        from kbrepro.errors import deferred_sigint
+
         self._dir = Path(tempfile.mkdtemp(prefix="kbrepro-prefetch-", dir=self.folder or _folder()))
-        self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=mp.get_context("spawn"),
-                                         initializer=_worker_init)
         self._futures: dict[tuple[str, int], Future] = {}
         self._pending: dict[str, _Pending] = {}
         self._closed = False
         self.hits = self.misses = 0
         self.wait_s = 0.0  # seconds the study waited for a worker's build
         self.load_s = 0.0  # seconds spent taking builds over (load, construct, copy)
-        for i, b in enumerate(self.builds):
-            if b.key not in self._futures:
-                self._futures[b.key] = self._pool.submit(build_to_file, b.src, b.filename, b.seed,
-                                                         str(self._dir / f"{i}.pt"))
+        # SIGINT blocked while the workers are spawned (they start on submit): no worker acts
+        # on a Ctrl-C before _worker_init ignores it; one that came meanwhile reaches us after
+        with deferred_sigint():
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=mp.get_context("spawn"),
+                                             initializer=_worker_init)
+            for i, b in enumerate(self.builds):
+                if b.key not in self._futures:
+                    self._futures[b.key] = self._pool.submit(build_to_file, b.src, b.filename, b.seed,
+                                                             str(self._dir / f"{i}.pt"))
 
     def __enter__(self) -> "Prefetcher":
         return self

@@ -233,3 +233,23 @@ def test_on_the_gpu_a_prefetched_model_is_built_on_cuda_with_the_direct_bits_and
         xs = mod.get_inputs()
         assert all(_same(a, b) for a, b in zip(xs, want_xs))
         assert torch.equal(torch.get_rng_state(), want_drawn)
+
+
+def _sigint_disposition() -> str:
+    import signal
+
+    h = signal.getsignal(signal.SIGINT)
+    blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    return f"{'ignored' if h == signal.SIG_IGN else 'handled'}:{'blocked' if blocked else 'unblocked'}"
+
+
+@pytest.mark.skipif(not hasattr(__import__("signal"), "pthread_sigmask"), reason="POSIX signal masks")
+def test_prefetch_workers_ignore_ctrl_c_so_only_the_study_reports_it():
+    """A Ctrl-C reaches the whole process group; a spawned worker importing torch with
+    Python's handler would print its own KeyboardInterrupt traceback."""
+    import signal
+
+    mod = _module(SMALL, "small.py")
+    with prefetch.Prefetcher(_builds(mod, [5]), workers=2) as pf:
+        assert {pf._pool.submit(_sigint_disposition).result(timeout=120) for _ in range(4)} == {"ignored:unblocked"}
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, set())
