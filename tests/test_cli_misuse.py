@@ -672,3 +672,32 @@ def test_json_naming_an_input_is_refused_and_the_input_survives(tmp_path):
     r = subprocess.run([sys.executable, "-m", "kbrepro.bundle.audit", str(doc), "--json", str(doc)], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and doc.read_bytes() == raw
+
+
+FAST_EXIT = r'''
+import atexit, sys, types
+from pathlib import Path
+fake = types.ModuleType("torch")
+fake.cuda = types.SimpleNamespace(is_initialized=lambda: CUDA)
+sys.modules["torch"] = fake
+atexit.register(lambda: Path(MARK).write_text("teardown ran"))
+from kbrepro.errors import run_main
+def main():
+    print("the last line of the command", end="")  # unflushed when the exit comes
+    sys.stdout.write(" and more")
+    raise SystemExit(CODE)
+run_main(main)
+'''
+
+
+@pytest.mark.parametrize("cuda,fast,code", [(True, None, 0), (True, None, 3), (True, "0", 3), (False, None, 1)])
+def test_a_command_that_started_cuda_leaves_without_the_teardown_and_keeps_its_output_and_code(tmp_path, cuda, fast,
+                                                                                               code):
+    mark = tmp_path / "mark"
+    env = {k: v for k, v in os.environ.items() if k != "KBREPRO_FAST_EXIT"}
+    if fast is not None:
+        env["KBREPRO_FAST_EXIT"] = fast
+    src = FAST_EXIT.replace("CUDA", repr(cuda)).replace("MARK", repr(str(mark))).replace("CODE", str(code))
+    p = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode == code and p.stdout == "the last line of the command and more", p.stderr
+    assert mark.exists() == (not cuda or fast == "0")  # the interpreter's exit handlers ran only there
