@@ -460,9 +460,18 @@ def run_sharded(items: Sequence[tuple[Path, str]], *, profile: str, kernelbench:
 #: ``invocations_per_pair`` of a candidate's timing block is calibrated from a measured time
 #: (eager PyTorch must fill ``harness.candidate.TARGET_REQUEST_MS``): seen as 18 in one run
 #: and 19 in the other of the first H200 equivalence run
+#: ``built_sha256`` (a provenance file's hash before the machine's paths were scrubbed out) and
+#: ``copied_bytes`` (their built sizes) depend on the build folder's path: a case folder's is
+#: longer than an unsharded run's work folder (seen: 113,315 against 113,056 bytes)
 VOLATILE_KEYS = frozenset({"started_utc", "finished_utc", "bandwidth", "ran_on", "rounds",
                            "per_call", "roofline", "clocks_start", "clocks_end", "stages", "seconds",
-                           "compile_seconds", "host_s", "wall_seconds", "invocations_per_pair"})
+                           "compile_seconds", "host_s", "wall_seconds", "invocations_per_pair",
+                           "built_sha256", "copied_bytes"})
+#: host shared objects are compared by the device code they hold (``sass_sha256`` of their
+#: ``binaries`` entry), not by their bytes: a host compiler names the temporary folder of the
+#: build in them and hashes it into the GNU build id, so even a scrubbed ``.so`` differs from
+#: build to build (Triton's launcher, seen on the H200: same size, other bytes)
+HOST_BINARY_SUFFIXES = (".so",)
 VOLATILE_SUFFIXES = ("_ms", "_us", "_ns", "_s", "_seconds", "_utc", "_gbps", "_mhz")
 
 
@@ -472,9 +481,10 @@ _DURATION = re.compile(r"\b\d+(\.\d+)?([eE][-+]?\d+)? ?(s|ms|us|ns|GB/s|MHz)\b")
 def comparable(doc):
     """A copy of a result document without timings, clocks, host and case fields (the
     top-level ``cases`` and each candidate record's ``case``; :data:`VOLATILE_KEYS` and keys
-    ending in :data:`VOLATILE_SUFFIXES` at any depth; durations inside strings, e.g. a
-    verdict's ``built in 3.0 s``, become ``<t>``): what a sharded and an unsharded run of the
-    same cases must agree on exactly."""
+    ending in :data:`VOLATILE_SUFFIXES` at any depth; the ``sha256`` of a host shared object,
+    :data:`HOST_BINARY_SUFFIXES`, whose SASS is still compared; durations inside strings, e.g.
+    a verdict's ``built in 3.0 s``, become ``<t>``): what a sharded and an unsharded run of
+    the same cases must agree on exactly."""
     if isinstance(doc, dict) and isinstance(doc.get("candidates"), list):
         doc = {k: v for k, v in doc.items() if k != "cases"}
         doc["candidates"] = [{k: v for k, v in r.items() if k != "case"} if isinstance(r, dict) else r
@@ -482,10 +492,17 @@ def comparable(doc):
     return _comparable(doc)
 
 
+def _host_binary(d: Mapping) -> bool:
+    """A provenance ``files`` or ``binaries`` entry of a host shared object."""
+    name = d.get("path", d.get("file"))
+    return isinstance(name, str) and name.endswith(HOST_BINARY_SUFFIXES) and "sha256" in d
+
+
 def _comparable(doc):
     if isinstance(doc, dict):
+        host = _host_binary(doc)
         return {k: _comparable(v) for k, v in doc.items()
-                if k not in VOLATILE_KEYS and not k.endswith(VOLATILE_SUFFIXES)}
+                if k not in VOLATILE_KEYS and not k.endswith(VOLATILE_SUFFIXES) and not (host and k == "sha256")}
     if isinstance(doc, list):
         return [_comparable(v) for v in doc]
     if isinstance(doc, str):

@@ -170,6 +170,22 @@ def test_comparable_drops_timings_hosts_and_case_fields_only():
     assert shard.differences(a, b) == ["$.candidates[0].observations.cases[0].bits: 5 against 6"]
 
 
+def test_comparable_compares_a_host_binary_by_its_sass_and_a_cubin_by_its_bytes():
+    def prov(so, cubin, sass, built):
+        return {"candidates": [{"name": "k", "provenance": {
+            "copied_bytes": built, "files": [{"path": "triton/H/launcher.so", "sha256": so, "built_sha256": built},
+                                             {"path": "triton/H/k.cubin", "sha256": cubin}],
+            "binaries": [{"file": "triton/H/launcher.so", "sha256": so, "sass_sha256": sass},
+                         {"file": "triton/H/k.cubin", "sha256": cubin, "sass_sha256": sass}]}}]}
+
+    assert shard.differences(prov("a", "c", "s", 1), prov("b", "c", "s", 2)) == []
+    assert shard.differences(prov("a", "c", "s", 1), prov("a", "d", "s", 1)) == [
+        "$.candidates[0].provenance.binaries[1].sha256: \"c\" against \"d\"",
+        "$.candidates[0].provenance.files[1].sha256: \"c\" against \"d\""]
+    assert len(shard.differences(prov("a", "c", "s", 1), prov("a", "c", "t", 1))) == 2  # the SASS: both entries
+    assert shard.differences({"detail": "2.72e+03 GB/s against 1.2e-05 s"}, {"detail": "2.03e+03 GB/s against 9 s"}) == []
+
+
 # ---------------------------------------------------------------------------------------------
 # engines
 
