@@ -55,3 +55,13 @@ def kernelbench_from_example(dest: Path) -> Path:
                 out.parent.mkdir(parents=True, exist_ok=True)
                 out.write_bytes(tf.extractfile(m).read())
     return kb
+
+
+def sigint_disposition() -> str:
+    """How this process treats SIGINT, ``ignored|handled:blocked|unblocked`` (run in pool
+    workers by the tests that check they ignore Ctrl-C)."""
+    import signal
+
+    h = signal.getsignal(signal.SIGINT)
+    blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    return f"{'ignored' if h == signal.SIG_IGN else 'handled'}:{'blocked' if blocked else 'unblocked'}"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, SHARED_RUN
+from conftest import ROOT, SHARED_RUN, sigint_disposition
 
 needs_shared = pytest.mark.skipif(not SHARED_RUN.is_dir(), reason="../shared/data/h200-seed-run is not present")
 
@@ -529,14 +529,6 @@ def test_a_forged_summary_fails_verification(tmp_path):
     assert rep.exit_code == 1 and any("five-line summary" in p["message"] for t in rep.tiers for p in t.problems)
 
 
-def _sigint_disposition() -> str:
-    import signal
-
-    h = signal.getsignal(signal.SIGINT)
-    blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, set())
-    return f"{'ignored' if h == signal.SIG_IGN else 'handled'}:{'blocked' if blocked else 'unblocked'}"
-
-
 @pytest.mark.skipif(not hasattr(__import__("signal"), "pthread_sigmask"), reason="POSIX signal masks")
 def test_every_packing_pool_worker_ignores_ctrl_c_so_only_the_parent_reports_it():
     """A Ctrl-C reaches the whole process group: a worker that handles it prints its own
@@ -545,15 +537,15 @@ def test_every_packing_pool_worker_ignores_ctrl_c_so_only_the_parent_reports_it(
     handler). Both pools' workers ignore it, and none is left with it blocked."""
     from kbrepro.bundle import make
 
-    here = _sigint_disposition()
+    here = sigint_disposition()
     pool = make.start_workers(2)
     try:
-        assert {pool.submit(_sigint_disposition).result(timeout=60) for _ in range(4)} == {"ignored:unblocked"}
+        assert {pool.submit(sigint_disposition).result(timeout=60) for _ in range(4)} == {"ignored:unblocked"}
     finally:
         make.stop_workers(pool)
     pool = make._pool(2, make._quiet_worker)  # the figure pool of _PlotWorker without a warm pool
     try:
-        assert {pool.submit(_sigint_disposition).result(timeout=60) for _ in range(4)} == {"ignored:unblocked"}
+        assert {pool.submit(sigint_disposition).result(timeout=60) for _ in range(4)} == {"ignored:unblocked"}
     finally:
         make.stop_workers(pool)
-    assert _sigint_disposition() == here and here.endswith(":unblocked")  # this process: as it was
+    assert sigint_disposition() == here and here.endswith(":unblocked")  # this process: as it was

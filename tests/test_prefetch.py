@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import kernelbench_from_example
+from conftest import kernelbench_from_example, sigint_disposition
 from kbrepro.harness import prefetch
 
 SMALL = b'''
@@ -235,14 +235,6 @@ def test_on_the_gpu_a_prefetched_model_is_built_on_cuda_with_the_direct_bits_and
         assert torch.equal(torch.get_rng_state(), want_drawn)
 
 
-def _sigint_disposition() -> str:
-    import signal
-
-    h = signal.getsignal(signal.SIGINT)
-    blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, set())
-    return f"{'ignored' if h == signal.SIG_IGN else 'handled'}:{'blocked' if blocked else 'unblocked'}"
-
-
 @pytest.mark.skipif(not hasattr(__import__("signal"), "pthread_sigmask"), reason="POSIX signal masks")
 def test_prefetch_workers_ignore_ctrl_c_so_only_the_study_reports_it():
     """A Ctrl-C reaches the whole process group; a spawned worker importing torch with
@@ -251,5 +243,5 @@ def test_prefetch_workers_ignore_ctrl_c_so_only_the_study_reports_it():
 
     mod = _module(SMALL, "small.py")
     with prefetch.Prefetcher(_builds(mod, [5]), workers=2) as pf:
-        assert {pf._pool.submit(_sigint_disposition).result(timeout=120) for _ in range(4)} == {"ignored:unblocked"}
+        assert {pf._pool.submit(sigint_disposition).result(timeout=120) for _ in range(4)} == {"ignored:unblocked"}
     assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, set())
