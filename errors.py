@@ -492,12 +492,57 @@ def run_main(main) -> None:
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     if _cuda_started() and os.environ.get("KBREPRO_FAST_EXIT") != "0":
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+        _fast_exit(code)
     sys.exit(code)
+
+
+def _fast_exit(code: int) -> None:
+    """``os._exit(code)`` after what of the interpreter's exit is ours: the non-daemon threads
+    joined (threading's exit hooks first, as the interpreter runs them: a Prefetcher's folder
+    removal in ``/dev/shm``, a thread pool not shut down), multiprocessing's exit (daemonic
+    children terminated, the others joined), then stdout and stderr flushed each on its own
+    and C's stdio buffers (a CUDA kernel's ``printf``) too. A stdout that cannot be flushed
+    (its reader has gone) is exit 120, as the normal exit makes it; stderr is flushed all the
+    same. Skipped: the CUDA context's teardown, torch's exit handlers, the modules' objects."""
+    import os
+    import sys
+    import threading
+
+    try:
+        try:
+            shutdown = getattr(threading, "_shutdown", None)
+            if shutdown is not None:
+                shutdown()
+            else:  # pragma: no cover (CPython has it)
+                for t in threading.enumerate():
+                    if t is not threading.current_thread() and not t.daemon:
+                        t.join()
+        except Exception:
+            pass
+        mp = sys.modules.get("multiprocessing.util")
+        if mp is not None:
+            try:
+                mp._exit_function()
+            except Exception:
+                pass
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                if stream is not None and not stream.closed:
+                    stream.flush()
+            except Exception as exc:  # as the interpreter reports it: "Exception ignored in: <stdout>"
+                if stream is sys.stdout:
+                    import traceback
+
+                    _err(f"Exception ignored in: {stream!r}\n" + "".join(traceback.format_exception_only(exc)).rstrip())
+                code = 120
+        try:
+            import ctypes
+
+            ctypes.CDLL(None).fflush(None)
+        except Exception:
+            pass
+    finally:
+        os._exit(code)
 
 
 def refuse_input_as_output(output, inputs, option: str) -> None:

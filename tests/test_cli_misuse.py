@@ -701,3 +701,79 @@ def test_a_command_that_started_cuda_leaves_without_the_teardown_and_keeps_its_o
     p = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, env=env, timeout=60)
     assert p.returncode == code and p.stdout == "the last line of the command and more", p.stderr
     assert mark.exists() == (not cuda or fast == "0")  # the interpreter's exit handlers ran only there
+
+
+FAST_EXIT_AFTER = r'''
+import sys, threading, time, types
+from pathlib import Path
+fake = types.ModuleType("torch")
+fake.cuda = types.SimpleNamespace(is_initialized=lambda: True)
+sys.modules["torch"] = fake
+from kbrepro.errors import run_main
+from kbrepro.harness.prefetch import Prefetcher
+def late(path):
+    time.sleep(0.5)
+    Path(path).write_text("written")
+def main():
+    pf = Prefetcher([], workers=1, folder=Path(FOLDER))
+    for i in range(2000):  # builds a study left untaken: the folder takes a while to remove
+        (pf._dir / f"{i}.pt").write_bytes(b"x" * 1000)
+    pf.close()  # removes the folder in a thread of its own, which the exit waits for
+    threading.Thread(target=late, args=(MARK,)).start()
+    raise SystemExit(3)
+run_main(main)
+'''
+
+
+@pytest.mark.parametrize("fast", [None, "0"])
+def test_a_fast_exit_waits_for_the_threads_the_command_left_running(tmp_path, fast):
+    # os._exit killed the prefetcher's folder removal mid-way: a kbrepro-prefetch-* folder of
+    # builds left in /dev/shm (memory) after every study
+    folder = tmp_path / "shm"
+    folder.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "KBREPRO_FAST_EXIT"}
+    if fast is not None:
+        env["KBREPRO_FAST_EXIT"] = fast
+    src = FAST_EXIT_AFTER.replace("FOLDER", repr(str(folder))).replace("MARK", repr(str(tmp_path / "mark")))
+    p = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode == 3, p.stderr
+    assert list(folder.iterdir()) == [] and (tmp_path / "mark").read_text() == "written"
+
+
+FAST_EXIT_OUTPUT = r'''
+import ctypes, sys, time, types
+fake = types.ModuleType("torch")
+fake.cuda = types.SimpleNamespace(is_initialized=lambda: True)
+sys.modules["torch"] = fake
+from kbrepro.errors import run_main
+def main():
+    ctypes.CDLL(None).printf(b"from C ")  # libc's stdio buffer (a kernel's printf, a library's log)
+    sys.stdout.write("from Python")
+    sys.stderr.write("the last words")  # no newline: still in stderr's buffer
+    time.sleep(WAIT)  # the reader of stdout has gone by now, with WAIT
+    raise SystemExit(3)
+run_main(main)
+'''
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="libc's printf through ctypes")
+@pytest.mark.parametrize("fast", [None, "0"])
+def test_a_fast_exit_flushes_c_stdio_and_stderr_and_reports_a_lost_stdout_as_the_normal_exit(tmp_path, fast):
+    env = {k: v for k, v in os.environ.items() if k not in ("KBREPRO_FAST_EXIT", "PYTHONUNBUFFERED")}
+    if fast is not None:
+        env["KBREPRO_FAST_EXIT"] = fast
+    # stdout to a file: C's stdio is fully buffered, os._exit dropped what printf left there
+    with open(tmp_path / "out", "w") as fh:
+        p = subprocess.run([sys.executable, "-c", FAST_EXIT_OUTPUT.replace("WAIT", "0")], stdout=fh,
+                           stderr=subprocess.PIPE, text=True, env=env, timeout=60)
+    assert p.returncode == 3 and p.stderr == "the last words", p.stderr
+    out = (tmp_path / "out").read_text()
+    assert "from C " in out and "from Python" in out and len(out) == len("from C from Python"), out
+    # stdout's reader gone before the exit: stderr still complete, and exit 120 in both modes
+    # (the fast exit lost stderr's last line and kept 3, where the normal exit says 120)
+    p = subprocess.Popen([sys.executable, "-c", FAST_EXIT_OUTPUT.replace("WAIT", "1.0")], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env)
+    p.stdout.close()
+    err = p.stderr.read()
+    assert p.wait(timeout=60) == 120, err
+    assert err.startswith("the last words") and "BrokenPipeError" in err, err
