@@ -777,3 +777,33 @@ def test_a_fast_exit_flushes_c_stdio_and_stderr_and_reports_a_lost_stdout_as_the
     err = p.stderr.read()
     assert p.wait(timeout=60) == 120, err
     assert err.startswith("the last words") and "BrokenPipeError" in err, err
+
+
+UNTRUSTED_SLOW = r'''
+import sys, time
+from kbrepro.errors import EdgeMixin, imports_done, run_main
+import click
+from kbrepro import schemas
+imports_done()
+def slow(*a):  # a stranger's schema that takes its time (the worker is forked: it runs this)
+    sys.stderr.write("applying\n")
+    t0 = time.time()
+    while time.time() - t0 < 30:
+        pass
+    return []
+schemas._rows = slow
+@click.command(cls=type("C", (EdgeMixin, click.Command), {}))
+def main():
+    print(schemas.validate_untrusted({}, {"type": "object"}, "extra"))
+run_main(main)
+'''
+
+
+def test_ctrl_c_while_a_strangers_schema_is_applied_is_one_line_and_130(tmp_path):
+    p = subprocess.Popen([sys.executable, "-c", UNTRUSTED_SLOW], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    assert p.stderr.readline() == "applying\n"
+    time.sleep(0.3)
+    os.killpg(p.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the worker gets it too
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and err.splitlines() == ["interrupted; nothing was written"], err

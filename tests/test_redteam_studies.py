@@ -211,3 +211,21 @@ def test_an_unknown_study_relabelled_as_imported_fails(tmp_path):
     assert rep.exit_code == 1
     assert any("imported results of a study this verifier does not ship cannot be checked" in m
                for m in _messages(rep))
+
+
+def _disposition_rows(*args):
+    from conftest import sigint_disposition
+
+    return [("$", sigint_disposition(), "extra")]
+
+
+def test_the_untrusted_schema_worker_ignores_ctrl_c(monkeypatch):
+    """The forked worker of validate_untrusted had Python's SIGINT handler: a Ctrl-C while a
+    stranger's schema was applied printed ``Process ForkPoolWorker-1:`` and a traceback."""
+    from conftest import sigint_disposition
+
+    here = sigint_disposition()
+    monkeypatch.setattr(schemas, "_rows", _disposition_rows)
+    (v,) = schemas.validate_untrusted({}, {"type": "object"}, "extra")
+    assert v.message == "ignored:unblocked"
+    assert sigint_disposition() == here  # this process: as it was
