@@ -402,8 +402,9 @@ def _interrupted(exc: KeyboardInterrupt) -> int:
 
 
 def guard_early_interrupt() -> None:
-    """Ctrl-C while a CLI's imports still run: one line on stderr and exit 130, no traceback.
-    Call it first thing under ``if __name__ == "__main__"``; :func:`imports_done` ends it."""
+    """Ctrl-C while a CLI's imports and its module's definitions still run: one line on
+    stderr and exit 130, no traceback. Call it first thing under ``if __name__ == "__main__"``;
+    :func:`run_main` ends it (:func:`imports_done`) as it starts the command."""
     import os
     import signal
     import sys
@@ -477,6 +478,9 @@ def run_main(main) -> None:
     import signal
     import sys
 
+    # the CLI edge handles Ctrl-C from here on, not before: a KeyboardInterrupt raised while the
+    # module still defined its command (its click decorators) reached no edge (a traceback)
+    imports_done()
     code = 0
     try:
         main()

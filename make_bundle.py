@@ -35,11 +35,6 @@ if os.environ.get("CUDA_CACHE_DISABLE") != "1":
 from kbrepro.errors import EdgeMixin, EnvironmentUnavailableError, InvalidResultsError, UsageError  # noqa: E402
 
 
-if __name__ == "__main__":  # from here on the CLI edge (kbrepro.errors.EdgeMixin) handles Ctrl-C
-    from kbrepro.errors import imports_done
-
-    imports_done()
-
 def _progress(event: dict) -> None:
     mark = {"start": ">", "end": "=", "step": " "}.get(event["event"], " ")
     click.echo(f"[{event['elapsed_s']:7.1f}s] {mark} {event['stage']:<20} {event['message']}", err=True)

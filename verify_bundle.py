@@ -35,11 +35,6 @@ from kbrepro.errors import (EdgeMixin, EnvironmentUnavailableError, UnreadableIn
                                     remove_created)
 
 
-if __name__ == "__main__":  # from here on the CLI edge (kbrepro.errors.EdgeMixin) handles Ctrl-C
-    from kbrepro.errors import imports_done
-
-    imports_done()
-
 def _short(v, n: int = 60) -> str:
     """``v`` as printable ASCII (bundle strings escaped as ``ascii()`` does), cut to ``n``."""
     s = str(v)

@@ -39,11 +39,6 @@ from kbrepro.harness import jsonio
 from kbrepro.harness.checks import Tolerance, legacy_margin_verdict
 from kbrepro.errors import EdgeMixin, ReproError, UnreadableInputError
 
-
-if __name__ == "__main__":  # from here on the CLI edge (kbrepro.errors.EdgeMixin) handles Ctrl-C
-    from kbrepro.errors import imports_done
-
-    imports_done()
 DEFAULT_TOL = Tolerance(1e-4, 1e-4)
 
 
