@@ -160,6 +160,7 @@ class Prefetcher:
         import multiprocessing as mp
 
         from kbrepro.errors import deferred_sigint
+        from kbrepro.harness import startenv
 
         self._dir = Path(tempfile.mkdtemp(prefix="kbrepro-prefetch-", dir=self.folder or _folder()))
         self._futures: dict[tuple[str, int], Future] = {}
@@ -169,8 +170,9 @@ class Prefetcher:
         self.wait_s = 0.0  # seconds the study waited for a worker's build
         self.load_s = 0.0  # seconds spent taking builds over (load, construct, copy)
         # SIGINT blocked while the workers are spawned (they start on submit): no worker acts
-        # on a Ctrl-C before _worker_init ignores it; one that came meanwhile reaches us after
-        with deferred_sigint():
+        # on a Ctrl-C before _worker_init ignores it; one that came meanwhile reaches us after.
+        # They start with the toolchain environment kbrepro started with (harness/startenv.py)
+        with deferred_sigint(), startenv.launching():
             self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=mp.get_context("spawn"),
                                              initializer=_worker_init)
             for i, b in enumerate(self.builds):

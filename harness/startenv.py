@@ -10,7 +10,7 @@ candidate started before it with Triton's own (PTX 8.7): another cubin, and a bu
 depended on what ran before it in the same study.
 
 So in every process kbrepro starts (a candidate's child, an engine's case process, a submitit
-job) the toolchain variables (:data:`HELD`: names that compilers and their libraries read,
+job, a prefetch worker) the toolchain variables (:data:`HELD`: names that compilers and their libraries read,
 ``TRITON_*``, ``TORCHINDUCTOR_*``, ``CUBLAS_*`` ...) are what they were when ``kbrepro`` was
 first imported (:data:`AT_START`; the package's ``__init__`` imports this module first),
 except what kbrepro sets on purpose (:func:`set_own`) and the ``env`` given for that one

@@ -97,3 +97,20 @@ def test_a_submitit_local_job_gets_the_start_environment(drift, tmp_path):
     assert out[0].ok, out[0].error
     got = json.loads((f / "env.json").read_text())
     assert got[LIB] is None and got[OWN] == "1" and got[GONE] == "was-here" and got["KBREPRO_WORKER"] == "submitit"
+
+
+def _env_of(names):
+    return [os.environ.get(n) for n in names]
+
+
+def test_prefetch_workers_are_spawned_with_the_start_environment(drift):
+    # the prefetcher's spawned workers inherited os.environ as it was (a library's TRITON_*,
+    # TORCH_* ... included): the one kind of process kbrepro starts that skipped startenv
+    from kbrepro.harness import prefetch
+
+    src = b"import torch\nclass Model(torch.nn.Module):\n    pass\ndef get_init_inputs():\n    return []\n" \
+          b"def get_inputs():\n    return []\n"
+    with prefetch.Prefetcher([prefetch.Build(src=src, filename="tiny.py", seed=0)], workers=1) as pf:
+        got = pf._pool.submit(_env_of, (LIB, OWN, GONE)).result(timeout=120)
+    assert got == [None, "1", "was-here"]
+    assert os.environ[LIB] == "/somewhere/ptxas" and GONE not in os.environ
