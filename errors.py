@@ -465,8 +465,9 @@ def _cuda_started() -> bool:
 def run_main(main) -> None:
     """Run a click ``main`` as a script. An interrupted run leaves with 130 at once (CPython
     otherwise kills itself with SIGINT at exit, hiding the 130, when the Ctrl-C reached code
-    it ran through ``PyRun_*``, as in some imports); once the exit code is decided a late
-    Ctrl-C cannot change it.
+    it ran through ``PyRun_*``, as in some imports), once the threads it left running have
+    ended (a Prefetcher's folder removal; a second Ctrl-C stops the wait); once the exit code
+    is decided a late Ctrl-C cannot change it.
 
     A command that started CUDA (a study, a replay) leaves with its exit code through
     ``os._exit`` once stdout and stderr are flushed: the interpreter's teardown (the CUDA
@@ -486,9 +487,16 @@ def run_main(main) -> None:
         main()
     except SystemExit as exc:
         if exc.code == 130:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(130)
+            try:  # the threads left running first (a Prefetcher's folder removal); a second Ctrl-C cuts it short
+                _join_threads()
+            except KeyboardInterrupt:
+                pass
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(130)
         if not (isinstance(exc.code, int) or exc.code is None) or not _cuda_started() or \
                 os.environ.get("KBREPRO_FAST_EXIT") == "0":
             raise
@@ -498,6 +506,23 @@ def run_main(main) -> None:
     if _cuda_started() and os.environ.get("KBREPRO_FAST_EXIT") != "0":
         _fast_exit(code)
     sys.exit(code)
+
+
+def _join_threads() -> None:
+    """What the interpreter's exit does first: threading's exit hooks (a thread pool not shut
+    down), then wait for every non-daemon thread (a Prefetcher's folder removal)."""
+    import threading
+
+    try:
+        shutdown = getattr(threading, "_shutdown", None)
+        if shutdown is not None:
+            shutdown()
+        else:  # pragma: no cover (CPython has it)
+            for t in threading.enumerate():
+                if t is not threading.current_thread() and not t.daemon:
+                    t.join()
+    except Exception:
+        pass
 
 
 def _fast_exit(code: int) -> None:
@@ -510,19 +535,9 @@ def _fast_exit(code: int) -> None:
     same. Skipped: the CUDA context's teardown, torch's exit handlers, the modules' objects."""
     import os
     import sys
-    import threading
 
     try:
-        try:
-            shutdown = getattr(threading, "_shutdown", None)
-            if shutdown is not None:
-                shutdown()
-            else:  # pragma: no cover (CPython has it)
-                for t in threading.enumerate():
-                    if t is not threading.current_thread() and not t.daemon:
-                        t.join()
-        except Exception:
-            pass
+        _join_threads()
         mp = sys.modules.get("multiprocessing.util")
         if mp is not None:
             try:

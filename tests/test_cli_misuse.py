@@ -834,3 +834,36 @@ def test_ctrl_c_after_the_imports_before_the_command_runs_is_one_line_and_130(ta
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 130 and p.stderr.splitlines() == ["interrupted; nothing was written"], p.stderr
     assert p.stdout == ""
+
+
+@pytest.mark.parametrize("cuda", [True, False])
+def test_an_interrupted_command_still_removes_the_prefetch_folder(tmp_path, cuda):
+    # exit 130 left through os._exit at once: the Prefetcher's folder of builds (in /dev/shm)
+    # stayed after every Ctrl-C of a study
+    folder = tmp_path / "shm"
+    folder.mkdir()
+    src = (FAST_EXIT_AFTER.replace("FOLDER", repr(str(folder))).replace("MARK", repr(str(tmp_path / "mark")))
+           .replace("SystemExit(3)", "SystemExit(130)").replace("lambda: True", f"lambda: {cuda}"))
+    p = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 130, p.stderr
+    assert list(folder.iterdir()) == [] and (tmp_path / "mark").read_text() == "written"
+
+
+def test_a_second_ctrl_c_ends_the_wait_for_the_threads_of_an_interrupted_command(tmp_path):
+    src = r'''
+import sys, threading, time
+from kbrepro.errors import imports_done, run_main
+imports_done()
+def main():
+    threading.Thread(target=time.sleep, args=(60,)).start()
+    sys.stderr.write("waiting\n")
+    raise SystemExit(130)
+run_main(main)
+'''
+    p = subprocess.Popen([sys.executable, "-c", src], stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert p.stderr.readline() == "waiting\n"
+    time.sleep(0.5)
+    t0 = time.perf_counter()
+    os.killpg(p.pid, signal.SIGINT)
+    assert p.wait(timeout=20) == 130 and time.perf_counter() - t0 < 10
+    assert "Traceback" not in p.stderr.read()
