@@ -584,6 +584,19 @@ def refuse_input_as_output(output, inputs, option: str) -> None:
                                   f"choose another {option} path")
 
 
+def ignore_sigint_from_now() -> None:
+    """A worker process's first act: ignore SIGINT (a Ctrl-C reaches the whole process group;
+    only the parent acts on it and stops its workers, which otherwise print their own
+    KeyboardInterrupt traceback), then unblock it: a parent starts its workers inside
+    :class:`deferred_sigint`, whose mask a forked or spawned child inherits, so a Ctrl-C that
+    came meanwhile is dropped here."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 class deferred_sigint:
     """``with deferred_sigint(): import torch``: a Ctrl-C during the block waits until it ends.
     torch's import runs C++ (pybind11) that aborts the process (SIGABRT) when a

@@ -278,15 +278,11 @@ def _die_with_parent() -> None:
 
 
 def _quiet_worker() -> None:
-    """A pool worker's first act: ignore SIGINT (Ctrl-C reaches the whole process group, and
-    only the parent acts on it: it shuts the pool down), then unblock it (:func:`_pool`
-    forks with SIGINT blocked, so one that came meanwhile is dropped here), and exit with
-    the parent."""
-    import signal
+    """A pool worker's first act: ignore Ctrl-C (:func:`kbrepro.errors.ignore_sigint_from_now`;
+    :func:`_pool` forks with SIGINT blocked) and exit with the parent."""
+    from kbrepro.errors import ignore_sigint_from_now
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    ignore_sigint_from_now()
     _die_with_parent()
 
 

@@ -68,15 +68,11 @@ class Build:
 
 
 def _worker_init() -> None:
-    """Ignore SIGINT (a Ctrl-C reaches the whole process group; the study's process alone
-    acts on it and stops the workers), unblock it (the pool was started with it blocked, a
-    mask the spawned interpreter inherits: one that came meanwhile is dropped here), then one
-    torch thread."""
-    import signal
+    """Ignore Ctrl-C (:func:`kbrepro.errors.ignore_sigint_from_now`: the study's process alone
+    acts on it and stops the workers), then one torch thread."""
+    from kbrepro.errors import ignore_sigint_from_now
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    ignore_sigint_from_now()
     import torch
 
     torch.set_num_threads(1)

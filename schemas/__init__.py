@@ -294,18 +294,6 @@ def _rows(doc: Any, schema: dict, name: str) -> list[tuple]:
     return [(v.path, v.message, v.schema) for v in validate_with(doc, schema, name)]
 
 
-def _quiet_worker() -> None:
-    """The worker of :func:`validate_untrusted`: ignore SIGINT (a Ctrl-C reaches the whole
-    process group; the parent alone acts on it and terminates the worker, which otherwise
-    printed ``Process ForkPoolWorker-1:`` and a KeyboardInterrupt traceback), then unblock
-    it (one that came while it was forked is dropped)."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
 def validate_untrusted(doc: Any, schema: dict, name: str, seconds: float = UNTRUSTED_SECONDS) -> list[Violation]:
     """:func:`validate_with` for a stranger's schema: refused with one violation at ``$``
     if :func:`untrusted_schema_problems` finds a reason, else applied in a child process
@@ -316,11 +304,11 @@ def validate_untrusted(doc: Any, schema: dict, name: str, seconds: float = UNTRU
     why = untrusted_schema_problems(dict(schema))
     if why:
         return [Violation("$", f"the schema cannot be applied: {why[0]}", name)]
-    from kbrepro.errors import deferred_sigint
+    from kbrepro.errors import deferred_sigint, ignore_sigint_from_now
 
     ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
     with deferred_sigint():  # started with SIGINT blocked: the worker ignores Ctrl-C from its first instruction
-        pool = ctx.Pool(1, initializer=_quiet_worker)
+        pool = ctx.Pool(1, initializer=ignore_sigint_from_now)
     try:
         rows = pool.apply_async(_rows, (doc, dict(schema), name)).get(timeout=seconds)
     except mp.TimeoutError:
