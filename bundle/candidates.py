@@ -18,7 +18,6 @@ verifier writes them again with its own code and compares; a user's extra claims
 from __future__ import annotations
 
 import dataclasses
-
 import json
 import re
 import statistics
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from kbrepro.bundle import candidate_records
 from kbrepro.bundle import claims as claims_mod
 from kbrepro.bundle import pack, scrub
 from kbrepro.errors import InvalidResultsError, OutputPathError, UnreadableInputError, UsageError
@@ -504,7 +504,6 @@ def build_payload(files: Mapping[str, bytes], *, extra_claims: Mapping | None = 
     are not the ones their observations give; UsageError for a format it does not write."""
     from kbrepro import schemas
     from kbrepro.bundle.make import check_bundle_format, describe_and_sign
-    from kbrepro.harness import cheats
 
     check_bundle_format(bundle_format, signing_key is not None, FORMAT_VERSIONS, CRATE_SINCE)
     doc = jsonio.loads_strict(files["results/candidates.json"], "results/candidates.json")
@@ -513,13 +512,15 @@ def build_payload(files: Mapping[str, bytes], *, extra_claims: Mapping | None = 
     if problems:
         raise InvalidResultsError("the candidate results do not validate: " + "; ".join(map(str, problems[:5])),
                                   "pack the folder a run wrote, unedited")
+    loaded = candidate_records.load(doc, files, lambda rec: files.get(f"inputs/kernelbench/{rec.task}"))
+    if loaded.problems:
+        raise InvalidResultsError("the candidate records are incomplete or contradict themselves: "
+                                  + "; ".join(map(str, loaded.problems[:5])), "pack the folder a run wrote, unedited")
     notes = []
     for r in doc["candidates"]:
-        # the verdicts are this packer's, derived from the observations (a run's own verdicts are
+        # the verdicts are this packer's, derived from the typed observations (a run's own verdicts are
         # only what it showed while running; an older run packed here gets today's checks)
-        derived = [v.to_doc() for v in cheats.derive(r.get("observations") or {}, r.get("timing") or {},
-                                                      r.get("blocks") or [], doc["predicate"]["atol"],
-                                                      doc["predicate"]["rtol"])]
+        derived = [v.to_doc() for v in loaded.verdicts[r["name"]]]
         old = {v.get("name"): v.get("passed") for v in r.get("verdicts") or [] if isinstance(v, dict)}
         moved = [f"{v['name']} {old.get(v['name'])} -> {v['passed']}" for v in derived if old.get(v["name"]) != v["passed"]]
         if moved:

@@ -11,7 +11,8 @@ Slurm run, say) merges them in memory the same way (:func:`merged_files`).
 The merged ``results/candidates.json`` is the unsharded document plus two additive fields:
 ``cases`` (every case of the plan, in plan order: its id, index, fields, ``status``
 ``done``/``failed``, ``error`` and ``ran_on``) and, in each candidate record, ``case``
-(``id`` and the copy bandwidth its own process measured, GB/s, which its roofline used).
+(``id``, the copy bandwidth its own process measured, GB/s, which its roofline used, and the
+raw copy block that bandwidth is derived from: the verifier derives it again).
 A case that failed is listed as failed and has no record; the others are intact.
 
     python -m kbrepro.bundle.shard plan --candidate A.py --task 1/88 ... --results-dir RESULTS   # plan only
@@ -265,7 +266,11 @@ def merge_cases(results: Sequence[CaseResult]) -> tuple[dict[str, bytes], list[d
                                       "commit than the first case", "merge the cases of one plan")
         starts.append(doc.get("started_utc"))
         ends.append(doc.get("finished_utc"))
-        records.append({**rec, "case": {"id": r.case.id, "bandwidth_gbps": (doc.get("bandwidth") or {}).get("gbps")}})
+        bw = doc.get("bandwidth") or {}
+        case = {"id": r.case.id, "bandwidth_gbps": bw.get("gbps")}
+        if bw.get("block") is not None:  # the raw block the case's bandwidth is derived from (the verifier does)
+            case["bandwidth_block"] = bw["block"]
+        records.append({**rec, "case": case})
         for rel, data in r.files.items():
             if rel in ("results/candidates.json", "results/environment.json"):
                 continue

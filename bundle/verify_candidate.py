@@ -20,16 +20,13 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
+from kbrepro.bundle import candidate_records
 from kbrepro.bundle import candidates as bc
 from kbrepro.bundle import claims as claims_mod
 from kbrepro.errors import ReproError, UnreadableInputError
 from kbrepro.harness import jsonio
 
 MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
-_CORRECTNESS_CHECKS = ("ran", "official_allclose", "other_shapes_correct", "redrawn_weights_correct",
-                       "follows_fresh_inputs", "inputs_unchanged", "output_is_plain_tensor", "discriminates",
-                       "deterministic_under_poison", "precision_flags_unchanged")
-
 
 def is_candidate_bundle(files) -> bool:
     """Whether the bag's ``bag-info.txt`` names the candidate format (tier 1 accepted it;
@@ -60,10 +57,8 @@ def _load(b, t, rel: str, schema: str):
     return None if problems else doc
 
 
-#: case kinds a checking pass records, and the task paths a candidate may solve: a task of a
-#: level, or one of KernelBench's example models (never a candidate or test file of the pin)
-CASE_KINDS = ("official", "normal", "normal_x100", "same_buffers", "repeat", "poison", "profiled", "redrawn_weights",
-              "extra_shape")
+#: the task paths a candidate may solve: a task of a level, or one of KernelBench's example models
+#: (never a candidate or test file of the pin)
 TASK_PATH = re.compile(r"^(KernelBench/level\d{1,2}/\d{1,4}_[A-Za-z0-9_]{1,120}\.py|"
                        r"src/kernelbench/prompts/model_ex_[A-Za-z0-9_]{1,60}\.py)$")
 _NOTE = re.compile(r"^(candidate [A-Za-z][A-Za-z0-9_]{0,39}: verdicts derived again by this packer differ from the "
@@ -71,163 +66,10 @@ _NOTE = re.compile(r"^(candidate [A-Za-z][A-Za-z0-9_]{0,39}: verdicts derived ag
                    r"product's evaluator on the author's definitions)$")
 
 
-#: configuration fields that bound a run (deadlines, budget) without changing what it measures
-_LIMITS = ("build_timeout_s", "call_timeout_s", "budget_s")
-
-
-def expected_cases(cfg, extra_shapes: list, cuda: bool = True) -> list[tuple[str, str]]:
-    """The (id, kind) of every case a complete checking pass of ``cfg`` (a
-    :class:`~kbrepro.harness.candidate.CandidateConfig`) records, in order
-    (harness/candidate.py: checking pass, timing input (a GPU run only), re-drawn weights,
-    extra shapes)."""
-    out = [(f"s{s}/{d}", d) for s in cfg.seeds for d in cfg.distributions]
-    out += [("same_buffers", "same_buffers"), ("repeat", "repeat")]
-    out += [(f"poison{i}", "poison") for i in range(len(cfg.poison_bytes))]
-    out += [("profiled", "profiled")] + ([("timing_input", "official")] if cuda else [])
-    out += [("redrawn_weights", "redrawn_weights")]
-    out += [(f"shape{i}", "extra_shape") for i in range(len(extra_shapes))]
-    return out
-
-
-def _record_problems(r: dict, doc: dict, i: int, task_src: bytes | None) -> list[tuple[str, str]]:
-    """What a record must hold for its verdicts to mean anything: the profile's protocol, every
-    case, block, arm and per-call record a complete run of that protocol writes, and derived
-    fields equal to what they are derived from. Returns ``(json path, message)`` pairs."""
-    import statistics
-
-    from kbrepro.harness import candidate as hc
-    from kbrepro.harness import kbtask
-
-    out: list[tuple[str, str]] = []
-    at = f"$.candidates[{i}]"
-    base = hc.PROFILES.get(doc["profile"])
-    if base is None:
-        return [("$.profile", f"unknown profile {doc['profile']!r}")]
-    cfg = r["config"]
-    own = base.to_doc()
-    for k, v in own.items():
-        if k in ("sizes", "extra_shapes") or k in _LIMITS:  # the user's options; limits, not the protocol
-            continue
-        if cfg.get(k) != v:
-            out.append((f"{at}.config.{k}", f"is {str(cfg.get(k))[:80]}, not the {doc['profile']} profile's {str(v)[:80]}"))
-    if doc["predicate"]["atol"] != base.atol or doc["predicate"]["rtol"] != base.rtol:
-        out.append(("$.predicate", f"atol/rtol are not the {doc['profile']} profile's {base.atol:g}/{base.rtol:g}"))
-    if out:
-        return out
-    sizes = cfg.get("sizes") or {}
-    shapes = cfg.get("extra_shapes") or []
-    if not isinstance(sizes, dict) or not isinstance(shapes, list) or not all(isinstance(x, dict) for x in shapes):
-        return [(f"{at}.config", "sizes or extra_shapes are not objects")]
-    obs = r["observations"]
-    if not shapes and task_src is not None:
-        # the default rule (harness/candidate.py: batch_size // 2), on the pinned task's sizes as
-        # its source states them, overridden by the run's sizes; the task is read, never run
-        g = {**kbtask.static_size_globals(task_src), **sizes}
-        shapes = [{"batch_size": g["batch_size"] // 2}] if g.get("batch_size", 0) >= 2 else []
-    if obs.get("extra_shapes") is not None and obs.get("extra_shapes") != shapes:
-        out.append((f"{at}.observations.extra_shapes", "the extra shapes are not the ones the configuration gives"))
-    cuda = doc.get("device", "cuda") == "cuda"
-    want = expected_cases(base, shapes, cuda)
-    got = [(c.get("id"), c.get("kind")) for c in obs.get("cases") or []]
-    complete = obs.get("failure") is None
-    if (complete and got != want) or (not complete and got != want[:len(got)]):
-        out.append((f"{at}.observations.cases", f"the cases are not the ones a {'complete ' if complete else ''}"
-                    f"checking pass of this profile records ({len(got)} recorded, {len(want)} expected)"))
-        return out
-    build = obs.get("build") or {}
-    if r.get("compile_seconds") != build.get("host_s"):
-        out.append((f"{at}.compile_seconds", "is not the build's own time (observations.build.host_s)"))
-    ids = [c.get("id") for c in obs.get("cases") or []]
-    for j, c in enumerate(obs.get("cases") or []):
-        if c.get("held_over") is not None and c["held_over"] not in ids[:j]:
-            out.append((f"{at}.observations.cases[{j}].held_over", "names no earlier case"))
-        mo = c.get("matches_other")
-        if mo is not None and (not isinstance(mo, list) or not set(mo) <= set(ids) - {c.get("id")}):
-            out.append((f"{at}.observations.cases[{j}].matches_other", "names a case that is not another case"))
-        waits = [c.get(k) for k in ("call_ms", "stream_wait_ms", "device_wait_ms")]
-        host = c.get("host_ms")
-        if all(isinstance(w, (int, float)) and not isinstance(w, bool) for w in waits) and (
-                min(waits) < 0 or isinstance(host, (int, float)) and sum(waits) > host + 1.0):
-            out.append((f"{at}.observations.cases[{j}]", "its call, stream and device times are negative or exceed "
-                        "the parent's clock of the request (host_ms)"))
-    if not complete:
-        return out
-    for j, c in enumerate(obs["cases"]):
-        for k in ("device_wait_ms", "call_ms", "threads_before", "threads_after"):
-            if not isinstance(c.get(k), (int, float)) or isinstance(c.get(k), bool):
-                out.append((f"{at}.observations.cases[{j}].{k}", "missing: every checked call records it"))
-        if not isinstance(c.get("flags_after_call"), dict) or not c.get("flags_after_call"):
-            out.append((f"{at}.observations.cases[{j}].flags_after_call", "missing: every checked call records it"))
-    if not isinstance(build.get("flags_before"), dict) or not build.get("flags_before"):
-        out.append((f"{at}.observations.build.flags_before", "missing"))
-    if not cuda:
-        return out
-    if not isinstance(obs.get("profile"), dict) or not isinstance(obs["profile"].get("kernels"), list):
-        out.append((f"{at}.observations.profile", "missing: a GPU run profiles one call"))
-    timing = r["timing"]
-    base_info = timing.get("baselines") if isinstance(timing.get("baselines"), dict) else {}
-    if sorted(base_info) != sorted(base.baselines):
-        out.append((f"{at}.timing.baselines", "are not the profile's baselines"))
-        return out
-    ran = [a for a in base.baselines if isinstance(base_info[a], dict) and "skipped" not in base_info[a]]
-    arms = [*ran, "candidate"]
-    want_blocks = [("warm", base.rounds)] + ([("cold", base.cold_rounds)] if base.cold_l2 else [])
-    blocks = r["blocks"]
-    if [(blk.get("l2"), len(blk.get("rounds") or [])) for blk in blocks] != want_blocks:
-        out.append((f"{at}.blocks", f"are not the profile's timing blocks ({want_blocks})"))
-        return out
-    for j, blk in enumerate(blocks):
-        if blk.get("arms") != arms or blk.get("id") != f"{r['name']}/{blk['l2']}":
-            out.append((f"{at}.blocks[{j}].arms", f"are not the baselines that ran and the candidate: {arms}"))
-        for k, row in enumerate(blk["rounds"]):
-            if sorted(row.get("times_ms") or {}) != sorted(arms) or sorted(row.get("order") or []) != sorted(arms) \
-                    or sorted(row.get("host_ms") or {}) != ["candidate"]:
-                out.append((f"{at}.blocks[{j}].rounds[{k}]", "does not time every arm once and clock the candidate"))
-                break
-    pc = timing.get("per_call") if isinstance(timing.get("per_call"), dict) else {}
-    for key in ("fresh", "repeat", "spot_checks"):
-        rows = pc.get(key)
-        if not isinstance(rows, list) or len(rows) != base.fresh_rounds or not all(isinstance(x, dict) for x in rows):
-            out.append((f"{at}.timing.per_call.{key}", f"is not one record per fresh-input round ({base.fresh_rounds})"))
-        elif key != "spot_checks" and not all(isinstance(x.get("times_ms"), list) and len(x["times_ms"]) ==
-                                              base.fresh_sets for x in rows):
-            out.append((f"{at}.timing.per_call.{key}", f"does not hold {base.fresh_sets} calls per round"))
-    roof = timing.get("roofline") if isinstance(timing.get("roofline"), dict) else {}
-    if out:
-        return out
-    med = statistics.median(row["times_ms"]["candidate"] for row in blocks[0]["rounds"])
-    # a sharded run's case measured its own copy bandwidth (its roofline used it); otherwise the run's
-    gbps = r["case"].get("bandwidth_gbps") if isinstance(r.get("case"), dict) else doc["bandwidth"].get("gbps")
-    if roof.get("median_ms") != med or roof.get("bandwidth_gbps") != gbps or \
-            not isinstance(roof.get("bytes_moved"), int) or roof["bytes_moved"] <= 0:
-        out.append((f"{at}.timing.roofline", "is not the warm block's median, the run's bandwidth and a byte count"))
-    return out
-
-
-def _compare_problems(doc: dict) -> list[tuple[str, str]]:
-    """Every check record (cases, spot checks, baselines): a verdict equal to its own counts:
-    ``pass`` exactly when no element fails, and then a worst ratio of at most 1."""
-    from kbrepro.bundle.crosscheck import _checks_of
-
-    out = []
-    for path, c in _checks_of(doc):
-        for lbl in ("official", "legacy"):
-            p = c.get(lbl)
-            if not isinstance(p, dict):
-                continue
-            n, ok, w = p.get("failing_count"), p.get("pass"), p.get("worst_ratio")
-            if isinstance(n, int) and isinstance(ok, bool) and ok != (n == 0):
-                out.append((f"{path}.{lbl}.pass", f"is {ok} with {n} failing elements"))
-            if ok is True and isinstance(w, (int, float)) and not isinstance(w, bool) and w > 1 + 1e-6:
-                out.append((f"{path}.{lbl}.worst_ratio", f"{w:g} > 1 in a passing check"))
-    return out
-
-
 def tier_documents(b, t) -> None:
     """Tier 3: metadata, documents, inputs against the product's pin, derived verdicts, check arithmetic."""
     from kbrepro.bundle import crosscheck
     from kbrepro.bundle.verify import _bag_info, safe_text
-    from kbrepro.harness import cheats
     from kbrepro.harness.kernelbench import load_pin
 
     meta = _load(b, t, "bundle.json", "candidate-bundle")
@@ -248,6 +90,16 @@ def tier_documents(b, t) -> None:
     if doc is None or env is None:
         return
     pin = load_pin()
+
+    def task_source(rec):  # the bundle's task file, where it is the pinned one (otherwise failed below)
+        data = b.files.get(f"data/inputs/kernelbench/{rec.task}")
+        return data if data is not None and pin.files.get(rec.task) == _sha(data) else None
+
+    loaded = candidate_records.load(doc, b.files, task_source, prefix="data/")
+    for p in loaded.problems:
+        t.fail("data/results/candidates.json", p.message, path=p.path, expected=p.expected, found=p.found)
+    if loaded.doc is None:
+        return
     names = [c["name"] for c in meta["candidates"]]
     recs = {r["name"]: r for r in doc["candidates"]}
     if len(set(names)) != len(names):
@@ -312,8 +164,7 @@ def tier_documents(b, t) -> None:
         if tsrc is None or _sha(tsrc) != own:
             t.fail(f"data/inputs/kernelbench/{r['task']}", "the task file is missing or is not the pinned file")
         allowed.add(f"data/inputs/kernelbench/{r['task']}")
-        derived = [v.to_doc() for v in cheats.derive(r["observations"], r["timing"], r["blocks"],
-                                                      doc["predicate"]["atol"], doc["predicate"]["rtol"])]
+        derived = [v.to_doc() for v in loaded.verdicts.get(r["name"], ())]
         for i, (want, got) in enumerate(zip(derived, r["verdicts"])):
             if want != got:
                 t.fail("data/results/candidates.json", f"candidate {r['name']}: the recorded verdict of {want['name']} "
@@ -344,10 +195,6 @@ def tier_documents(b, t) -> None:
         if prov.get("built_with") != built:
             t.fail("data/results/candidates.json", f"candidate {r['name']}: built_with is not what its provenance files "
                    "show", expected=built, found=prov.get("built_with"))
-        task_src = b.files.get(f"data/inputs/kernelbench/{r['task']}") if own is not None else None
-        for path, msg in _record_problems(r, doc, names.index(r["name"]), task_src if
-                                          task_src is not None and _sha(task_src) == own else None):
-            t.fail("data/results/candidates.json", f"candidate {r['name']}: {path.rsplit('.', 1)[-1]} {msg}", path=path)
     want_kb = {p[len("data/inputs/kernelbench/"):]: _sha(v) for p, v in b.files.items()
                if p.startswith("data/inputs/kernelbench/")}
     if meta["kernelbench"]["files"] != dict(sorted(want_kb.items())):
@@ -366,8 +213,6 @@ def tier_documents(b, t) -> None:
     if failed:
         t.notes.append(f"{len(failed)} of {len(doc['cases'])} cases failed and hold no results (REPORT.md, "
                        "'Where each case ran', lists them)")
-    for path, msg in _compare_problems(doc):
-        t.fail("data/results/candidates.json", f"a check record's verdict contradicts its counts: {msg}", path=path)
     if doc.get("device", "cuda") != "cuda":
         b.partial.append("the candidates ran without a GPU: no timing, no profiler, no poisoned allocator")
     for p in crosscheck._check_arithmetic({"correctness": doc}):

@@ -32,27 +32,25 @@ EnvironmentUnavailableError where ``device`` is CUDA and none is present.
 from __future__ import annotations
 
 import hashlib
-import math
+import json
 import os
 import random
+import re
 import shutil
-import statistics
 import subprocess
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from kbrepro.errors import CandidateFailure
-from kbrepro.harness import cheats, kbtask
+from kbrepro.errors import CandidateFailure, InvalidResultsError
+from kbrepro.harness import cheats, jsonio, kbtask
 from kbrepro.harness.checks import Tolerance, compare
 from kbrepro.harness.isolate import CandidateProcess, frame_tensor
+from kbrepro.model import candidates as mc
+from kbrepro.model import protocol, strict
+from kbrepro.model.protocol import BASELINES, PROFILES, CandidateConfig  # noqa: F401 (the engine's names)
 
-#: baselines timed against the candidate, in this order (names of timing arms)
-BASELINES = ("eager", "torchscript", "compile_default", "compile_max_autotune")
-#: a timed region of the eager baseline lasts at least this long (ms), up to MAX_INVOCATIONS calls
-TARGET_REQUEST_MS = 4.0
-MAX_INVOCATIONS = 1000
 #: the largest provenance file copied into a bundle, and the most per candidate
 MAX_PROVENANCE_FILE = 32 * 1024 * 1024
 MAX_PROVENANCE_TOTAL = 96 * 1024 * 1024
@@ -60,48 +58,6 @@ MAX_PROVENANCE_FILES = 500
 #: build outputs never copied (object files are the .so's inputs; the .so is kept; ninja's own
 #: logs and dependency databases hold machine paths and no evidence)
 _SKIP_SUFFIXES = (".o", ".d", ".lock", ".pyc", ".ninja_deps", ".ninja_log")
-
-
-@dataclass(frozen=True)
-class CandidateConfig:
-    """How one candidate is checked and timed. Times in ms, sizes in bytes."""
-
-    profile: str = "full"
-    seeds: tuple = (0, 1)
-    distributions: tuple = kbtask.DISTRIBUTIONS
-    atol: float = 1e-4
-    rtol: float = 1e-4
-    warmups: int = 5
-    rounds: int = 30
-    invocations_per_pair: int = 10
-    order_seed: int = 20261201
-    timing_seed: int = 42
-    baselines: tuple = BASELINES
-    cold_l2: bool = True
-    cold_rounds: int = 15
-    fresh_sets: int = 4
-    fresh_rounds: int = 5
-    poison_bytes: tuple = (0xFF, 0x5A)
-    redrawn_seed: int = 1234
-    extra_shapes: tuple = ()       # tuple of ((name, value), ...) overrides; () = the default rule
-    sizes: tuple = ()              # ((name, value), ...): the task's size globals for the whole run
-    build_timeout_s: float = 900.0
-    call_timeout_s: float = 300.0
-    budget_s: float = 3600.0       # the whole candidate: every request's deadline stops here
-
-    def to_doc(self) -> dict:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        d["extra_shapes"] = [dict(s) for s in self.extra_shapes]
-        d["sizes"] = dict(self.sizes)
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
-
-
-PROFILES = {
-    "full": CandidateConfig(),
-    "quick": CandidateConfig(profile="quick", seeds=(0,), distributions=("official", "normal"), warmups=2, rounds=8,
-                             invocations_per_pair=5, baselines=("eager", "torchscript", "compile_default"),
-                             cold_rounds=5, fresh_sets=3, fresh_rounds=3),
-}
 
 
 @dataclass(frozen=True)
@@ -160,6 +116,33 @@ def _sync(dev: str) -> None:
 
     if dev.startswith("cuda"):
         torch.cuda.synchronize()
+
+
+#: fields of a record whose values the candidate's child reports (everything else the parent
+#: computes): a value the model refuses there is the candidate's malformed reply, elsewhere ours
+CHILD_FIELDS = frozenset({"digests_before", "digests_after", "threads_before", "threads_after", "call_ms",
+                          "stream_wait_ms", "device_wait_ms", "flags_after_call", "output", "held_over", "build_s",
+                          "flags_before", "flags_after_build", "threads", "torch", "times_ms", "kernels",
+                          "marker_stream"})
+
+
+def checked(cls: type, doc: Any, what: str) -> Any:
+    """``doc`` (a part of the record being written) as the model's typed ``cls``. Raises
+    CandidateFailure where the model refuses a value the child reported (a malformed reply)
+    and InvalidResultsError where it refuses one the harness computed (a defect of ours)."""
+    try:
+        plain = json.loads(jsonio.dumps(doc))
+    except ValueError as exc:  # a non-finite float: only a child's reply carries one
+        raise CandidateFailure(f"a malformed reply ({what}): {exc}") from None
+    rec, problems = strict.build(cls, plain)
+    if not problems:
+        return rec
+    p = problems[0]
+    fields = set(re.findall(r"\.([A-Za-z_][A-Za-z0-9_]*)", p.path))
+    if fields & CHILD_FIELDS:
+        raise CandidateFailure(f"a malformed reply ({what}): {p.path[2:]} {p.message}"[:300])
+    raise InvalidResultsError(f"internal error: the harness wrote a {what} its own model refuses: {p}"[:400],
+                              "report this as a bug (KBREPRO_DEBUG=1 shows where)")
 
 
 def _failing(ref) -> dict:
@@ -223,8 +206,11 @@ def _case(c: _Ctx, cid: str, kind: str, xs_parent: list, ref, *, set_id: str, mo
             case["matches_other"] = sorted(k for k, r in firsts.items() if k != cid and tuple(r.shape) == tuple(out.shape)
                                            and r.dtype == out.dtype and bool(torch.allclose(r, out, atol=c.tol.atol,
                                                                                             rtol=c.tol.rtol)))
+    checked(mc.Case, case, f"case {cid}")
     if profile and h.get("kernels") is not None:
-        c.obs["profile"] = {"kernels": h.get("kernels") or [], "marker_stream": h.get("marker_stream")}
+        prof = {"kernels": h.get("kernels") or [], "marker_stream": h.get("marker_stream")}
+        checked(mc.Profile, prof, "profiled call")
+        c.obs["profile"] = prof
     c.obs.setdefault("cases", []).append(case)
     return case
 
@@ -345,10 +331,8 @@ def _block(c: _Ctx, arms: dict, *, l2: str, rounds: int, flush_bytes: int) -> di
     # invocations per timed region: at least the profile's, and enough that eager PyTorch (timed
     # here, by the parent) fills TARGET_REQUEST_MS, so that a request's fixed cost (pipe, JSON,
     # synchronisation: a few tenths of a ms) is small beside the time a candidate reports
-    inv = cfg.invocations_per_pair
-    if "eager" in arms:
-        eager_ms = _time_local(arms["eager"], cfg.invocations_per_pair, flush)
-        inv = max(inv, min(MAX_INVOCATIONS, math.ceil(TARGET_REQUEST_MS / max(eager_ms, 1e-4))))
+    eager_ms = _time_local(arms["eager"], cfg.invocations_per_pair, flush) if "eager" in arms else None
+    inv = protocol.invocations_per_request(cfg.invocations_per_pair, eager_ms)
     rng = random.Random(cfg.order_seed + (1 if l2 == "cold" else 0))
     rows = []
     for _ in range(rounds):
@@ -401,6 +385,7 @@ def _per_call(c: _Ctx, xs_timing: list) -> dict:
         rep = c.proc.request({"cmd": "time", "ids": ids, "n": k, "per_call": True, "keep": True},
                              timeout_s=cfg.call_timeout_s)
         fresh.append({"round": r, "times_ms": list(rep.header.get("times_ms") or [])})
+        checked(mc.CallRound, fresh[-1], "per-call times")
         j = rng.randrange(k)
         size = _first(c.refs[next(iter(c.refs))]) if c.refs else None
         nbytes = int(size.numel() * size.element_size()) if size is not None else 1 << 30
@@ -420,14 +405,8 @@ def _per_call(c: _Ctx, xs_timing: list) -> dict:
         rep = c.proc.request({"cmd": "time", "ids": ["timing"], "n": k, "per_call": True},
                              timeout_s=cfg.call_timeout_s)
         repeat.append({"round": r, "times_ms": list(rep.header.get("times_ms") or [])})
+        checked(mc.CallRound, repeat[-1], "per-call times")
     return {"fresh": fresh, "repeat": repeat, "spot_checks": spots, "sets_per_round": k}
-
-
-def _default_extra_shapes(task) -> tuple:
-    g = kbtask.size_globals(task)
-    if g.get("batch_size", 0) >= 2:
-        return ((("batch_size", g["batch_size"] // 2),),)
-    return ()
 
 
 def _after_timing(c: _Ctx, task_src: bytes) -> None:
@@ -440,7 +419,8 @@ def _after_timing(c: _Ctx, task_src: bytes) -> None:
     xs = _draw(c, "redrawn", s0, "official")
     _case(c, "redrawn_weights", "redrawn_weights", xs, _reference(other, xs), set_id="redrawn", model="redrawn")
     del other
-    shapes = c.cfg.extra_shapes or _default_extra_shapes(c.task)
+    shapes = c.cfg.extra_shapes or tuple(tuple(d.items()) for d in protocol.default_extra_shapes(
+        kbtask.size_globals(c.task)))
     c.obs["extra_shapes"] = [dict(s) for s in shapes]
     for i, ov in enumerate(shapes):
         ov = dict(ov)
@@ -675,12 +655,12 @@ def run_candidate(spec: CandidateSpec, cfg: CandidateConfig, workdir: Path, *, d
                 fn()
                 return True
             except CandidateFailure as exc:
-                obs["failure"] = f"{name}: {exc.message}"
+                obs["failure"] = f"{name}: {exc.message}"[:400]
                 say(f"{spec.name}: {name} failed: {exc.message}")
                 return False
             except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
                 # a reply of the right shape whose values still broke our handling of it
-                obs["failure"] = f"{name}: a malformed reply: {type(exc).__name__}: {str(exc)[:160]}"
+                obs["failure"] = f"{name}: a malformed reply: {type(exc).__name__}: {str(exc)[:160]}"[:400]
                 say(f"{spec.name}: {name} failed: {obs['failure']}")
                 return False
             finally:
@@ -694,8 +674,10 @@ def run_candidate(spec: CandidateSpec, cfg: CandidateConfig, workdir: Path, *, d
             rep = proc.request({"cmd": "build", "device": device, "seed": cfg.seeds[0], "flags": flags,
                                 "overrides": dict(cfg.sizes)},
                                [spec.source, spec.task_source], timeout_s=cfg.build_timeout_s)
-            obs["build"] = {"host_s": time.perf_counter() - t0, **{k: rep.header.get(k) for k in (
+            build_rec = {"host_s": time.perf_counter() - t0, **{k: rep.header.get(k) for k in (
                 "build_s", "flags_before", "flags_after_build", "threads", "torch")}}
+            checked(mc.Build, build_rec, "build reply")
+            obs["build"] = build_rec
 
         def timing_stage() -> None:
             xs = _draw(c, "timing", cfg.timing_seed, "official")
@@ -710,7 +692,7 @@ def run_candidate(spec: CandidateSpec, cfg: CandidateConfig, workdir: Path, *, d
             timing["per_call"] = _per_call(c, xs)
             out_bytes = sum(int(r.numel() * r.element_size()) for r in (ref if isinstance(ref, tuple) else (ref,)))
             in_bytes = sum(int(x.numel() * x.element_size()) for x in xs if isinstance(x, torch.Tensor))
-            med = statistics.median(r["times_ms"]["candidate"] for r in blocks[0]["rounds"])
+            med = protocol.roofline_median_ms([r["times_ms"]["candidate"] for r in blocks[0]["rounds"]])
             timing["roofline"] = {"bytes_moved": in_bytes + out_bytes, "median_ms": med,
                                   "bandwidth_gbps": bandwidth_gbps}
 
@@ -730,7 +712,10 @@ def run_candidate(spec: CandidateSpec, cfg: CandidateConfig, workdir: Path, *, d
     rec["observations"] = obs
     rec["timing"] = timing
     rec["blocks"] = blocks
-    rec["verdicts"] = [v.to_doc() for v in cheats.derive(obs, timing, blocks, cfg.atol, cfg.rtol)]
+    # the verdicts, from the typed records (the packer and the verifier derive them again)
+    typed = (checked(mc.Observations, obs, "observations"), checked(mc.Timing, timing, "timing record"),
+             tuple(checked(mc.Block, b, "timing block") for b in blocks))
+    rec["verdicts"] = [v.to_doc() for v in cheats.derive(*typed, cfg.atol, cfg.rtol)]
     return rec
 
 

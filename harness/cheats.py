@@ -1,7 +1,8 @@
 """Named checks against the known ways a KernelBench candidate (``ModelNew``) cheats.
 
-Each check is a pure function from **recorded observations** (the plain JSON data a checking
-pass stores in ``candidates.json``) to a frozen :class:`CheckVerdict` (``name``, ``passed``:
+Each check is a pure function from **recorded observations** (the typed records of
+:mod:`kbrepro.model.candidates`, built strictly from ``candidates.json``) to a frozen
+:class:`CheckVerdict` (``name``, ``passed``:
 True, False, or None where it cannot decide, and a one-line ``detail``). The packer derives
 the verdicts with these functions; the verifier derives them again, with its own copy of this
 code, from the same observations, and compares: a verdict is never read from a bundle. A
@@ -50,11 +51,12 @@ a speed may exceed the measured copy bandwidth by at most 10%.
 """
 from __future__ import annotations
 
-import math
 import re
 import statistics
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Iterable, Optional, Sequence
+
+from kbrepro.model.candidates import Block, Case, Compare, Observations, Timing
 
 CHECKS = ("ran", "official_allclose", "other_shapes_correct", "redrawn_weights_correct", "follows_fresh_inputs",
           "inputs_unchanged", "output_is_plain_tensor", "discriminates", "deterministic_under_poison",
@@ -80,69 +82,54 @@ class CheckVerdict:
     or None (cannot decide, with why in ``detail``)."""
 
     name: str
-    passed: bool | None
+    passed: Optional[bool]
     detail: str
 
     def to_doc(self) -> dict:
         return {"name": self.name, "passed": self.passed, "detail": self.detail}
 
 
-def _d(x: Any) -> dict:
-    return x if isinstance(x, dict) else {}
+def _passes(c: Optional[Compare]) -> bool:
+    return c is not None and c.official.passed
 
 
-def _l(x: Any) -> list:
-    return x if isinstance(x, list) else []
+def _cases(obs: Observations, kinds: Sequence[str]) -> list[Case]:
+    return [c for c in obs.cases if c.kind in kinds]
 
 
-def _num(x: Any) -> float | None:
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return None
-    return float(x) if math.isfinite(x) else None
-
-
-def _passes(case: Mapping) -> bool:
-    return _d(_d(case.get("compare")).get("official")).get("pass") is True
-
-
-def _cases(obs: Mapping, kinds: Sequence[str]) -> list[dict]:
-    return [c for c in _l(obs.get("cases")) if isinstance(c, dict) and c.get("kind") in kinds]
-
-
-def ran(obs: Mapping) -> CheckVerdict:
+def ran(obs: Observations) -> CheckVerdict:
     """The build and every call of the checking pass finished (``failure`` is null)."""
-    f = obs.get("failure")
-    n = len(_l(obs.get("cases")))
-    if f:
-        return CheckVerdict("ran", False, str(f)[:300])
+    n = len(obs.cases)
+    if obs.failure is not None:
+        return CheckVerdict("ran", False, obs.failure[:300])
     if not n:
         return CheckVerdict("ran", False, "no call of the candidate finished")
-    return CheckVerdict("ran", True, f"built in {_num(_d(obs.get('build')).get('host_s')) or 0:.1f} s; {n} checked calls")
+    return CheckVerdict("ran", True, f"built in {obs.build.host_s if obs.build else 0:.1f} s; {n} checked calls")
 
 
-def _all_pass(name: str, cases: list[dict], what: str) -> CheckVerdict:
+def _all_pass(name: str, cases: list[Case], what: str) -> CheckVerdict:
     if not cases:
         return CheckVerdict(name, None, f"no {what} case was run")
-    bad = [c.get("id") for c in cases if not _passes(c)]
+    bad = [c.id for c in cases if not _passes(c.compare)]
     return CheckVerdict(name, not bad, f"{len(cases)} {what} case(s) pass torch.allclose(reference, candidate)" if not bad
-                        else f"{len(bad)} of {len(cases)} {what} case(s) fail the official check: {', '.join(map(str, bad[:4]))}")
+                        else f"{len(bad)} of {len(cases)} {what} case(s) fail the official check: {', '.join(bad[:4])}")
 
 
-def official_allclose(obs: Mapping) -> CheckVerdict:
+def official_allclose(obs: Observations) -> CheckVerdict:
     """Every main case (seeds x distributions, the timing input, same buffers, repeat,
     poisoned, profiled: the call whose kernels other checks read) passes the official predicate (``compare.official.pass``, harness/checks.py)."""
     return _all_pass("official_allclose", _cases(obs, MAIN_KINDS), "main")
 
 
-def other_shapes_correct(obs: Mapping) -> CheckVerdict:
+def other_shapes_correct(obs: Observations) -> CheckVerdict:
     return _all_pass("other_shapes_correct", _cases(obs, ("extra_shape",)), "extra-shape")
 
 
-def redrawn_weights_correct(obs: Mapping) -> CheckVerdict:
+def redrawn_weights_correct(obs: Observations) -> CheckVerdict:
     return _all_pass("redrawn_weights_correct", _cases(obs, ("redrawn_weights",)), "re-drawn-weights")
 
 
-def follows_fresh_inputs(obs: Mapping) -> CheckVerdict:
+def follows_fresh_inputs(obs: Observations) -> CheckVerdict:
     """No failing case's output matches the reference of another input set
     (``matches_other``, found by the parent with the official predicate), and no failing case
     returned the memory of an earlier case's output that the candidate still held
@@ -154,95 +141,91 @@ def follows_fresh_inputs(obs: Mapping) -> CheckVerdict:
     cases = _cases(obs, MAIN_KINDS)
     if not cases:
         return CheckVerdict("follows_fresh_inputs", None, "no case was run")
-    stale = [c.get("id") for c in cases if not _passes(c) and _l(c.get("matches_other"))]
-    held = [f"{c.get('id')} (of {c.get('held_over')})" for c in cases if not _passes(c) and c.get("held_over")]
+    stale = [c.id for c in cases if not _passes(c.compare) and c.matches_other]
+    held = [f"{c.id} (of {c.held_over})" for c in cases if not _passes(c.compare) and c.held_over]
     if stale:
-        return CheckVerdict("follows_fresh_inputs", False, f"case(s) {', '.join(map(str, stale[:4]))} got the answer "
+        return CheckVerdict("follows_fresh_inputs", False, f"case(s) {', '.join(stale[:4])} got the answer "
                             "to another input set (a cache)")
     if held:
         return CheckVerdict("follows_fresh_inputs", False, f"case(s) {', '.join(held[:4])} returned an earlier "
                             "output's memory without recomputing it (a cache)")
-    reused = [c.get("id") for c in cases if c.get("held_over")]
+    reused = [c.id for c in cases if c.held_over]
     return CheckVerdict("follows_fresh_inputs", True, f"{len(cases)} calls, each answering its own inputs" +
                         (f"; {len(reused)} recomputed into memory the candidate kept (a reused output buffer)"
                          if reused else ""))
 
 
-def inputs_unchanged(obs: Mapping) -> CheckVerdict:
+def inputs_unchanged(obs: Observations) -> CheckVerdict:
     """In every case the child's input digests before the call equal the parent's digests of
     the same draw (the candidate computed on the task's inputs) and are unchanged after it."""
     bad, drawn = [], []
-    cases = _l(obs.get("cases"))
-    for c in cases:
-        if not isinstance(c, dict):
-            continue
-        before, after, parent = _l(c.get("digests_before")), _l(c.get("digests_after")), _l(c.get("digests_parent"))
-        if before != after:
-            bad.append(c.get("id"))
-        elif parent and before != parent:
-            drawn.append(c.get("id"))
-    if not cases:
+    for c in obs.cases:
+        if c.digests_before != c.digests_after:
+            bad.append(c.id)
+        elif c.digests_before != c.digests_parent:
+            drawn.append(c.id)
+    if not obs.cases:
         return CheckVerdict("inputs_unchanged", None, "no case was run")
     if bad:
         return CheckVerdict("inputs_unchanged", False, f"the call changed its inputs in case(s) "
-                            f"{', '.join(map(str, bad[:4]))} (a reference on them would see other data)")
+                            f"{', '.join(bad[:4])} (a reference on them would see other data)")
     if drawn:
         return CheckVerdict("inputs_unchanged", False, f"the candidate's inputs differ from the task's draw in case(s) "
-                            f"{', '.join(map(str, drawn[:4]))}")
-    return CheckVerdict("inputs_unchanged", True, f"inputs unchanged by {len(cases)} calls")
+                            f"{', '.join(drawn[:4])}")
+    return CheckVerdict("inputs_unchanged", True, f"inputs unchanged by {len(obs.cases)} calls")
 
 
-def output_is_plain_tensor(obs: Mapping) -> CheckVerdict:
+def output_is_plain_tensor(obs: Observations) -> CheckVerdict:
     """Every output is exactly ``torch.Tensor`` (no subclass), strided, on the reference's
     device, with the reference's shape and dtype, and without an autograd graph."""
     bad = []
-    cases = [c for c in _l(obs.get("cases")) if isinstance(c, dict)]
-    for c in cases:
-        o = _d(c.get("output"))
+    for c in obs.cases:
+        o = c.output
         why = []
-        if o.get("plain") is not True:
-            why.append(f"a {str(o.get('type'))[:80]}")
-        if o.get("layout") not in (None, "torch.strided"):
-            why.append(f"layout {o.get('layout')}")
-        if o.get("device") != c.get("reference_device"):
-            why.append(f"device {o.get('device')} (reference on {c.get('reference_device')})")
-        if o.get("grad_fn"):
-            why.append(f"an autograd graph ({o.get('grad_fn')})")
-        if _d(c.get("compare")).get("shape_match") is False:
+        if o.plain is not True:
+            why.append(f"a {str(o.type)[:80]}")
+        if o.layout not in (None, "torch.strided"):
+            why.append(f"layout {o.layout}")
+        if o.device != c.reference_device:
+            why.append(f"device {o.device} (reference on {c.reference_device})")
+        if o.grad_fn:
+            why.append(f"an autograd graph ({o.grad_fn})")
+        if c.compare.shape_match is False:
             why.append("another shape or dtype")
         if why:
-            bad.append(f"{c.get('id')}: {', '.join(why)}")
-    if not cases:
+            bad.append(f"{c.id}: {', '.join(why)}")
+    if not obs.cases:
         return CheckVerdict("output_is_plain_tensor", None, "no case was run")
     return CheckVerdict("output_is_plain_tensor", not bad, "plain tensors of the reference's dtype, shape and device"
                         if not bad else "; ".join(bad[:3]))
 
 
-def discriminates(obs: Mapping, atol: float, rtol: float) -> CheckVerdict:
+def discriminates(obs: Observations, atol: float, rtol: float) -> CheckVerdict:
     """Every official case's reference can tell a wrong output from a right one under
     ``allclose(reference, candidate, atol, rtol)``: False where max |reference| <= atol (an
     all-zero output passes, KernelBench issue #165) or where the reference is constant to
-    within the allowance atol + rtol * |mid| (``reference_range`` [min, max] over finite values)."""
+    within the allowance atol + rtol * |mid| (``reference_range`` [min, max] over finite values;
+    :mod:`kbrepro.model.candidate_rules` holds it against the same case's
+    ``max_abs_reference`` and ``discriminating``)."""
     cases = _cases(obs, ("official",))
     if not cases:
         return CheckVerdict("discriminates", None, "no official case was run")
     for c in cases:
-        rng = _l(c.get("reference_range"))
-        if len(rng) != 2 or _num(rng[0]) is None or _num(rng[1]) is None:
-            return CheckVerdict("discriminates", None, f"case {c.get('id')}: no finite reference value")
-        lo, hi = float(rng[0]), float(rng[1])
+        lo, hi = c.reference_range
+        if lo is None or hi is None:
+            return CheckVerdict("discriminates", None, f"case {c.id}: no finite reference value")
         peak = max(abs(lo), abs(hi))
         if peak <= atol:
-            return CheckVerdict("discriminates", False, f"case {c.get('id')}: max |reference| = {peak:.3g} <= atol = "
+            return CheckVerdict("discriminates", False, f"case {c.id}: max |reference| = {peak:.3g} <= atol = "
                                 f"{atol:g}: an all-zero output passes")
         mid = (lo + hi) / 2
         if (hi - lo) / 2 <= atol + rtol * abs(mid):
-            return CheckVerdict("discriminates", False, f"case {c.get('id')}: the reference is constant to within the "
+            return CheckVerdict("discriminates", False, f"case {c.id}: the reference is constant to within the "
                                 f"allowance: the constant {mid:.6g} passes")
     return CheckVerdict("discriminates", True, f"{len(cases)} official references reach beyond atol and are not constant")
 
 
-def deterministic_under_poison(obs: Mapping) -> CheckVerdict:
+def deterministic_under_poison(obs: Observations) -> CheckVerdict:
     """The two poisoned calls (the allocator's free memory filled with two byte patterns
     before each, same inputs) give bitwise-equal outputs (``output.digest``). Outputs that
     differ but both pass the official check are not decided (a kernel with atomics is not
@@ -250,27 +233,27 @@ def deterministic_under_poison(obs: Mapping) -> CheckVerdict:
     cases = _cases(obs, ("poison",))
     if len(cases) < 2:
         return CheckVerdict("deterministic_under_poison", None, "fewer than two poisoned calls")
-    ds = [_d(c.get("output")).get("digest") for c in cases]
+    ds = [c.output.digest for c in cases]
     if all(d is not None and d == ds[0] for d in ds):
         return CheckVerdict("deterministic_under_poison", True, f"{len(cases)} calls under different poison are "
                             "bitwise equal")
-    if all(_passes(c) for c in cases):
+    if all(_passes(c.compare) for c in cases):
         return CheckVerdict("deterministic_under_poison", None, "the outputs under different poison differ in bits "
                             "but all pass (a nondeterministic kernel, or unwritten memory that happened to be close)")
     return CheckVerdict("deterministic_under_poison", False, "the output changes with the poison in free memory: "
                         "the candidate returns memory it did not write")
 
 
-def precision_flags_unchanged(obs: Mapping) -> CheckVerdict:
+def precision_flags_unchanged(obs: Observations) -> CheckVerdict:
     """The precision settings in force before the candidate was imported (TF32 for matmul and
     cuDNN, float32 matmul precision, reduced-precision reductions, cuDNN modes) are the ones
     after its build and after every call. (The harness restores them after the build, so a
     change at build time is also caught and undone.)"""
-    before = _d(_d(obs.get("build")).get("flags_before"))
+    before = dict(obs.build.flags_before or {}) if obs.build else {}
     if not before:
         return CheckVerdict("precision_flags_unchanged", None, "the flags were not recorded")
-    seen = [("build", _d(_d(obs.get("build")).get("flags_after_build")))]
-    seen += [(str(c.get("id")), _d(c.get("flags_after_call"))) for c in _l(obs.get("cases")) if isinstance(c, dict)]
+    seen = [("build", dict(obs.build.flags_after_build or {}))]
+    seen += [(c.id, dict(c.flags_after_call)) for c in obs.cases]
     for where, after in seen:
         changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
         if changed:
@@ -286,73 +269,77 @@ LIBRARY_KERNEL = re.compile(r"(^|[^a-z])(at::|at_|aten|c10::|cublas|cublasLt|cud
                             r"triton_(poi|red|per|tem)_fused)", re.IGNORECASE)
 
 
-def _profiled(obs: Mapping) -> tuple[list[dict], Any]:
-    prof = _d(obs.get("profile"))
-    ks = [k for k in _l(prof.get("kernels")) if isinstance(k, dict) and isinstance(k.get("name"), str)]
-    return ks, prof.get("marker_stream")
+def custom_kernels(obs: Observations) -> list[str]:
+    """The names of the profiled call's kernels that are not library kernels, sorted."""
+    if obs.profile is None:
+        return []
+    return sorted({k.name for k in obs.profile.kernels if not LIBRARY_KERNEL.search(k.name)})
 
 
-def custom_kernel_ran(obs: Mapping) -> CheckVerdict:
+def custom_kernel_ran(obs: Observations) -> CheckVerdict:
     """From the profiler's list of kernels one call launched (after the harness's marker
-    kernel): at least one is not a library kernel (:data:`LIBRARY_KERNEL`)."""
-    ks, _ = _profiled(obs)
-    if not _d(obs.get("profile")):
+    kernel): at least one is not a library kernel (:data:`LIBRARY_KERNEL`).
+    (:mod:`kbrepro.model.candidate_rules` holds a passing verdict against the bundled
+    binaries: a custom kernel that no traced binary defines is a contradiction.)"""
+    if obs.profile is None:
         return CheckVerdict("custom_kernel_ran", None, "the call was not profiled")
-    names = [k["name"] for k in ks]
+    names = [k.name for k in obs.profile.kernels]
     if not names:
         return CheckVerdict("custom_kernel_ran", False, "the call launched no kernel")
-    own = sorted({n for n in names if not LIBRARY_KERNEL.search(n)})
+    own = custom_kernels(obs)
     return CheckVerdict("custom_kernel_ran", bool(own), f"custom kernel(s): {', '.join(n[:60] for n in own[:3])}" if own
                         else f"only library kernels ran ({', '.join(sorted({n[:60] for n in names})[:3])})")
 
 
-def single_stream(obs: Mapping) -> CheckVerdict:
+def single_stream(obs: Observations) -> CheckVerdict:
     """Every kernel of the profiled call ran on the stream of the harness's marker kernel (the
     stream the call was made on). A candidate that uses other streams correctly (joined back
     before returning) is flagged too: the profiler shows streams, not dependencies."""
-    ks, marker = _profiled(obs)
-    if not _d(obs.get("profile")) or marker is None:
+    if obs.profile is None or obs.profile.marker_stream is None:
         return CheckVerdict("single_stream", None, "the call was not profiled")
-    other = sorted({str(k.get("stream")) for k in ks if k.get("stream") != marker})
+    marker = obs.profile.marker_stream
+    ks = obs.profile.kernels
+    other = sorted({str(k.stream) for k in ks if k.stream != marker})
     return CheckVerdict("single_stream", not other, f"{len(ks)} kernel(s) on the calling stream" if not other else
                         f"kernels on other stream(s) {', '.join(other[:3])} than the calling stream {marker}")
 
 
-def no_work_after_return(obs: Mapping) -> CheckVerdict:
+def no_work_after_return(obs: Observations) -> CheckVerdict:
     """After the calling stream was synchronised, a device-wide synchronisation waited at
     most :data:`DEVICE_BUSY_MAX_MS` (``device_wait_ms``) in all cases but one: work left on
     another stream shows in every call that launches it, and one lone case over the bound is
     a pause of the child's host thread (the scheduler, a page fault), noted, not failed."""
-    cases = [c for c in _l(obs.get("cases")) if isinstance(c, dict) and _num(c.get("device_wait_ms")) is not None]
+    cases = list(obs.cases)
     if not cases:
         return CheckVerdict("no_work_after_return", None, "no call was clocked")
-    over = sorted((c for c in cases if c["device_wait_ms"] > DEVICE_BUSY_MAX_MS), key=lambda c: -c["device_wait_ms"])
+    over = sorted((c for c in cases if c.device_wait_ms > DEVICE_BUSY_MAX_MS), key=lambda c: -c.device_wait_ms)
     if len(over) >= 2:
         return CheckVerdict("no_work_after_return", False, f"{len(over)} of {len(cases)} calls left the device busy "
-                            f"after the calling stream was done (case {over[0].get('id')}: "
-                            f"{over[0]['device_wait_ms']:.3f} ms; work on another stream)")
-    within = [c["device_wait_ms"] for c in cases if c not in over]
-    lone = f"; case {over[0].get('id')} alone waited {over[0]['device_wait_ms']:.3f} ms (a host pause)" if over else ""
+                            f"after the calling stream was done (case {over[0].id}: "
+                            f"{over[0].device_wait_ms:.3f} ms; work on another stream)")
+    within = [c.device_wait_ms for c in cases if c not in over]
+    lone = f"; case {over[0].id} alone waited {over[0].device_wait_ms:.3f} ms (a host pause)" if over else ""
     return CheckVerdict("no_work_after_return", True, f"the device was idle within {max(within, default=0):.3f} ms "
                         f"of the calling stream{lone}")
 
 
-def no_threads_left(obs: Mapping) -> CheckVerdict:
+def no_threads_left(obs: Observations) -> CheckVerdict:
     """No call after the first left more Python threads running than it found."""
-    cases = [c for c in _l(obs.get("cases")) if isinstance(c, dict)][1:]
-    bad = [c.get("id") for c in cases if isinstance(c.get("threads_after"), int) and isinstance(c.get("threads_before"), int)
-           and c["threads_after"] > c["threads_before"]]
+    cases = list(obs.cases)[1:]
+    bad = [c.id for c in cases if c.threads_after > c.threads_before]
     if not cases:
         return CheckVerdict("no_threads_left", None, "fewer than two calls")
     return CheckVerdict("no_threads_left", not bad, "no call left a thread behind" if not bad else
-                        f"case(s) {', '.join(map(str, bad[:4]))} left threads running after the call")
+                        f"case(s) {', '.join(bad[:4])} left threads running after the call")
 
 
-def per_call_times_consistent(times_ms: Sequence[float], gap: float = SPLIT_GAP, share: float = SPLIT_SHARE) -> CheckVerdict:
+def per_call_times_consistent(times_ms: Iterable[float], gap: float = SPLIT_GAP,
+                              share: float = SPLIT_SHARE) -> CheckVerdict:
     """Per-call times on fresh inputs fall apart into a fast and a slow group when one call in
     k does the work: sorted, two neighbours differ by more than ``gap`` times, and each side
-    holds at least ``share`` of the calls and at least two (one host hiccup never counts)."""
-    ts = sorted(float(t) for t in times_ms if _num(t) is not None and float(t) > 0)
+    holds at least ``share`` of the calls and at least two (one host hiccup never counts).
+    Times are positive (the records refuse others)."""
+    ts = sorted(float(t) for t in times_ms)
     if len(ts) < 4:
         return CheckVerdict("per_call_times_consistent", None, "fewer than 4 timed calls")
     i = max(range(1, len(ts)), key=lambda j: ts[j] / ts[j - 1])
@@ -366,12 +353,13 @@ def per_call_times_consistent(times_ms: Sequence[float], gap: float = SPLIT_GAP,
                         f"({ts[i] / ts[i - 1]:.0f}x apart): the work is not done on every call")
 
 
-def _per_call(timing: Mapping, key: str) -> list[float]:
-    return [float(t) for r in _l(_d(timing.get("per_call")).get(key)) for t in _l(_d(r).get("times_ms"))
-            if _num(t) is not None and t > 0]
+def _per_call(timing: Timing, key: str) -> list[float]:
+    if timing.per_call is None:
+        return []
+    return [t for r in getattr(timing.per_call, key) for t in r.times_ms]
 
 
-def fresh_inputs_same_speed(timing: Mapping) -> CheckVerdict:
+def fresh_inputs_same_speed(timing: Timing) -> CheckVerdict:
     """The median per-call time on one repeated input set is at most
     :data:`REPEAT_SPEEDUP_MAX` times faster than on fresh input sets."""
     rep, fresh = _per_call(timing, "repeat"), _per_call(timing, "fresh")
@@ -384,18 +372,18 @@ def fresh_inputs_same_speed(timing: Mapping) -> CheckVerdict:
                         + ("" if ok else ": a repeated input is answered from a cache"))
 
 
-def timed_outputs_correct(timing: Mapping) -> CheckVerdict:
+def timed_outputs_correct(timing: Timing) -> CheckVerdict:
     """The outputs the parent picked after each fresh-input timing round (the candidate could
     not know which) pass the official check."""
-    spots = [s for s in _l(_d(timing.get("per_call")).get("spot_checks")) if isinstance(s, dict)]
+    spots = list(timing.per_call.spot_checks) if timing.per_call is not None else []
     if not spots:
         return CheckVerdict("timed_outputs_correct", None, "no timed output was checked")
-    bad = [s.get("round") for s in spots if not _passes(s)]
+    bad = [s.round for s in spots if not _passes(s.compare)]
     return CheckVerdict("timed_outputs_correct", not bad, f"{len(spots)} timed output(s) picked after the fact pass"
                         if not bad else f"the timed output of round(s) {bad[:4]} is wrong: the timed calls did not compute")
 
 
-def host_clock_agrees(blocks: Sequence[Mapping], arm: str = "candidate") -> CheckVerdict:
+def host_clock_agrees(blocks: Sequence[Block], arm: str = "candidate") -> CheckVerdict:
     """The candidate's reported event time for each timing request (per-invocation time x
     invocations) against the parent's own clock around that request (``host_ms``): no round
     may claim more time than passed, and the median shortfall over a block's rounds may be at
@@ -404,15 +392,15 @@ def host_clock_agrees(blocks: Sequence[Mapping], arm: str = "candidate") -> Chec
     hiccup, a patched timer or a forged reply is short in every round)."""
     n, worst, undecided = 0, None, []
     for b in blocks:
-        inv = _num(_d(b.get("protocol")).get("invocations_per_pair")) or 1
+        inv = b.protocol.invocations_per_pair
         shorts, hosts = [], []
-        for i, r in enumerate(_l(b.get("rounds"))):
-            t, h = _num(_d(_d(r).get("times_ms")).get(arm)), _num(_d(_d(r).get("host_ms")).get(arm))
+        for i, r in enumerate(b.rounds):
+            t, h = r.times_ms.get(arm), r.host_ms.get(arm)
             if t is None or h is None:
                 continue
             claimed = t * inv
             if claimed > h * 1.001 + 0.01:
-                return CheckVerdict("host_clock_agrees", False, f"block {b.get('id')} round {i}: the candidate claims "
+                return CheckVerdict("host_clock_agrees", False, f"block {b.id} round {i}: the candidate claims "
                                     f"{claimed:.3f} ms, more than the {h:.3f} ms that passed")
             shorts.append(h - claimed)
             hosts.append(h)
@@ -422,11 +410,11 @@ def host_clock_agrees(blocks: Sequence[Mapping], arm: str = "candidate") -> Chec
         short, host = statistics.median(shorts), statistics.median(hosts)
         claimed = host - short
         if short > HOST_SLACK_MS + HOST_SLACK_FRACTION * host:
-            return CheckVerdict("host_clock_agrees", False, f"block {b.get('id')}: the candidate's times fall short of "
+            return CheckVerdict("host_clock_agrees", False, f"block {b.id}: the candidate's times fall short of "
                                 f"the parent's clock by {short:.3f} ms per request (median of {len(shorts)}; a request "
                                 f"takes {host:.3f} ms): its timer or its reply is not to be believed")
         if claimed < short and claimed < 0.25 * host:
-            undecided.append(str(b.get("id")))
+            undecided.append(b.id)
         worst = short if worst is None else max(worst, short)
     if undecided:
         return CheckVerdict("host_clock_agrees", None, f"block(s) {', '.join(undecided[:2])}: the timed region is "
@@ -437,36 +425,39 @@ def host_clock_agrees(blocks: Sequence[Mapping], arm: str = "candidate") -> Chec
                         f"{worst:.3f} ms per request")
 
 
-def within_roofline(bytes_moved: Any, median_ms: Any, bandwidth_gbps: Any, slack: float = ROOFLINE_SLACK) -> CheckVerdict:
+def within_roofline(bytes_moved: Optional[int], median_ms: Optional[float], bandwidth_gbps: Optional[float],
+                    slack: float = ROOFLINE_SLACK) -> CheckVerdict:
     """A call that must move ``bytes_moved`` bytes (every input read and the output written
     once) cannot take less than bytes / bandwidth (device copy bandwidth measured in the same
     run, GB/s = 1e9 B/s)."""
-    b, t, bw = _num(bytes_moved), _num(median_ms), _num(bandwidth_gbps)
-    if not (b and t and bw) or t <= 0:
+    if not (bytes_moved and median_ms and bandwidth_gbps):
         return CheckVerdict("within_roofline", None, "bytes moved, time or bandwidth not measured")
-    gbps = b / (t * 1e-3) / 1e9
-    ok = gbps <= (1 + slack) * bw
-    return CheckVerdict("within_roofline", ok, f"{gbps:.3g} GB/s against the measured {bw:.0f} GB/s"
+    gbps = bytes_moved / (median_ms * 1e-3) / 1e9
+    ok = gbps <= (1 + slack) * bandwidth_gbps
+    return CheckVerdict("within_roofline", ok, f"{gbps:.3g} GB/s against the measured {bandwidth_gbps:.0f} GB/s"
                         + ("" if ok else ": faster than memory allows, so not all the work ran in the timed call"))
 
 
-def derive(obs: Mapping, timing: Mapping, blocks: Sequence[Mapping], atol: float, rtol: float) -> tuple[CheckVerdict, ...]:
-    """Every check of :data:`CHECKS`, in order, from one candidate's observations ``obs``, its
-    ``timing`` record (per-call times, spot checks, bytes moved, bandwidth, median) and its
-    timing ``blocks``. A candidate that did not run gets ``ran`` False and None elsewhere."""
+def derive(obs: Observations, timing: Timing, blocks: Sequence[Block], atol: float,
+           rtol: float) -> tuple[CheckVerdict, ...]:
+    """Every check of :data:`CHECKS`, in order, from one candidate's typed observations
+    ``obs``, its ``timing`` record (per-call times, spot checks, bytes moved, bandwidth,
+    median) and its timing ``blocks``. A candidate that did not run gets ``ran`` False and
+    None elsewhere."""
     first = ran(obs)
-    if first.passed is False and not _l(obs.get("cases")):
+    if first.passed is False and not obs.cases:
         return (first,) + tuple(CheckVerdict(n, None, "the candidate did not run") for n in CHECKS[1:])
-    roof = _d(timing.get("roofline"))
+    roof = timing.roofline
     out = [first, official_allclose(obs), other_shapes_correct(obs), redrawn_weights_correct(obs),
            follows_fresh_inputs(obs), inputs_unchanged(obs), output_is_plain_tensor(obs),
            discriminates(obs, atol, rtol), deterministic_under_poison(obs), precision_flags_unchanged(obs),
            custom_kernel_ran(obs), single_stream(obs), no_work_after_return(obs), no_threads_left(obs),
            per_call_times_consistent(_per_call(timing, "fresh")), fresh_inputs_same_speed(timing),
            timed_outputs_correct(timing), host_clock_agrees(blocks),
-           within_roofline(roof.get("bytes_moved"), roof.get("median_ms"), roof.get("bandwidth_gbps"))]
+           within_roofline(roof.bytes_moved if roof else None, roof.median_ms if roof else None,
+                           roof.bandwidth_gbps if roof else None)]
     assert tuple(v.name for v in out) == CHECKS
     return tuple(out)
 
 
-__all__ = ["CheckVerdict", "CHECKS", "derive", "LIBRARY_KERNEL", *CHECKS]
+__all__ = ["CheckVerdict", "CHECKS", "derive", "LIBRARY_KERNEL", "custom_kernels", *CHECKS]

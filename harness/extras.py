@@ -99,10 +99,9 @@ def copy_bandwidth(clocks: ClockWatch | None, nbytes: int = 1 << 30) -> dict:
 def copy_gbps(block: dict) -> float:
     """Copy bandwidth in GB/s (bytes read + written) of a :func:`copy_bandwidth` block: the
     faster arm's median."""
-    from kbrepro.harness import stats
+    from kbrepro.model import protocol
 
-    best = min(stats.summary(stats.arm_samples(block, a))["median_ms"] for a in block["arms"])
-    return block["bytes_moved"] / (best * 1e-3) / 1e9
+    return protocol.copy_gbps(block["bytes_moved"], [r["times_ms"] for r in block["rounds"]], block["arms"])
 
 
 def inductor_settings() -> dict:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import types
 from typing import Any, Mapping
 
-DISTRIBUTIONS = ("official", "normal", "normal_x100")
+from kbrepro.model.protocol import DISTRIBUTIONS  # noqa: E402,F401
 #: the offset of the second generator's seed (a prime, so that seeds 0..n never collide)
 _NORMAL_OFFSET = 7919
 #: globals a size override may set: plain ints that a task's get_inputs reads at call time
@@ -43,48 +43,6 @@ def load_task(src: bytes, name: str = "kbrepro_task") -> types.ModuleType:
 def size_globals(task: types.ModuleType) -> dict[str, int]:
     """The task's plain positive int globals (candidates for a size override), by name."""
     return {k: v for k, v in vars(task).items() if not k.startswith("_") and type(v) is int and 0 < v <= MAX_OVERRIDE}
-
-
-def static_size_globals(src: bytes) -> dict[str, int]:
-    """The plain positive int globals of a task file, read without running it: module-level
-    assignments of int literals and of ``+ - * //`` over them and earlier such names (``N =
-    2048 * 2``, ``D, H, W = 24, 32, 32``). The verifier's view of :func:`size_globals`."""
-    import ast
-    import operator
-
-    ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv}
-    env: dict[str, int] = {}
-
-    def ev(node):
-        if isinstance(node, ast.Constant) and type(node.value) is int:
-            return node.value
-        if isinstance(node, ast.Name) and node.id in env:
-            return env[node.id]
-        if isinstance(node, ast.BinOp) and type(node.op) in ops:
-            a, b = ev(node.left), ev(node.right)
-            if a is not None and b is not None and abs(a) <= MAX_OVERRIDE and abs(b) <= MAX_OVERRIDE:
-                return ops[type(node.op)](a, b) if not (type(node.op) is ast.FloorDiv and b == 0) else None
-        return None
-
-    try:
-        tree = ast.parse(bytes(src))
-    except (SyntaxError, ValueError):
-        return {}
-    for st in tree.body:
-        if not isinstance(st, ast.Assign) or len(st.targets) != 1:
-            continue
-        tgt, val = st.targets[0], st.value
-        pairs = [(tgt, val)]
-        if isinstance(tgt, ast.Tuple) and isinstance(val, ast.Tuple) and len(tgt.elts) == len(val.elts):
-            pairs = list(zip(tgt.elts, val.elts))
-        for tg, v in pairs:
-            if isinstance(tg, ast.Name):
-                x = ev(v)
-                if x is None:
-                    env.pop(tg.id, None)
-                else:
-                    env[tg.id] = x
-    return {k: v for k, v in env.items() if not k.startswith("_") and 0 < v <= MAX_OVERRIDE}
 
 
 def apply_overrides(task: types.ModuleType, overrides: Mapping[str, int]) -> None:
@@ -172,4 +130,4 @@ def fingerprint(x) -> str | None:
            f"{rows & ((1 << 64) - 1):016x}"
 
 
-__all__ = ["fingerprint", "static_size_globals", "DISTRIBUTIONS", "load_task", "size_globals", "apply_overrides", "draw_inputs", "build_model"]
+__all__ = ["fingerprint", "DISTRIBUTIONS", "load_task", "size_globals", "apply_overrides", "draw_inputs", "build_model"]

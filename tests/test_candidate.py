@@ -15,6 +15,8 @@ from kbrepro.bundle.verify import _bag_info, verify_archive
 from kbrepro.harness import candidate as hc
 from kbrepro.harness import jsonio
 
+import forge_candidates  # noqa: E402 (tests/ is on the path)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 TASK = b'''import torch
@@ -293,7 +295,8 @@ def test_packing_refuses_a_caught_candidate_unless_asked_and_keeps_the_results(m
     res = d / "res"
     doc = json.loads((res / "results" / "candidates.json").read_bytes())
     caught = json.loads(json.dumps(doc))
-    caught["candidates"][0]["observations"]["cases"][1]["digests_after"] = ["zeroed"]
+    d0 = caught["candidates"][0]["observations"]["cases"][1]["digests_after"][0]
+    caught["candidates"][0]["observations"]["cases"][1]["digests_after"] = [d0[:-1] + ("0" if d0[-1] != "0" else "1")]
     bad = tmp_path / "res"
     for p in res.rglob("*"):
         if p.is_file():
@@ -323,16 +326,7 @@ EXAMPLE = ROOT / "examples" / "candidates-quick-20261201T153437.tar"
 
 
 def _forge(tmp_path: Path, edit) -> Path:
-    _, payload, _ = _members(EXAMPLE)
-    files = {k: v for k, v in payload.items() if k.split("/")[0] in ("inputs", "results", "provenance")
-             and k != "inputs/claims.yaml"}
-    doc = json.loads(files["results/candidates.json"])
-    edit(doc, files)
-    files["results/candidates.json"] = jsonio.dumps(doc).encode()
-    bag, _, _, _ = bc.build_payload(files, name="candidates-quick-20261201T153437")
-    out = tmp_path / "forged.tar"
-    pack.write_archive(bag, out)
-    return out
+    return forge_candidates.forge(EXAMPLE, edit, tmp_path / "forged.tar")
 
 
 def _c0(doc):
@@ -350,21 +344,21 @@ def _dup(doc, files):
 
 def _sass_outside(doc, files):
     files["results/summary.json"] = b"{}"
-    _c0(doc)["provenance"]["binaries"].append({"file": "x", "sass_file": "results/summary.json",
+    _c0(doc)["provenance"]["binaries"].append({"file": "x", "sha256": "0" * 64, "sass_file": "results/summary.json",
                                                "sass_sha256": pack.sha256_hex(b"{}"), "ftz_counts": None,
                                                "sass_says_ftz": None})
 
 
 FORGERIES = {
-    "a01 a passing case whose counts fail": (_case_edit, "contradicts its counts"),
-    "a02 a failing case deleted": (lambda d, f: _c0(d)["observations"]["cases"].pop(1), "cases are not the ones"),
+    "a01 a passing case whose counts fail": (_case_edit, "a pass has no failing element"),
+    "a02 a failing case deleted": (lambda d, f: _c0(d)["observations"]["cases"].pop(1), "are not the cases"),
     "a03 the profiled call deleted": (lambda d, f: _c0(d)["observations"].pop("profile"), "profile"),
     "a04 the roofline's bandwidth edited": (lambda d, f: _c0(d)["timing"]["roofline"].update(bandwidth_gbps=1e9),
-                                            "roofline"),
-    "a05 eager dropped from the arms": (lambda d, f: _c0(d)["blocks"][0]["arms"].remove("eager"), "arms"),
+                                            "roofline.bandwidth_gbps"),
+    "a05 eager dropped from the arms": (lambda d, f: _c0(d)["blocks"][0]["arms"].remove("eager"), "blocks[0].arms"),
     "a06 the cold block deleted": (lambda d, f: _c0(d)["blocks"].pop(1), "timing blocks"),
     "a07 a baseline marked failing against its counts": (lambda d, f: _c0(d)["timing"]["baselines"]["compile_default"][
-        "compare"]["official"].update({"pass": False}), "contradicts its counts"),
+        "compare"]["official"].update({"pass": False}), "false with no failing element"),
     "a09 two candidates of one name": (_dup, "same name"),
     "a13 markup in built_with": (lambda d, f: _c0(d)["provenance"].update(built_with=["triton"]), "built_with"),
     "a15 a file let in as SASS": (_sass_outside, "SASS file outside"),
@@ -374,7 +368,7 @@ FORGERIES = {
     "a28 the tolerance loosened": (lambda d, f: [d["predicate"].update(atol=0.05, rtol=0.05)] + [
         r["config"].update(atol=0.05, rtol=0.05) for r in d["candidates"]], "profile's"),
     "a30 a case relabelled to a kind no check judges": (
-        lambda d, f: _c0(d)["observations"]["cases"][1].update(kind="profiled"), "cases are not the ones"),
+        lambda d, f: _c0(d)["observations"]["cases"][1].update(kind="profiled"), "are not the cases"),
 }
 
 
@@ -383,7 +377,7 @@ def test_a_forgery_packed_with_our_own_packer_fails_on_the_protocol(tmp_path, wh
     edit, fragment = FORGERIES[what]
     rep = verify_archive(_forge(tmp_path, edit), level="static")
     assert rep.verdict == "FAIL", what
-    problems = [p["message"] for t in rep.tiers for p in t.problems]
+    problems = [f"{p.get('path')} {p['message']}" for t in rep.tiers for p in t.problems]
     assert any(fragment in m for m in problems), problems
 
 
@@ -548,15 +542,20 @@ def test_a_cache_of_a_boolean_output_is_caught_once_its_bits_are_flipped():
 
 
 def test_a_truncated_run_cannot_name_a_case_it_does_not_hold(tmp_path):
-    def edit(doc, files):
+    def edit(doc, files, negative=False):
         c = _c0(doc)
         c["observations"]["failure"] = "timing: the candidate's process ended"
-        c["observations"]["cases"] = c["observations"]["cases"][:5]
+        c["observations"]["cases"] = c["observations"]["cases"][:7]
+        c["stages"] = c["stages"][:3]
         c["observations"]["cases"][4]["held_over"] = "no_such_case"
-        c["observations"]["cases"][3]["device_wait_ms"] = -1.0
+        if negative:
+            c["observations"]["cases"][3]["device_wait_ms"] = -1.0
     rep = verify_archive(_forge(tmp_path, edit), level="static")
     msgs = " ".join(p["message"] for t in rep.tiers for p in t.problems)
-    assert rep.exit_code == 1 and "names no earlier case" in msgs and "negative" in msgs
+    assert rep.exit_code == 1 and "names no earlier case" in msgs, msgs
+    rep = verify_archive(_forge(tmp_path, lambda d, f: edit(d, f, True)), level="static")
+    msgs = " ".join(f"{p['path']} {p['message']}" for t in rep.tiers for p in t.problems)
+    assert rep.exit_code == 1 and "cases[3].device_wait_ms is -1.0, less than 0" in msgs, msgs
 
 
 def test_a_candidate_bundle_carries_the_summary_the_verifier_writes_and_a_forged_one_fails(tmp_path):

@@ -9,14 +9,39 @@ import dataclasses
 import pytest
 
 from kbrepro.harness import cheats
+from kbrepro.model import candidates as mc
+from kbrepro.model import strict
 
 TOL = (1e-4, 1e-4)
+D0, D1, D9 = ("torch.float32|(8, 16)|" + h * 48 for h in "019")
+A, Z = ("torch.float32|(8, 16)|" + h * 48 for h in "ae")
+
+
+def typed(obs, timing, blocks):
+    """The dict records as the model's typed ones (a record the model refuses fails the test)."""
+    out = []
+    for cls, d in ((mc.Observations, obs), (mc.Timing, timing)):
+        rec, problems = strict.build(cls, d)
+        assert not problems, problems
+        out.append(rec)
+    bs = []
+    for b in blocks:
+        rec, problems = strict.build(mc.Block, b)
+        assert not problems, problems
+        bs.append(rec)
+    return (*out, tuple(bs))
+
+
+def derive(obs, timing, blocks, *tol):
+    return cheats.derive(*typed(obs, timing, blocks), *tol)
 
 
 def _cmp(ok=True, bits=False, n=100):
     return {"element_count": n, "bit_identical_count": n if bits else n - 3, "shape_match": True,
             "official": {"pass": ok, "failing_count": 0 if ok else 5, "worst_ratio": 0.5 if ok else 3.0},
             "legacy": {"pass": ok, "failing_count": 0 if ok else 5, "worst_ratio": 0.5 if ok else 3.0},
+            "equal_nan_stress": {"pass": ok, "failing_count": 0 if ok else 5}, "nonfinite": {},
+            "discriminating": True, "null_candidate_passes": False,
             "max_abs_error": 1e-5 if ok else 1e-2, "max_abs_reference": 2.0}
 
 
@@ -24,10 +49,11 @@ FLAGS = {"allow_tf32_matmul": False, "allow_tf32_cudnn": True, "float32_matmul_p
 
 
 def _case(cid, kind, **kw):
-    c = {"id": cid, "kind": kind, "compare": _cmp(), "reference_device": "cuda:0", "reference_range": [-2.0, 2.0],
+    c = {"id": cid, "kind": kind, "set": cid, "model": "main", "compare": _cmp(), "reference_device": "cuda:0",
+         "reference_range": [-2.0, 2.0], "output_count": 1, "host_ms": 5.0,
          "output": {"type": "torch.Tensor", "plain": True, "device": "cuda:0", "layout": "torch.strided",
-                    "grad_fn": None, "digest": "d0"},
-         "digests_parent": ["a"], "digests_before": ["a"], "digests_after": ["a"], "threads_before": 3,
+                    "grad_fn": None, "digest": D0},
+         "digests_parent": [A], "digests_before": [A], "digests_after": [A], "threads_before": 3,
          "threads_after": 3, "call_ms": 0.2, "stream_wait_ms": 0.1, "device_wait_ms": 0.01,
          "flags_after_call": dict(FLAGS)}
     c.update(kw)
@@ -39,27 +65,29 @@ def honest():
              _case("repeat", "repeat"), _case("poison0", "poison"), _case("poison1", "poison"),
              _case("profiled", "profiled"), _case("redrawn_weights", "redrawn_weights"),
              _case("shape0", "extra_shape")]
-    obs = {"failure": None, "build": {"host_s": 3.0, "flags_before": dict(FLAGS), "flags_after_build": dict(FLAGS)},
+    obs = {"failure": None, "build": {"host_s": 3.0, "build_s": 2.0, "flags_before": dict(FLAGS),
+                                      "flags_after_build": dict(FLAGS), "threads": 1, "torch": "2.11.0"},
            "cases": cases, "profile": {"kernels": [{"name": "gelu_tanh_kernel", "stream": 7}], "marker_stream": 7}}
     timing = {"per_call": {"fresh": [{"round": 0, "times_ms": [0.13, 0.131, 0.129]},
                                      {"round": 1, "times_ms": [0.13, 0.132, 0.13]}],
                            "repeat": [{"round": 0, "times_ms": [0.12, 0.121, 0.12]},
                                       {"round": 1, "times_ms": [0.12, 0.12, 0.119]}],
                            "spot_checks": [{"round": 0, "index": 1, "compare": _cmp()},
-                                           {"round": 1, "index": 0, "compare": _cmp()}]},
+                                           {"round": 1, "index": 0, "compare": _cmp()}], "sets_per_round": 3},
               "roofline": {"bytes_moved": 512 * 2 ** 20, "median_ms": 0.134, "bandwidth_gbps": 4221.0}}
-    blocks = [{"id": "x/warm", "l2": "warm", "protocol": {"invocations_per_pair": 10},
+    blocks = [{"id": "x/warm", "candidate": "x", "l2": "warm", "mode": "events", "arms": ["eager", "candidate"],
+               "protocol": {"mode": "events", "warmups": 2, "rounds": 9, "invocations_per_pair": 10, "order_seed": 1},
                "rounds": [{"times_ms": {"candidate": 0.134, "eager": 1.16},
                            "host_ms": {"candidate": 0.134 * 10 + 0.85 + 0.01 * i}} for i in range(9)]}]
     return obs, timing, blocks
 
 
 def verdicts(obs, timing, blocks):
-    return {v.name: v for v in cheats.derive(obs, timing, blocks, *TOL)}
+    return {v.name: v for v in derive(obs, timing, blocks, *TOL)}
 
 
 def test_an_honest_record_passes_every_check_in_the_documented_order():
-    got = cheats.derive(*honest(), *TOL)
+    got = derive(*honest(), *TOL)
     assert tuple(v.name for v in got) == cheats.CHECKS
     assert [v.name for v in got if v.passed is not True] == []
 
@@ -84,12 +112,13 @@ CAUGHT = {
                                                       matches_other=["s0/official"]),
     "follows_fresh_inputs/held_over": lambda o, t, b: _set_case(o, "poison0", compare=_cmp(ok=False),
                                                                 held_over="repeat"),
-    "inputs_unchanged": lambda o, t, b: _set_case(o, "repeat", digests_after=["zeroed"]),
-    "output_is_plain_tensor": lambda o, t, b: _set_case(o, "repeat", output={"type": "kbrepro_candidate.Lazy",
-                                                                            "plain": False, "device": "cuda:0"}),
+    "inputs_unchanged": lambda o, t, b: _set_case(o, "repeat", digests_after=[Z]),
+    "output_is_plain_tensor": lambda o, t, b: _set_case(o, "repeat", output={
+        "type": "kbrepro_candidate.Lazy", "plain": False, "device": "cuda:0", "layout": "torch.strided",
+        "grad_fn": None, "digest": D0}),
     "discriminates": lambda o, t, b: _set_case(o, "s0/official", reference_range=[-3e-5, 4e-5]),
     "deterministic_under_poison": lambda o, t, b: _set_case(o, "poison1", compare=_cmp(ok=False),
-                                                            output={**o["cases"][5]["output"], "digest": "d1"}),
+                                                            output={**o["cases"][5]["output"], "digest": D1}),
     "precision_flags_unchanged": lambda o, t, b: _set_case(o, "repeat", flags_after_call={**FLAGS,
                                                                                           "allow_tf32_matmul": True}),
     "custom_kernel_ran": lambda o, t, b: o["profile"].update(
@@ -98,9 +127,10 @@ CAUGHT = {
     "no_work_after_return": lambda o, t, b: [_set_case(o, k, device_wait_ms=2.7) for k in ("repeat", "poison0")],
     "no_threads_left": lambda o, t, b: _set_case(o, "repeat", threads_after=4),
     "per_call_times_consistent": lambda o, t, b: t["per_call"].update(
-        fresh=[{"times_ms": [0.13, 0.004, 0.004, 0.004]}, {"times_ms": [0.131, 0.004, 0.004, 0.004]}]),
+        fresh=[{"round": 0, "times_ms": [0.13, 0.004, 0.004, 0.004]},
+               {"round": 1, "times_ms": [0.131, 0.004, 0.004, 0.004]}]),
     "fresh_inputs_same_speed": lambda o, t, b: t["per_call"].update(
-        repeat=[{"times_ms": [0.01, 0.01, 0.011]}, {"times_ms": [0.01, 0.01]}]),
+        repeat=[{"round": 0, "times_ms": [0.01, 0.01, 0.011]}, {"round": 1, "times_ms": [0.01, 0.01]}]),
     "timed_outputs_correct": lambda o, t, b: t["per_call"]["spot_checks"][1].update(compare=_cmp(ok=False)),
     "host_clock_agrees": lambda o, t, b: [r["times_ms"].update(candidate=r["times_ms"]["candidate"] / 10)
                                           for r in b[0]["rounds"]],
@@ -115,7 +145,7 @@ def test_the_record_a_cheat_leaves_fails_the_check_meant_for_it(name):
 
 
 def test_a_candidate_that_did_not_run_fails_ran_and_decides_nothing_else():
-    vs = cheats.derive({"failure": "build: the candidate's process ended with exit code 1"}, {}, [], *TOL)
+    vs = derive({"failure": "build: the candidate's process ended with exit code 1"}, {}, [], *TOL)
     assert vs[0].passed is False and "exit code 1" in vs[0].detail
     assert all(v.passed is None for v in vs[1:])
 
@@ -128,7 +158,7 @@ def test_undecidable_checks_say_none_not_pass():
 
 
 def test_poisoned_outputs_that_differ_but_both_pass_are_not_decided():
-    v = _mutated(lambda o, t, b: _set_case(o, "poison1", output={**o["cases"][5]["output"], "digest": "d9"}))
+    v = _mutated(lambda o, t, b: _set_case(o, "poison1", output={**o["cases"][5]["output"], "digest": D9}))
     assert v["deterministic_under_poison"].passed is None
 
 
@@ -141,18 +171,20 @@ def test_one_host_hiccup_is_not_a_split_and_two_groups_are():
 def test_host_clock_thresholds_one_slow_round_a_claim_above_the_clock_and_a_short_region():
     obs, timing, blocks = honest()
     blocks[0]["rounds"][0]["host_ms"]["candidate"] = 40.0  # one hiccup: the median decides
-    assert cheats.host_clock_agrees(blocks).passed is True
+    assert cheats.host_clock_agrees(typed(obs, timing, blocks)[2]).passed is True
     blocks[0]["rounds"][1]["host_ms"]["candidate"] = 0.5  # a claim of more time than passed
-    assert cheats.host_clock_agrees(blocks).passed is False
-    short = [{"id": "s", "protocol": {"invocations_per_pair": 1},
-              "rounds": [{"times_ms": {"candidate": 0.01}, "host_ms": {"candidate": 0.9}}] * 5}]
-    assert cheats.host_clock_agrees(short).passed is None  # the region is shorter than the fixed cost
+    assert cheats.host_clock_agrees(typed(obs, timing, blocks)[2]).passed is False
+
+    def block(inv, rounds):
+        return {**blocks[0], "protocol": {**blocks[0]["protocol"], "invocations_per_pair": inv}, "rounds": rounds}
+
+    short = [block(1, [{"times_ms": {"candidate": 0.01}, "host_ms": {"candidate": 0.9}}] * 5)]
+    assert cheats.host_clock_agrees(typed(obs, timing, short)[2]).passed is None  # shorter than the fixed cost
     # just inside and just past the slack of 1.25 ms + 10% of the request
     # (a gap g of a 20 ms claim is allowed while g <= 1.25 + 0.1 * (20 + g), i.e. g <= 3.61 ms)
-    at = [{"id": "t", "protocol": {"invocations_per_pair": 1}, "rounds": []}]
     for g, want in ((3.6, True), (3.65, False)):
-        at[0]["rounds"] = [{"times_ms": {"candidate": 20.0}, "host_ms": {"candidate": 20.0 + g}}] * 3
-        assert cheats.host_clock_agrees(at).passed is want, g
+        at = [block(1, [{"times_ms": {"candidate": 20.0}, "host_ms": {"candidate": 20.0 + g}}] * 3)]
+        assert cheats.host_clock_agrees(typed(obs, timing, at)[2]).passed is want, g
 
 
 def test_library_kernels_are_named_and_own_kernels_are_not():
@@ -173,5 +205,5 @@ def test_verdicts_are_frozen_and_serialise():
 def test_one_lone_host_pause_is_noted_not_failed():
     obs, timing, blocks = copy.deepcopy(honest())
     _set_case(obs, "repeat", device_wait_ms=4.174)
-    v = {x.name: x for x in cheats.derive(obs, timing, blocks, *TOL)}["no_work_after_return"]
+    v = {x.name: x for x in derive(obs, timing, blocks, *TOL)}["no_work_after_return"]
     assert v.passed is True and "case repeat alone waited 4.174 ms" in v.detail

@@ -1,0 +1,53 @@
+"""The candidate records of a bundle or a results folder, loaded once and held to every rule.
+
+:func:`load` is the one way the packer and the verifier read ``results/candidates.json``: the
+strict typed records (:mod:`kbrepro.model.candidates`), the verdicts of every named check
+derived again from them (:mod:`kbrepro.harness.cheats`), and the completeness and derivation
+rules (:mod:`kbrepro.model.candidate_rules`) over the records, the pinned task sources and the
+bundled SASS. Its result is a :class:`Loaded`: the typed document, the derived verdicts per
+candidate, and every problem found (empty: the records can be believed as far as the rules go).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping, Optional
+
+from kbrepro.harness import cheats
+from kbrepro.model import candidate_rules as rules
+from kbrepro.model import candidates as mc
+from kbrepro.model.problems import Problem
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """``doc`` (None where the document is not a valid record), ``verdicts`` (candidate name
+    -> the derived verdicts, in :data:`cheats.CHECKS` order) and ``problems``."""
+
+    doc: Optional[mc.CandidatesDoc]
+    verdicts: Mapping[str, tuple]
+    problems: tuple
+
+
+def load(raw_doc: object, files: Mapping[str, bytes], task_source: Callable[[mc.CandidateRecord], Optional[bytes]],
+         *, prefix: str = "") -> Loaded:
+    """The records of the parsed ``results/candidates.json`` ``raw_doc``. ``files``: the
+    payload (``prefix`` + relative path -> bytes) the SASS listings are read from;
+    ``task_source(record)``: the pinned task's bytes for a record (None where it cannot be
+    trusted: the caller reports that). Problems carry JSON paths into candidates.json."""
+    doc, problems = mc.load(raw_doc)
+    if doc is None:
+        return Loaded(None, {}, tuple(problems))
+    out: list[Problem] = list(rules.document_problems(doc))
+    verdicts: dict[str, tuple] = {}
+    for i, rec in enumerate(doc.candidates):
+        vs = cheats.derive(rec.observations, rec.timing, rec.blocks, doc.predicate.atol, doc.predicate.rtol)
+        verdicts[rec.name] = vs
+        sass = [files.get(f"{prefix}{b.sass_file}", b"").decode("utf-8", "replace") for b in rec.provenance.binaries
+                if b.sass_file is not None and b.sass_file.startswith(f"provenance/{rec.name}/sass/")]
+        custom = dict((v.name, v.passed) for v in vs).get("custom_kernel_ran")
+        out += rules.record_problems(doc, i, task_source(rec), rules.sass_functions(sass),
+                                     cheats.custom_kernels(rec.observations), custom)
+    return Loaded(doc, verdicts, tuple(out))
+
+
+__all__ = ["Loaded", "load"]

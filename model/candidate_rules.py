@@ -1,0 +1,417 @@
+"""Completeness and derivation rules over a candidate run's typed records: fail closed.
+
+:mod:`kbrepro.model.candidates` decides that each field has its type and range; this module
+decides that the records are *complete* for the kind of run they describe and *agree* with one
+another and with what the verifier derives from the raw data with its own code:
+
+* the configuration is the profile's protocol, the stages and the failure name the same stop,
+  and the cases are exactly the ones a checking pass of that protocol records up to that stop;
+* every case's inputs have the dtypes and shapes the pinned task gives at the run's sizes
+  (:mod:`kbrepro.model.task_inputs`), and its summary fields agree with its raw ones
+  (``reference_range`` with ``max_abs_reference`` and ``discriminating``);
+* a GPU run holds a profiled call, every baseline, block, arm, round, per-call and spot-check
+  record its protocol writes; the arm order of every round is the seeded shuffle; the
+  invocations per request follow the calibration rule; the roofline's bytes, time and
+  bandwidth are the ones derived from the shapes, the warm block and the raw copy block;
+* a custom kernel that a passing ``custom_kernel_ran`` names is defined by a bundled binary.
+
+Each rule returns :class:`~kbrepro.model.problems.Problem` records (codes ``record.*``); the
+verifier fails the documents tier on any of them, the packer refuses to pack. "Cannot decide"
+is left to the named checks, only where the run kind says why (a CPU run has no timing).
+"""
+from __future__ import annotations
+
+import random
+import re
+from typing import Iterable, Iterator, Mapping, Optional, Sequence
+
+from kbrepro.model import problems as P
+from kbrepro.model import protocol
+from kbrepro.model.candidates import Block, CandidateRecord, CandidatesDoc, Case, CopyBlock
+from kbrepro.model.problems import Problem
+from kbrepro.model.task_inputs import TensorSpec, Undecidable, input_specs, parse_digest, size_globals
+
+#: relative difference under which a stated float equals the derived one (the engine computes
+#: it with the same rule; only the last bits of a float may differ)
+FLOAT_REL = 1e-9
+#: how far the eager calibration of invocations per request may be from the eager arm's
+#: median in the same block (a factor): the calibration is one region of the profile's
+#: invocations, the block's rounds are regions of the calibrated count
+CALIBRATION_FACTOR = 2.0
+
+
+def _close(a: float, b: float, rel: float = FLOAT_REL) -> bool:
+    return abs(a - b) <= rel * max(abs(a), abs(b))
+
+
+def _p(code: str, path: str, msg: str, expected=None, found=None) -> Problem:
+    return Problem(code, path, msg, expected, found)
+
+
+def derived_gbps(block: CopyBlock) -> float:
+    """The copy bandwidth (GB/s) of a raw copy block, by :func:`protocol.copy_gbps`."""
+    return protocol.copy_gbps(block.bytes_moved, [r.times_ms for r in block.rounds], block.arms)
+
+
+def document_problems(doc: CandidatesDoc) -> list[Problem]:
+    """Rules over the whole document: the predicate is the profile's, and the run's copy
+    bandwidth is derived from its raw block (a GPU run always measures it; a CPU run never)."""
+    out: list[Problem] = []
+    base = protocol.PROFILES[doc.profile]
+    if doc.predicate.atol != base.atol or doc.predicate.rtol != base.rtol:
+        out.append(_p(P.CONTRADICTS, "$.predicate", f"atol/rtol are not the {doc.profile} profile's "
+                      f"{base.atol:g}/{base.rtol:g}"))
+    bw = doc.bandwidth
+    if doc.device == "cuda":
+        if bw.gbps is None or bw.block is None:
+            out.append(_p(P.INCOMPLETE, "$.bandwidth", "a GPU run measures the copy bandwidth: the raw copy block and "
+                          "its GB/s are missing"))
+        else:
+            want = derived_gbps(bw.block)
+            if not _close(bw.gbps, want):
+                out.append(_p(P.DERIVED, "$.bandwidth.gbps", "is not the bandwidth of its raw copy block", want, bw.gbps))
+    elif bw.gbps is not None or bw.block is not None:
+        out.append(_p(P.CONTRADICTS, "$.bandwidth", "a CPU run measures no copy bandwidth"))
+    return out
+
+
+def _variant_sizes(rec: CandidateRecord, case: Case, shapes: Sequence[Mapping[str, int]]) -> Optional[dict]:
+    sizes = dict(rec.config.sizes)
+    if case.kind == "extra_shape":
+        m = re.fullmatch(r"shape(\d+)", case.id)
+        if not m or int(m.group(1)) >= len(shapes):
+            return None
+        sizes.update(shapes[int(m.group(1))])
+    return sizes
+
+
+def _specs(task_src: bytes, sizes: Mapping[str, int], cache: dict) -> tuple:
+    key = tuple(sorted(sizes.items()))
+    if key not in cache:
+        cache[key] = input_specs(task_src, sizes)
+    return cache[key]
+
+
+def _stage_problems(rec: CandidateRecord, at: str, cuda: bool) -> Iterator[Problem]:
+    names = [s.name for s in rec.stages]
+    order = [s for s in protocol.STAGES if cuda or s != "timing"]
+    if names != order[:len(names)]:
+        yield _p(P.CONTRADICTS, f"{at}.stages", f"are not the run's stages in order ({', '.join(order)})",
+                 order, names)
+        return
+    failure = rec.observations.failure
+    if failure is None and names != order:
+        yield _p(P.INCOMPLETE, f"{at}.stages", "a run without a failure ran every stage", order, names)
+    if failure is not None:
+        if not names or not failure.startswith(f"{names[-1]}: "):
+            yield _p(P.CONTRADICTS, f"{at}.observations.failure", "does not name the stage the run stopped in "
+                     f"({names[-1] if names else 'none ran'})")
+
+
+def _case_problems(rec: CandidateRecord, at: str, cuda: bool, shapes: list) -> Iterator[Problem]:
+    cfg = protocol.PROFILES[rec.config.profile]
+    want = protocol.expected_cases(cfg, len(shapes), cuda)
+    got = [(c.id, c.kind) for c in rec.observations.cases]
+    names = [s.name for s in rec.stages]
+    failure = rec.observations.failure
+    # where the cases must have got to, given the stage that stopped: every case of the stages
+    # that finished
+    through = {"build": 0, "checking pass": want.index(("profiled", "profiled")) + 1}
+    through["timing"] = through["checking pass"] + (1 if cuda else 0)
+    done = [n for n in names if failure is None or not failure.startswith(f"{n}: ")]
+    least = max([through.get(n, 0) for n in done] + [0]) if failure is not None else len(want)
+    upto = {"build": 0, "checking pass": through["checking pass"], "timing": through["timing"],
+            "weights and shapes": len(want)}
+    most = upto.get(names[-1], len(want)) if failure is not None and names else len(want)
+    if failure is None and got != want:
+        yield _p(P.INCOMPLETE, f"{at}.observations.cases", f"are not the cases a complete checking pass of this "
+                 f"profile records ({len(got)} recorded, {len(want)} expected)")
+        return
+    if failure is not None and (got != want[:len(got)] or not least <= len(got) <= most):
+        yield _p(P.INCOMPLETE, f"{at}.observations.cases", f"are not the cases a checking pass records up to the "
+                 f"stage it stopped in ({len(got)} recorded, {least} to {most} expected)")
+        return
+    ids = [c.id for c in rec.observations.cases]
+    poison = [c for c in rec.observations.cases if c.kind == "poison"]
+    for j, c in enumerate(rec.observations.cases):
+        if c.held_over is not None and c.held_over not in ids[:j]:
+            yield _p(P.CONTRADICTS, f"{at}.observations.cases[{j}].held_over", "names no earlier case")
+        if c.matches_other is not None and not set(c.matches_other) <= set(ids) - {c.id}:
+            yield _p(P.CONTRADICTS, f"{at}.observations.cases[{j}].matches_other", "names a case that is not another case")
+        if len(c.digests_before) != len(c.digests_parent) or len(c.digests_after) != len(c.digests_parent):
+            yield _p(P.INCOMPLETE, f"{at}.observations.cases[{j}]", "its child and parent digests are not one per input")
+    for i, c in enumerate(poison):
+        if c.poison_byte is not None and c.poison_byte != cfg.poison_bytes[i]:
+            yield _p(P.CONTRADICTS, f"{at}.observations.cases", f"poisoned case {c.id} names another byte than the "
+                     "profile's", cfg.poison_bytes[i], c.poison_byte)
+
+
+def _summary_problems(rec: CandidateRecord, at: str, atol: float) -> Iterator[Problem]:
+    """A case's summary fields against its raw ones: the reference's range against the
+    largest |reference| and the discrimination flag the comparison computed."""
+    for j, c in enumerate(rec.observations.cases):
+        cm = c.compare
+        lo, hi = c.reference_range
+        if cm.max_abs_reference is not None and lo is not None:
+            peak = max(abs(lo), abs(hi))
+            if not _close(peak, cm.max_abs_reference, 1e-12) and not (peak == cm.max_abs_reference == 0):
+                yield _p(P.CONTRADICTS, f"{at}.observations.cases[{j}].reference_range",
+                         "its largest |value| is not the comparison's max_abs_reference", cm.max_abs_reference, peak)
+        if cm.discriminating is not None and cm.max_abs_reference is not None \
+                and cm.discriminating != (cm.max_abs_reference > atol):
+            yield _p(P.CONTRADICTS, f"{at}.observations.cases[{j}].compare.discriminating",
+                     "is not whether max |reference| exceeds atol")
+        if lo is None and cm.max_abs_reference is not None:
+            yield _p(P.CONTRADICTS, f"{at}.observations.cases[{j}].reference_range",
+                     "says the reference has no finite value, its comparison says it has")
+        spec = parse_digest(c.output.digest) if c.output.digest else None
+        if spec is not None and cm.shape_match and cm.element_count is not None:
+            n = 1
+            for d in spec.shape:
+                n *= d
+            if n != cm.element_count:
+                yield _p(P.CONTRADICTS, f"{at}.observations.cases[{j}].output.digest",
+                         "the output's shape does not hold the compared element count", cm.element_count, n)
+
+
+def _input_problems(rec: CandidateRecord, at: str, task_src: Optional[bytes], shapes: list,
+                    cache: dict) -> Iterator[Problem]:
+    if task_src is None:
+        return
+    for j, c in enumerate(rec.observations.cases):
+        sizes = _variant_sizes(rec, c, shapes)
+        if sizes is None:
+            yield _p(P.CONTRADICTS, f"{at}.observations.cases[{j}].id", "names no extra shape of the run")
+            continue
+        try:
+            specs = _specs(task_src, sizes, cache)
+        except Undecidable as exc:
+            yield _p(P.INCOMPLETE, f"{at}.task", f"the inputs of the task cannot be derived from its source ({exc}): "
+                     "its recorded shapes cannot be checked")
+            return
+        want = [s.digest_prefix() if s else None for s in specs]
+        got = [None if d is None else "|".join(d.split("|")[:2]) for d in c.digests_parent]
+        if want != got:
+            yield _p(P.DERIVED, f"{at}.observations.cases[{j}].digests_parent", "the recorded inputs are not the ones "
+                     "the task gives at the run's sizes", want, got)
+
+
+def _order(arms: Sequence[str], seed: int, rounds: int) -> list[list[str]]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(rounds):
+        order = list(arms)
+        rng.shuffle(order)
+        out.append(order)
+    return out
+
+
+def _block_problems(rec: CandidateRecord, at: str, gbps: Optional[float], task_src: Optional[bytes],
+                    cache: dict) -> Iterator[Problem]:
+    cfg = protocol.PROFILES[rec.config.profile]
+    timing = rec.timing
+    if rec.observations.profile is None or rec.observations.profile.marker_stream is None:
+        yield _p(P.INCOMPLETE, f"{at}.observations.profile", "a GPU run profiles one call (its kernels and the marker's "
+                 "stream)")
+    if sorted(timing.baselines) != sorted(cfg.baselines):
+        yield _p(P.INCOMPLETE, f"{at}.timing.baselines", "are not the profile's baselines", list(cfg.baselines),
+                 sorted(timing.baselines))
+        return
+    ran = [a for a in cfg.baselines if timing.baselines[a].skipped is None]
+    arms = [*ran, "candidate"]
+    want = [("warm", cfg.rounds)] + ([("cold", cfg.cold_rounds)] if cfg.cold_l2 else [])
+    got = [(b.l2, len(b.rounds)) for b in rec.blocks]
+    if got != want:
+        yield _p(P.INCOMPLETE, f"{at}.blocks", f"are not the profile's timing blocks ({want})", None, got)
+        return
+    for j, b in enumerate(rec.blocks):
+        bp = f"{at}.blocks[{j}]"
+        seed = cfg.order_seed + (1 if b.l2 == "cold" else 0)
+        if list(b.arms) != arms or b.id != f"{rec.name}/{b.l2}" or b.candidate != rec.name:
+            yield _p(P.INCOMPLETE, f"{bp}.arms", f"are not the baselines that ran and the candidate: {arms}")
+            continue
+        pr = b.protocol
+        if (pr.mode, pr.warmups, pr.rounds, pr.order_seed, pr.l2) != ("events", cfg.warmups, len(b.rounds), seed, b.l2):
+            yield _p(P.CONTRADICTS, f"{bp}.protocol", "is not the profile's protocol for this block")
+        if (b.flush_bytes is not None) != (b.l2 == "cold"):
+            yield _p(P.CONTRADICTS, f"{bp}.flush_bytes", "a cold block flushes the L2, a warm one does not")
+        for k, (row, order) in enumerate(zip(b.rounds, _order(arms, seed, len(b.rounds)))):
+            if list(row.order) != order or sorted(row.times_ms) != sorted(arms) or list(row.host_ms) != ["candidate"]:
+                yield _p(P.INCOMPLETE, f"{bp}.rounds[{k}]", "does not time every arm once in the seeded order and "
+                         "clock the candidate")
+                break
+        inv = pr.invocations_per_pair
+        if not cfg.invocations_per_pair <= inv <= protocol.MAX_INVOCATIONS:
+            yield _p(P.CONTRADICTS, f"{bp}.protocol.invocations_per_pair", "is outside the calibration rule's range",
+                     [cfg.invocations_per_pair, protocol.MAX_INVOCATIONS], inv)
+        elif "eager" in arms and cfg.invocations_per_pair < inv < protocol.MAX_INVOCATIONS:
+            eager = protocol.roofline_median_ms([r.times_ms["eager"] for r in b.rounds])
+            # inv = ceil(TARGET / e) for a calibration e within CALIBRATION_FACTOR of eager's median
+            lo = protocol.TARGET_REQUEST_MS / (eager * CALIBRATION_FACTOR)
+            hi = protocol.TARGET_REQUEST_MS / (eager / CALIBRATION_FACTOR) + 1
+            if not lo <= inv <= hi:
+                yield _p(P.DERIVED, f"{bp}.protocol.invocations_per_pair", "is not what the calibration rule gives for "
+                         f"the eager arm's {eager:.4g} ms (ceil({protocol.TARGET_REQUEST_MS:g} ms / eager), within a "
+                         f"factor {CALIBRATION_FACTOR:g})", [round(lo, 1), round(hi, 1)], inv)
+    pc = timing.per_call
+    if pc is None:
+        yield _p(P.INCOMPLETE, f"{at}.timing.per_call", "a GPU run times the candidate call by call")
+    else:
+        for key in ("fresh", "repeat"):
+            rows = getattr(pc, key)
+            if len(rows) != cfg.fresh_rounds or any(len(r.times_ms) != cfg.fresh_sets for r in rows) \
+                    or [r.round for r in rows] != list(range(len(rows))):
+                yield _p(P.INCOMPLETE, f"{at}.timing.per_call.{key}", f"is not {cfg.fresh_rounds} rounds of "
+                         f"{cfg.fresh_sets} calls")
+        if len(pc.spot_checks) != cfg.fresh_rounds or pc.sets_per_round != cfg.fresh_sets or any(
+                s.round != i or s.index >= cfg.fresh_sets for i, s in enumerate(pc.spot_checks)):
+            yield _p(P.INCOMPLETE, f"{at}.timing.per_call.spot_checks", f"is not one check per round of "
+                     f"{cfg.fresh_sets} calls")
+    roof = timing.roofline
+    if roof is None:
+        yield _p(P.INCOMPLETE, f"{at}.timing.roofline", "a GPU run holds its time against the copy bandwidth")
+        return
+    med = protocol.roofline_median_ms([r.times_ms["candidate"] for r in rec.blocks[0].rounds])
+    if not _close(roof.median_ms, med):
+        yield _p(P.DERIVED, f"{at}.timing.roofline.median_ms", "is not the warm block's median", med, roof.median_ms)
+    if gbps is None or roof.bandwidth_gbps is None or not _close(roof.bandwidth_gbps, gbps):
+        yield _p(P.DERIVED, f"{at}.timing.roofline.bandwidth_gbps", "is not the copy bandwidth derived from the raw "
+                 "copy block of the process that ran it", gbps, roof.bandwidth_gbps)
+    tcase = next((c for c in rec.observations.cases if c.id == "timing_input"), None)
+    if tcase is None or task_src is None:
+        return
+    try:
+        specs = _specs(task_src, dict(rec.config.sizes), cache)
+    except Undecidable:
+        return  # reported by the input rule
+    out = parse_digest(tcase.output.digest) if tcase.output.digest else None
+    if out is None or not tcase.compare.shape_match:
+        yield _p(P.INCOMPLETE, f"{at}.observations.cases", "the timing input's output has no recorded dtype and shape "
+                 "to derive the bytes moved from")
+        return
+    n_in = [s.nbytes for s in specs if s is not None]
+    want = protocol.bytes_moved(n_in, [out.nbytes])
+    if (tcase.reference_count or 1) == 1 and roof.bytes_moved != want or roof.bytes_moved < want:
+        yield _p(P.DERIVED, f"{at}.timing.roofline.bytes_moved", "is not the bytes of the task's inputs and output at "
+                 "the run's sizes", want, roof.bytes_moved)
+
+
+def kernel_base_name(profiled: str) -> str:
+    """The identifier a profiler's (demangled) kernel name defines: ``void ns::k<4>(float*)``
+    gives ``k``."""
+    s = profiled.split("(", 1)[0].strip()
+    depth, out = 0, []
+    for ch in s:  # drop template arguments
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            out.append(ch)
+    s = "".join(out).split()[-1] if "".join(out).split() else ""
+    return s.rsplit("::", 1)[-1]
+
+
+def defines(functions: Iterable[str], profiled: str) -> bool:
+    """Whether a binary whose SASS lists ``functions`` (mangled or plain names) defines the
+    kernel the profiler named ``profiled``: the plain name, or its Itanium-mangled source name
+    (``<length><name>``) inside a mangled one."""
+    base = kernel_base_name(profiled)
+    if not base:
+        return False
+    mangled = f"{len(base)}{base}"
+    return any(f == base or (f.startswith("_Z") and mangled in f) for f in functions)
+
+
+_SASS_FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)\s*$", re.MULTILINE)
+
+
+def sass_functions(sass_texts: Iterable[str]) -> frozenset[str]:
+    """The kernel names cuobjdump's SASS listings define (``Function : name`` lines)."""
+    out: set[str] = set()
+    for t in sass_texts:
+        out.update(_SASS_FUNCTION.findall(t))
+    return frozenset(out)
+
+
+def record_problems(doc: CandidatesDoc, i: int, task_src: Optional[bytes], functions: frozenset[str],
+                    custom: Sequence[str], custom_passed: Optional[bool]) -> list[Problem]:
+    """Every rule of the module docstring for the record ``doc.candidates[i]``. ``task_src``:
+    the pinned task's bytes (None where the verifier already failed the task);
+    ``functions``: the kernel names the record's bundled SASS defines; ``custom``: the custom
+    kernels its profiled call launched, and ``custom_passed`` the derived verdict of
+    ``custom_kernel_ran``."""
+    rec = doc.candidates[i]
+    at = f"$.candidates[{i}]"
+    out: list[Problem] = []
+    base = protocol.PROFILES[doc.profile]
+    own = base.to_doc()
+    cfg = rec.config
+    for k, v in own.items():
+        if k in protocol.USER_FIELDS or k in protocol.LIMIT_FIELDS:
+            continue
+        got = getattr(cfg, k)
+        if (list(got) if isinstance(got, tuple) else got) != v:
+            out.append(_p(P.CONTRADICTS, f"{at}.config.{k}", f"is not the {doc.profile} profile's", v, got))
+    if out:
+        return out
+    cuda = doc.device == "cuda"
+    out += _stage_problems(rec, at, cuda)
+    glob = size_globals(task_src) if task_src is not None else None
+    if glob is not None:
+        unknown = sorted(set(cfg.sizes) - set(glob))
+        for extra in cfg.extra_shapes:
+            unknown += sorted(set(extra) - set(glob))
+        if unknown:
+            out.append(_p(P.CONTRADICTS, f"{at}.config.sizes", f"names {', '.join(unknown[:4])}, not a size of the task"))
+            return out
+    shapes = [dict(s) for s in cfg.extra_shapes]
+    if not shapes and glob is not None:
+        shapes = protocol.default_extra_shapes({**glob, **dict(cfg.sizes)})
+    obs = rec.observations
+    if obs.extra_shapes is not None and [dict(s) for s in obs.extra_shapes] != shapes:
+        out.append(_p(P.DERIVED, f"{at}.observations.extra_shapes", "are not the extra shapes the configuration and the "
+                      "task give", shapes, [dict(s) for s in obs.extra_shapes]))
+    if obs.failure is None and obs.extra_shapes is None:
+        out.append(_p(P.INCOMPLETE, f"{at}.observations.extra_shapes", "a complete run records its extra shapes"))
+    out += _case_problems(rec, at, cuda, shapes)
+    if out:
+        return out
+    if rec.compile_seconds != (obs.build.host_s if obs.build else None):
+        out.append(_p(P.DERIVED, f"{at}.compile_seconds", "is not the build's own time (observations.build.host_s)"))
+    cache: dict = {}
+    out += _summary_problems(rec, at, doc.predicate.atol)
+    out += _input_problems(rec, at, task_src, shapes, cache)
+    built = sorted({"load_inline" for _ in rec.provenance.builds} | {
+        "triton" for f in rec.provenance.files if f.path.startswith("triton/") and f.path.endswith(".cubin")})
+    if list(rec.provenance.built_with) != built:
+        out.append(_p(P.DERIVED, f"{at}.provenance.built_with", "is not what its provenance files show", built,
+                      list(rec.provenance.built_with)))
+    if obs.failure is None:
+        if obs.build is None or not obs.build.flags_before or not obs.build.flags_after_build:
+            out.append(_p(P.INCOMPLETE, f"{at}.observations.build", "a build records the precision flags before the "
+                          "import and after the build"))
+    if not cuda:
+        if rec.blocks or rec.timing.per_call is not None or rec.timing.roofline is not None or rec.timing.baselines \
+                or obs.profile is not None:
+            out.append(_p(P.CONTRADICTS, f"{at}.timing", "a CPU run has no timing and no profiled call"))
+        return out
+    if custom_passed and not any(defines(functions, n) for n in custom):
+        out.append(_p(P.CONTRADICTS, f"{at}.observations.profile.kernels", "custom_kernel_ran passes on a kernel no "
+                      "bundled binary defines", None, list(custom)[:3]))
+    timed = obs.failure is None or any(s.name == "weights and shapes" for s in rec.stages)
+    if not timed:
+        return out
+    if rec.case is not None:
+        blk = rec.case.bandwidth_block
+        gbps = derived_gbps(blk) if blk is not None else None
+        if gbps is None or rec.case.bandwidth_gbps is None or not _close(gbps, rec.case.bandwidth_gbps):
+            out.append(_p(P.DERIVED, f"{at}.case.bandwidth_gbps", "is not the bandwidth of the case's own raw copy block",
+                          gbps, rec.case.bandwidth_gbps))
+    else:
+        gbps = derived_gbps(doc.bandwidth.block) if doc.bandwidth.block is not None else None
+    out += _block_problems(rec, at, gbps, task_src, cache)
+    return out
+
+
+__all__ = ["document_problems", "record_problems", "derived_gbps", "sass_functions", "defines", "kernel_base_name"]

@@ -1,0 +1,134 @@
+"""The candidate protocol: the profiles, and the rules the engine applies and the verifier
+derives again from the raw records (one copy of each, DESIGN.md section 2).
+
+* :class:`CandidateConfig` and :data:`PROFILES`: how a candidate is checked and timed;
+* :func:`expected_cases`: the cases a complete checking pass records, in order;
+* :func:`default_extra_shapes`: the extra shape checked when the user names none;
+* :func:`invocations_per_request`: invocations per timed request, from the eager calibration;
+* :func:`copy_gbps`: the device copy bandwidth of a copy block (bytes read + written / the
+  faster arm's median);
+* :func:`roofline_median_ms`: the roofline's time, the median of the warm block's candidate times;
+* :func:`bytes_moved`: what one call must move at least (every input read, every output
+  written once), the roofline's numerator.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Optional, Sequence
+
+#: input distributions of the checking pass (harness.kbtask.draw_inputs)
+DISTRIBUTIONS = ("official", "normal", "normal_x100")
+#: baselines timed against the candidate, in this order (names of timing arms)
+BASELINES = ("eager", "torchscript", "compile_default", "compile_max_autotune")
+#: a timed region of the eager baseline lasts at least this long (ms), up to MAX_INVOCATIONS calls
+TARGET_REQUEST_MS = 4.0
+MAX_INVOCATIONS = 1000
+#: the stages of a candidate's run, in order (a failure names the one that stopped)
+STAGES = ("build", "checking pass", "timing", "weights and shapes")
+
+
+@dataclass(frozen=True)
+class CandidateConfig:
+    """How one candidate is checked and timed. Times in ms, sizes in bytes, limits in s."""
+
+    profile: str = "full"
+    seeds: tuple = (0, 1)
+    distributions: tuple = DISTRIBUTIONS
+    atol: float = 1e-4
+    rtol: float = 1e-4
+    warmups: int = 5
+    rounds: int = 30
+    invocations_per_pair: int = 10
+    order_seed: int = 20261201
+    timing_seed: int = 42
+    baselines: tuple = BASELINES
+    cold_l2: bool = True
+    cold_rounds: int = 15
+    fresh_sets: int = 4
+    fresh_rounds: int = 5
+    poison_bytes: tuple = (0xFF, 0x5A)
+    redrawn_seed: int = 1234
+    extra_shapes: tuple = ()       # tuple of ((name, value), ...) overrides; () = the default rule
+    sizes: tuple = ()              # ((name, value), ...): the task's size globals for the whole run
+    build_timeout_s: float = 900.0
+    call_timeout_s: float = 300.0
+    budget_s: float = 3600.0       # the whole candidate: every request's deadline stops here
+
+    def to_doc(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["extra_shapes"] = [dict(s) for s in self.extra_shapes]
+        d["sizes"] = dict(self.sizes)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+
+
+PROFILES = {
+    "full": CandidateConfig(),
+    "quick": CandidateConfig(profile="quick", seeds=(0,), distributions=("official", "normal"), warmups=2, rounds=8,
+                             invocations_per_pair=5, baselines=("eager", "torchscript", "compile_default"),
+                             cold_rounds=5, fresh_sets=3, fresh_rounds=3),
+}
+#: configuration fields the user sets (not the protocol) and limits that bound a run without
+#: changing what it measures
+USER_FIELDS = ("sizes", "extra_shapes")
+LIMIT_FIELDS = ("build_timeout_s", "call_timeout_s", "budget_s")
+
+
+def expected_cases(cfg: CandidateConfig, n_extra_shapes: int, cuda: bool = True) -> list[tuple[str, str]]:
+    """The ``(id, kind)`` of every case a complete checking pass of ``cfg`` records, in order
+    (harness/candidate.py: seeds x distributions, same buffers, repeat, poisoned calls, the
+    profiled call, the timing input (a GPU run only), re-drawn weights, extra shapes)."""
+    out = [(f"s{s}/{d}", d) for s in cfg.seeds for d in cfg.distributions]
+    out += [("same_buffers", "same_buffers"), ("repeat", "repeat")]
+    out += [(f"poison{i}", "poison") for i in range(len(cfg.poison_bytes))]
+    out += [("profiled", "profiled")] + ([("timing_input", "official")] if cuda else [])
+    out += [("redrawn_weights", "redrawn_weights")]
+    out += [(f"shape{i}", "extra_shape") for i in range(n_extra_shapes)]
+    return out
+
+
+def default_extra_shapes(size_globals: Mapping[str, int]) -> list[dict]:
+    """The extra shape checked when none is given: half the batch (``batch_size // 2``) where
+    the task's batch size (after the run's overrides) is at least 2; none otherwise."""
+    b = size_globals.get("batch_size", 0)
+    return [{"batch_size": b // 2}] if isinstance(b, int) and b >= 2 else []
+
+
+def invocations_per_request(profile_invocations: int, eager_ms: Optional[float]) -> int:
+    """Invocations per timed request: at least the profile's, and enough that eager PyTorch
+    (``eager_ms`` per invocation, timed by the parent; None where eager did not run) fills
+    :data:`TARGET_REQUEST_MS`, at most :data:`MAX_INVOCATIONS`."""
+    if eager_ms is None:
+        return profile_invocations
+    return max(profile_invocations, min(MAX_INVOCATIONS, math.ceil(TARGET_REQUEST_MS / max(eager_ms, 1e-4))))
+
+
+def _median(xs: Sequence[float]) -> float:
+    import numpy as np
+
+    return float(np.percentile(np.asarray(xs, dtype=float), 50))
+
+
+def copy_gbps(bytes_moved: int, rounds: Iterable[Mapping[str, float]], arms: Sequence[str]) -> float:
+    """Copy bandwidth in GB/s (1e9 bytes per second) of a copy block: ``bytes_moved`` (read +
+    written) over the faster arm's median time per invocation (ms). ``rounds``: each round's
+    ``times_ms`` mapping. Raises ValueError where an arm has no time."""
+    best = min(_median([float(r[a]) for r in rounds if a in r]) for a in arms)
+    return bytes_moved / (best * 1e-3) / 1e9
+
+
+def roofline_median_ms(candidate_times_ms: Sequence[float]) -> float:
+    """The roofline's time: the median (``statistics.median``) of the candidate's per-round
+    times per invocation (ms) in its warm-L2 block."""
+    return statistics.median(candidate_times_ms)
+
+
+def bytes_moved(input_bytes: Iterable[int], output_bytes: Iterable[int]) -> int:
+    """The bytes one call must move at least: every input read once, every output written once."""
+    return sum(input_bytes) + sum(output_bytes)
+
+
+__all__ = ["CandidateConfig", "PROFILES", "BASELINES", "DISTRIBUTIONS", "STAGES", "TARGET_REQUEST_MS",
+           "MAX_INVOCATIONS", "expected_cases", "default_extra_shapes", "invocations_per_request", "copy_gbps",
+           "roofline_median_ms", "bytes_moved", "USER_FIELDS", "LIMIT_FIELDS"]
