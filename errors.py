@@ -6,13 +6,16 @@ what to do next. Library code raises these; only the four CLI edges (``make_bund
 ``verify_bundle.py``, ``python -m kbrepro.bundle.audit``, ``python -m kbrepro.harness``, through
 :class:`EdgeMixin`) turn them into exit codes. A leaf module at the package root: it imports
 nothing of the product, so every layer (kernels, harness, bundle, the CLIs) can raise without
-importing upward.
+importing upward (only the other leaf, :mod:`kbrepro.inert`, whose terminal rule every error
+line passes through).
 
 Exit codes (DESIGN.md section 6): 0 ok, 1 invalid results / verification failed,
 2 usage error, 3 unreadable, unsafe or unknown-format input, 4 no GPU or missing dependency,
 5 (verify only) PARTIAL: verified in part, 130 interrupted.
 """
 from __future__ import annotations
+
+from kbrepro.inert import terminal
 
 
 class ReproError(Exception):
@@ -300,10 +303,12 @@ class _Escape(BaseException):
 
 
 def _err(line: str) -> None:
+    """Write ``line`` (each of its lines made inert for a terminal: a bundle's or report's text
+    in a message never sends an escape sequence or a bidi control) to stderr."""
     import sys
 
     try:
-        sys.stderr.write(line + "\n")
+        sys.stderr.write("\n".join(terminal(x, None) for x in line.split("\n")) + "\n")
         sys.stderr.flush()
     except (OSError, ValueError):
         pass

@@ -31,16 +31,14 @@ if os.environ.get("CUDA_CACHE_DISABLE") != "1":
 
     set_own("CUDA_CACHE_DISABLE", "1")
 
+from kbrepro.inert import terminal  # noqa: E402
 from kbrepro.errors import (EdgeMixin, EnvironmentUnavailableError, UnreadableInputError, UsageError,  # noqa: E402
                                     remove_created)
 
 
 def _short(v, n: int = 60) -> str:
-    """``v`` as printable ASCII (bundle strings escaped as ``ascii()`` does), cut to ``n``."""
-    s = str(v)
-    if not (s.isascii() and s.isprintable()):
-        s = ascii(s)[1:-1]
-    return s if len(s) <= n else s[: n - 3] + "..."
+    """``v`` as printable ASCII for the terminal (the one inertness rule), cut to ``n``."""
+    return terminal(v, n)
 
 
 def _print_report(rep, verbose: bool) -> None:
@@ -99,7 +97,7 @@ def _print_report(rep, verbose: bool) -> None:
                 click.echo(f"     {mark} {r['field']:<24} {_short(r['recorded'], 34):<34} | {_short(r['here'], 34)}{diff}")
             click.echo("    claims (recorded | replayed):")
             for c in t.details.get("claims", []):
-                click.echo(f"      {c['id']:<4} {str(c['recorded']):<15} | {c['replayed']:<15} {_short(c['sentence'], 70)}")
+                click.echo(f"      {_short(c['id'], 64):<4} {str(c['recorded']):<15} | {c['replayed']:<15} {_short(c['sentence'], 70)}")
             tr = t.details.get("timing_ratios", [])
             if tr:
                 inside = sum(1 for r in tr if r["within"])

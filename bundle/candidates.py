@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from kbrepro import inert
 from kbrepro.bundle import candidate_records
 from kbrepro.bundle import claims as claims_mod
 from kbrepro.bundle import pack, scrub
@@ -250,14 +251,9 @@ def _fmt(x, d: int = 4) -> str:
     return str(x)
 
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9 .,:;=+\-*/_%#'\"!?&{}~^()]")
-
-
-def _md(text: str) -> str:
-    """A table cell or inline text made inert: anything but letters, digits, spaces and plain
-    punctuation and parentheses (square brackets become parentheses, so no link can form; ``|``,
-    ``<>``, backticks, control and non-ASCII characters become ``?``); at most 300 characters."""
-    return _UNSAFE.sub("?", str(text).replace("[", "(").replace("]", ")"))[:300]
+def _md(text) -> str:
+    """A bundle string shown in REPORT.md: the one inertness rule (:func:`kbrepro.inert.md`)."""
+    return inert.md(text)
 
 
 def render_report(meta: Mapping, doc: Mapping, claims_doc: Mapping) -> str:

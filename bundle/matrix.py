@@ -15,11 +15,11 @@ read, is not strict JSON, is not a verification report or is malformed.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from kbrepro import inert as inert_rule
 from kbrepro.errors import UnreadableInputError, UsageError
 from kbrepro.harness import jsonio
 
@@ -29,22 +29,9 @@ MAX_REPORT_BYTES = 32 * 1024 * 1024
 MAX_REPORTS = 64
 MAX_CLAIMS = 2000
 VERDICTS = ("holds", "fails", "inconclusive", "not_comparable")
-_UNSAFE = re.compile(r"[^A-Za-z0-9 .,:;=+\-*/_%#'\"!?&{}~^()@]")
-
-
-#: characters the allowed set keeps that Markdown would still read as emphasis, strike-through,
-#: superscript or an HTML entity (``**holds**`` would look like the matrix's own marker):
-#: backslash-escaped, ``&`` as ``&amp;``
-_EMPHASIS = re.compile(r"([*_~^])")
-
-
 def inert(text, limit: int = 200) -> str:
-    """``text`` as inert Markdown for a table cell: letters, digits, spaces and plain
-    punctuation only (``[]`` become ``()``, anything else ``?``), at most ``limit`` characters
-    of it, then ``* _ ~ ^`` backslash-escaped and ``&`` written ``&amp;``, so no emphasis,
-    strike-through or entity can form."""
-    s = _UNSAFE.sub("?", str(text).replace("[", "(").replace("]", ")"))[:limit]
-    return _EMPHASIS.sub(r"\\\1", s.replace("&", "&amp;"))
+    """``text`` shown in matrix.md: the one inertness rule (:func:`kbrepro.inert.md`)."""
+    return inert_rule.md(text, limit)
 
 
 @dataclass(frozen=True)

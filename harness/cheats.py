@@ -51,6 +51,7 @@ a speed may exceed the measured copy bandwidth by at most 10%.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 import statistics
 from dataclasses import dataclass
@@ -249,11 +250,12 @@ def precision_flags_unchanged(obs: Observations) -> CheckVerdict:
     cuDNN, float32 matmul precision, reduced-precision reductions, cuDNN modes) are the ones
     after its build and after every call. (The harness restores them after the build, so a
     change at build time is also caught and undone.)"""
-    before = dict(obs.build.flags_before or {}) if obs.build else {}
+    before = dataclasses.asdict(obs.build.flags_before) if obs.build and obs.build.flags_before else {}
     if not before:
         return CheckVerdict("precision_flags_unchanged", None, "the flags were not recorded")
-    seen = [("build", dict(obs.build.flags_after_build or {}))]
-    seen += [(c.id, dict(c.flags_after_call)) for c in obs.cases]
+    after_build = obs.build.flags_after_build
+    seen = [("build", dataclasses.asdict(after_build) if after_build else {})]
+    seen += [(c.id, dataclasses.asdict(c.flags_after_call)) for c in obs.cases]
     for where, after in seen:
         changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
         if changed:

@@ -27,9 +27,9 @@ from typing import Iterable, Iterator, Mapping, Optional, Sequence
 
 from kbrepro.model import problems as P
 from kbrepro.model import protocol
-from kbrepro.model.candidates import Block, CandidateRecord, CandidatesDoc, Case, CopyBlock
+from kbrepro.model.candidates import CandidateRecord, CandidatesDoc, Case, CopyBlock
 from kbrepro.model.problems import Problem
-from kbrepro.model.task_inputs import TensorSpec, Undecidable, input_specs, parse_digest, size_globals
+from kbrepro.model.task_inputs import Undecidable, input_specs, parse_digest, size_globals
 
 #: relative difference under which a stated float equals the derived one (the engine computes
 #: it with the same rule; only the last bits of a float may differ)
@@ -108,6 +108,30 @@ def _stage_problems(rec: CandidateRecord, at: str, cuda: bool) -> Iterator[Probl
                      f"({names[-1] if names else 'none ran'})")
 
 
+#: slack of the wall-clock inequalities (s): clocks are read at different points of one request
+_CLOCK_SLACK_S = 1e-3
+
+
+def _clock_problems(rec: CandidateRecord, at: str) -> Iterator[Problem]:
+    """The parent's wall clocks nest: a stage lasts at least as long as the requests it made
+    (the build's own clock, each case's ``host_ms``, each timed request's), and the whole run
+    at least as long as its stages."""
+    inner = {"build": rec.observations.build.host_s if rec.observations.build else 0.0,
+             "checking pass": 0.0, "timing": 0.0, "weights and shapes": 0.0}
+    stage_of = {"timing_input": "timing", "redrawn_weights": "weights and shapes"}
+    for c in rec.observations.cases:
+        st = stage_of.get(c.id, "weights and shapes" if c.kind == "extra_shape" else "checking pass")
+        inner[st] += c.host_ms / 1e3
+    inner["timing"] += sum(r.host_ms.get("candidate", 0.0) for b in rec.blocks for r in b.rounds) / 1e3
+    for j, s in enumerate(rec.stages):
+        if s.seconds + _CLOCK_SLACK_S < inner[s.name]:
+            yield _p(P.CONTRADICTS, f"{at}.stages[{j}].seconds", f"is shorter than the {inner[s.name]:.3f} s its "
+                     "requests took by the parent's clock", None, s.seconds)
+    total = sum(s.seconds for s in rec.stages)
+    if rec.seconds + _CLOCK_SLACK_S < total:
+        yield _p(P.CONTRADICTS, f"{at}.seconds", f"is shorter than its stages ({total:.3f} s)", None, rec.seconds)
+
+
 def _case_problems(rec: CandidateRecord, at: str, cuda: bool, shapes: list) -> Iterator[Problem]:
     cfg = protocol.PROFILES[rec.config.profile]
     want = protocol.expected_cases(cfg, len(shapes), cuda)
@@ -134,6 +158,9 @@ def _case_problems(rec: CandidateRecord, at: str, cuda: bool, shapes: list) -> I
     ids = [c.id for c in rec.observations.cases]
     poison = [c for c in rec.observations.cases if c.kind == "poison"]
     for j, c in enumerate(rec.observations.cases):
+        if (c.set, c.model) != protocol.case_set_and_model(cfg, c.id):
+            yield _p(P.CONTRADICTS, f"{at}.observations.cases[{j}]", "its input set and model are not the ones the "
+                     "protocol calls for this case", list(protocol.case_set_and_model(cfg, c.id)), [c.set, c.model])
         if c.held_over is not None and c.held_over not in ids[:j]:
             yield _p(P.CONTRADICTS, f"{at}.observations.cases[{j}].held_over", "names no earlier case")
         if c.matches_other is not None and not set(c.matches_other) <= set(ids) - {c.id}:
@@ -380,6 +407,7 @@ def record_problems(doc: CandidatesDoc, i: int, task_src: Optional[bytes], funct
     if rec.compile_seconds != (obs.build.host_s if obs.build else None):
         out.append(_p(P.DERIVED, f"{at}.compile_seconds", "is not the build's own time (observations.build.host_s)"))
     cache: dict = {}
+    out += _clock_problems(rec, at)
     out += _summary_problems(rec, at, doc.predicate.atol)
     out += _input_problems(rec, at, task_src, shapes, cache)
     built = sorted({"load_inline" for _ in rec.provenance.builds} | {

@@ -16,7 +16,7 @@ bundles written before them; a field without one is required in every bundle.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Iterator, Literal, Mapping, Optional, Tuple, Union
+from typing import Annotated, Iterator, Literal, Mapping, Optional, Tuple
 
 from kbrepro.model import strict
 from kbrepro.model.strict import NONFINITE, Items, Num, Text
@@ -32,12 +32,15 @@ NAME = Annotated[str, Text(1, 40, r"[A-Za-z][A-Za-z0-9_]{0,39}")]
 IDENT = Annotated[str, Text(1, 64, r"[A-Za-z_][A-Za-z0-9_]{0,63}")]
 CASE_ID = Annotated[str, Text(1, 40, r"[A-Za-z0-9_/.-]{1,40}")]
 SHARD_ID = Annotated[str, Text(21, 21, r"c[0-9a-f]{20}")]
-COUNT = Annotated[int, Num(ge=0)]
-POSITIVE = Annotated[int, Num(ge=1)]
-SECONDS = Annotated[float, Num(ge=0)]
-MS = Annotated[float, Num(ge=0)]
-POSITIVE_MS = Annotated[float, Num(gt=0)]
-GBPS = Annotated[float, Num(gt=0)]
+COUNT = Annotated[int, Num(ge=0, le=1 << 53)]
+#: a process's thread count (it runs at least one)
+THREADS = Annotated[int, Num(ge=1, le=1 << 20)]
+POSITIVE = Annotated[int, Num(ge=1, le=1 << 53)]
+#: bounds a run could reach: 100 days, and a timed request of 1e8 ms; 1 PB/s
+SECONDS = Annotated[float, Num(ge=0, le=1e7)]
+MS = Annotated[float, Num(ge=0, le=1e8)]
+POSITIVE_MS = Annotated[float, Num(gt=0, le=1e8)]
+GBPS = Annotated[float, Num(gt=0, le=1e6)]
 TOL = Annotated[float, Num(ge=0, le=1)]
 #: a float jsonio.enc_float may write as "nan", "inf" or "-inf"
 ENC = Annotated[float, NONFINITE]
@@ -46,14 +49,31 @@ SHORT = Annotated[str, Text(0, 400)]
 LINE = Annotated[str, Text(1, 400)]
 #: a tensor fingerprint (kbtask.fingerprint): dtype|shape|sums
 DIGEST = Annotated[str, Text(1, 200, r"torch\.[a-z0-9]+\|\(([0-9]+(, [0-9]+)*,?)?\)\|[0-9a-f]{48}")]
-FLAG_VALUE = Union[bool, Annotated[str, Text(0, 40)]]
-FLAGS = Annotated[Mapping[Annotated[str, Text(1, 80, r"[A-Za-z0-9_]+")], FLAG_VALUE], Items(1, 32)]
+DEVICE = Annotated[str, Text(1, 40, r"[a-z_]+(:[0-9]{1,3})?")]
+LAYOUT = Literal["torch.strided", "torch.sparse_coo", "torch.sparse_csr", "torch.sparse_csc", "torch.sparse_bsr",
+                 "torch.sparse_bsc", "torch._mkldnn", "torch.jagged"]
 SIZES = Annotated[Mapping[Annotated[str, Text(1, 64, r"[A-Za-z_][A-Za-z0-9_]*")], int], Items(0, 32)]
 ARM = Annotated[str, Text(1, 40, r"[a-z_]{1,40}")]
 
 CASE_KINDS = ("official", "normal", "normal_x100", "same_buffers", "repeat", "poison", "profiled",
               "redrawn_weights", "extra_shape")
 STAGES = ("build", "checking pass", "timing", "weights and shapes")
+
+
+@dataclass(frozen=True)
+class Flags:
+    """The precision settings a process runs with (harness/isolate.py ``_flags``)."""
+
+    allow_tf32_matmul: bool
+    allow_tf32_cudnn: bool
+    float32_matmul_precision: Literal["highest", "high", "medium"]
+    allow_fp16_reduced_precision_reduction: bool
+    allow_bf16_reduced_precision_reduction: bool
+    cudnn_deterministic: bool
+    cudnn_benchmark: bool
+
+
+FLAGS = Flags
 
 
 # ------------------------------------------------------------------------- check records
@@ -158,7 +178,7 @@ class Build:
     build_s: Optional[SECONDS]
     flags_before: Optional[FLAGS]
     flags_after_build: Optional[FLAGS]
-    threads: Optional[COUNT]
+    threads: Optional[THREADS]
     torch: Optional[Annotated[str, Text(1, 80)]]
 
 
@@ -168,8 +188,8 @@ class Output:
 
     type: Optional[Annotated[str, Text(1, 300)]]
     plain: Optional[bool]
-    device: Optional[Annotated[str, Text(1, 40)]]
-    layout: Optional[Annotated[str, Text(1, 40)]]
+    device: Optional[DEVICE]
+    layout: Optional[LAYOUT]
     grad_fn: Optional[Annotated[str, Text(1, 300)]]
     digest: Optional[DIGEST]
     unreadable: Optional[SHORT] = None
@@ -186,15 +206,15 @@ class Case:
     kind: Literal[CASE_KINDS]
     set: CASE_ID
     model: Annotated[str, Text(1, 40, r"[A-Za-z0-9_]+")]
-    reference_device: Annotated[str, Text(1, 40)]
+    reference_device: DEVICE
     reference_range: Tuple[Optional[float], Optional[float]]
     digests_parent: Annotated[Tuple[Optional[DIGEST], ...], Items(0, 64)]
     output: Output
     output_count: Annotated[int, Num(ge=0, le=16)]
     digests_before: Annotated[Tuple[Optional[DIGEST], ...], Items(0, 64)]
     digests_after: Annotated[Tuple[Optional[DIGEST], ...], Items(0, 64)]
-    threads_before: COUNT
-    threads_after: COUNT
+    threads_before: THREADS
+    threads_after: THREADS
     call_ms: MS
     stream_wait_ms: MS
     device_wait_ms: MS
@@ -420,7 +440,7 @@ class Provenance:
     files: Annotated[Tuple[ProvFile, ...], Items(0, 2000)]
     builds: Annotated[Tuple[NinjaBuild, ...], Items(0, 20)]
     binaries: Annotated[Tuple[Binary, ...], Items(0, 200)]
-    versions: Mapping[Annotated[str, Text(1, 40, r"[a-z0-9_]+")], Optional[Annotated[str, Text(0, 200)]]]
+    versions: Mapping[Annotated[str, Text(1, 40, r"[a-z0-9_]+")], Optional[Annotated[str, Text(1, 200)]]]
     built_with: Annotated[Tuple[Literal["load_inline", "triton"], ...], Items(0, 2)]
     copied_bytes: Optional[COUNT] = None
 
@@ -560,5 +580,5 @@ def load(doc: object) -> tuple[Optional[CandidatesDoc], list]:
 __all__ = ["CandidatesDoc", "CandidateRecord", "Observations", "Case", "Compare", "PredicateResult", "Output",
            "Build", "Profile", "Kernel", "Timing", "Baseline", "PerCall", "CallRound", "SpotCheck", "Roofline",
            "Block", "Round", "Protocol", "CopyBlock", "Bandwidth", "Provenance", "ProvFile", "Binary", "NinjaBuild",
-           "Verdict", "Stage", "CaseRef", "ShardCase", "RanOn", "RunConfig", "Predicate", "load", "CASE_KINDS",
+           "Verdict", "Stage", "Flags", "CaseRef", "ShardCase", "RanOn", "RunConfig", "Predicate", "load", "CASE_KINDS",
            "STAGES"]

@@ -88,6 +88,24 @@ def expected_cases(cfg: CandidateConfig, n_extra_shapes: int, cuda: bool = True)
     return out
 
 
+def case_set_and_model(cfg: CandidateConfig, case_id: str) -> tuple[str, str]:
+    """The input set a case's call reads and the model it calls (harness/candidate.py): a seed
+    x distribution case its own set; same buffers the first set (new values written into its
+    tensors); repeat, poisoned and profiled calls the repeat set; the timing input its own; the
+    re-drawn weights and each extra shape their own set and model."""
+    if case_id == "same_buffers":
+        return f"s{cfg.seeds[0]}/{cfg.distributions[0]}", "main"
+    if case_id == "repeat" or case_id == "profiled" or case_id.startswith("poison"):
+        return "repeat", "main"
+    if case_id == "timing_input":
+        return "timing", "main"
+    if case_id == "redrawn_weights":
+        return "redrawn", "redrawn"
+    if case_id.startswith("shape"):
+        return case_id, case_id
+    return case_id, "main"
+
+
 def default_extra_shapes(size_globals: Mapping[str, int]) -> list[dict]:
     """The extra shape checked when none is given: half the batch (``batch_size // 2``) where
     the task's batch size (after the run's overrides) is at least 2; none otherwise."""
@@ -130,5 +148,5 @@ def bytes_moved(input_bytes: Iterable[int], output_bytes: Iterable[int]) -> int:
 
 
 __all__ = ["CandidateConfig", "PROFILES", "BASELINES", "DISTRIBUTIONS", "STAGES", "TARGET_REQUEST_MS",
-           "MAX_INVOCATIONS", "expected_cases", "default_extra_shapes", "invocations_per_request", "copy_gbps",
+           "MAX_INVOCATIONS", "expected_cases", "case_set_and_model", "default_extra_shapes", "invocations_per_request", "copy_gbps",
            "roofline_median_ms", "bytes_moved", "USER_FIELDS", "LIMIT_FIELDS"]

@@ -45,7 +45,9 @@ def _cmp(ok=True, bits=False, n=100):
             "max_abs_error": 1e-5 if ok else 1e-2, "max_abs_reference": 2.0}
 
 
-FLAGS = {"allow_tf32_matmul": False, "allow_tf32_cudnn": True, "float32_matmul_precision": "highest"}
+FLAGS = {"allow_tf32_matmul": False, "allow_tf32_cudnn": True, "float32_matmul_precision": "highest",
+         "allow_fp16_reduced_precision_reduction": True, "allow_bf16_reduced_precision_reduction": True,
+         "cudnn_deterministic": False, "cudnn_benchmark": False}
 
 
 def _case(cid, kind, **kw):
