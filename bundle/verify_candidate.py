@@ -215,12 +215,34 @@ def tier_documents(b, t) -> None:
                        "'Where each case ran', lists them)")
     if doc.get("device", "cuda") != "cuda":
         b.partial.append("the candidates ran without a GPU: no timing, no profiler, no poisoned allocator")
+    else:
+        for name, why in undecided(loaded):
+            t.notes.append(f"candidate {name}: {why}")
+            b.partial.append(f"candidate {name}: {why}")
     for p in crosscheck._check_arithmetic({"correctness": doc}):
         t.fail("data/results/candidates.json", p["message"], path=p.get("path"), expected=p.get("expected"),
                found=p.get("found"))
     b.documents = {"candidates": doc, "environment": env}
     t.details["candidates"] = names
     t.details["documents"] = ["bundle", "candidates", "environment"]
+
+
+def undecided(loaded) -> list[tuple[str, str]]:
+    """``(candidate, why)`` for every named check of a GPU run that cannot decide, except where
+    the record itself says why it cannot apply: a candidate that did not run (``ran`` fails:
+    it is caught), and ``other_shapes_correct`` on a task with no size to vary (the rule gives
+    no extra shape and the user named none). Each makes the verdict PARTIAL (fail closed: an
+    undecided check is never a pass)."""
+    out = []
+    for rec in loaded.doc.candidates:
+        vs = loaded.verdicts[rec.name]
+        if vs and vs[0].passed is False:
+            continue
+        no_shape = rec.observations.extra_shapes is not None and not rec.observations.extra_shapes
+        for v in vs:
+            if v.passed is None and not (v.name == "other_shapes_correct" and no_shape):
+                out.append((rec.name, f"{v.name} cannot decide ({v.detail[:160]})"))
+    return out
 
 
 def _sha(data: bytes) -> str:

@@ -125,3 +125,14 @@ def test_a_report_as_the_packer_before_the_inertness_rule_wrote_it_fails(tmp_pat
     rep, failing, problems = _verify(tmp_path / "old.tar")
     assert rep.exit_code == 1 and any("REPORT.md is not the report this verifier renders" in p for p in problems), \
         problems
+
+
+def test_a_check_that_cannot_decide_on_a_gpu_run_makes_the_verdict_partial(tmp_path):
+    def differ(doc, files):  # two poisoned outputs that differ in bits but both pass: not decided
+        c = cc._case(doc, "poison1")
+        d = c["output"]["digest"]
+        c["output"]["digest"] = d[:-1] + ("0" if d[-1] != "0" else "1")
+        c["compare"]["bit_identical_count"] = c["compare"]["element_count"] - 1
+    rep, failing, problems = _verify(fc.forge(EXAMPLES / cc.QUICK, differ, tmp_path / "undecided.tar"))
+    assert rep.verdict == "PARTIAL" and rep.exit_code == 5, problems
+    assert any("deterministic_under_poison cannot decide" in r for r in rep.partial), rep.partial
