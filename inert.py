@@ -25,8 +25,11 @@ from functools import lru_cache
 _KEEP = re.compile(r"[^A-Za-z0-9 .,:;=+\-*/_%#'\"!?&{}~^()]")
 _PUNCT = re.compile(r"([!-/:-@\\^-`{-~])")
 _AUTOLINK = re.compile(r"://|www\.|@", re.IGNORECASE)
-#: text that no rule of is_inert can refuse (the common case, decided without a parse)
-_PLAIN = re.compile(r"[A-Za-z0-9 .,:;()+/=%-]*\Z")
+#: text that no rule of is_inert can refuse (the common case, decided without a parse): printable
+#: ASCII without a character CommonMark gives a meaning to mid-line (emphasis, strike-through,
+#: code, links, HTML, entities, escapes) and without an autolink
+_PLAIN = re.compile(r"[ -~]*\Z")
+_ACTIVE = re.compile(r"[*_~`\[\]<>&\\]|://|www\.|@", re.IGNORECASE)
 
 
 @lru_cache(maxsize=1)
@@ -38,7 +41,7 @@ def _parser():
 
 def is_inert(text: str) -> bool:
     """Whether ``text`` (one line) renders in Markdown as exactly its own characters."""
-    if _PLAIN.match(text) and "://" not in text and "www." not in text.lower():
+    if _PLAIN.match(text) and not _ACTIVE.search(text):
         return True
     if not (text.isascii() and text.isprintable()) or _AUTOLINK.search(text):
         return False

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 
 from kbrepro.harness.timing import ClockWatch, TimingProtocol, run_block
+from kbrepro.model import protocol
 
 EMPTY_KERNEL_SOURCE = b'extern "C" __global__ void kb_empty() {}\n'
 
@@ -88,8 +89,10 @@ def copy_bandwidth(clocks: ClockWatch | None, nbytes: int = 1 << 30) -> dict:
 
     src = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda").uniform_()
     dst = torch.empty_like(src)
+    mode, warmups, rounds, inv, seed = protocol.COPY_PROTOCOL
     blk = run_block({"memcpy": lambda: dst.copy_(src), "elementwise": lambda: torch.mul(src, 1.0, out=dst)},
-                    TimingProtocol(mode="graph", warmups=3, rounds=15, invocations_per_pair=5, order_seed=1), clocks)
+                    TimingProtocol(mode=mode, warmups=warmups, rounds=rounds, invocations_per_pair=inv,
+                                   order_seed=seed), clocks)
     del src, dst
     torch.cuda.empty_cache()
     return {"id": "copy.d2d", "task": 0, "scope": "copy", "mode": "graph", "kind": "copy", "bytes_moved": 2 * nbytes,
@@ -99,8 +102,6 @@ def copy_bandwidth(clocks: ClockWatch | None, nbytes: int = 1 << 30) -> dict:
 def copy_gbps(block: dict) -> float:
     """Copy bandwidth in GB/s (bytes read + written) of a :func:`copy_bandwidth` block: the
     faster arm's median."""
-    from kbrepro.model import protocol
-
     return protocol.copy_gbps(block["bytes_moved"], [r["times_ms"] for r in block["rounds"]], block["arms"])
 
 

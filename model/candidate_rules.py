@@ -48,9 +48,31 @@ def _p(code: str, path: str, msg: str, expected=None, found=None) -> Problem:
     return Problem(code, path, msg, expected, found)
 
 
-def derived_gbps(block: CopyBlock) -> float:
-    """The copy bandwidth (GB/s) of a raw copy block, by :func:`protocol.copy_gbps`."""
+def derived_gbps(block: CopyBlock) -> Optional[float]:
+    """The copy bandwidth (GB/s) of a raw copy block, by :func:`protocol.copy_gbps`; None for a
+    block that is not complete (:func:`copy_block_problems`)."""
+    if copy_block_problems(block, "$"):
+        return None
     return protocol.copy_gbps(block.bytes_moved, [r.times_ms for r in block.rounds], block.arms)
+
+
+def copy_block_problems(block: CopyBlock, at: str) -> list[Problem]:
+    """A copy block is what harness.extras.copy_bandwidth writes: its protocol
+    (graph replays, :data:`protocol.COPY_PROTOCOL`), both arms in every round in the seeded
+    order, as many rounds as the protocol says."""
+    out = []
+    want = protocol.COPY_PROTOCOL
+    pr = block.protocol
+    if (pr.mode, pr.warmups, pr.rounds, pr.invocations_per_pair, pr.order_seed) != want or \
+            len(block.rounds) != pr.rounds or sorted(block.arms) != ["elementwise", "memcpy"]:
+        out.append(_p(P.CONTRADICTS, f"{at}.protocol", "is not the copy block's protocol", list(want),
+                      [pr.mode, pr.warmups, pr.rounds, pr.invocations_per_pair, pr.order_seed]))
+        return out
+    for k, (row, order) in enumerate(zip(block.rounds, _order(block.arms, pr.order_seed, pr.rounds))):
+        if list(row.order) != order or sorted(row.times_ms) != sorted(block.arms) or row.host_ms:
+            out.append(_p(P.INCOMPLETE, f"{at}.rounds[{k}]", "does not time both copies once in the seeded order"))
+            break
+    return out
 
 
 def document_problems(doc: CandidatesDoc) -> list[Problem]:
@@ -67,8 +89,9 @@ def document_problems(doc: CandidatesDoc) -> list[Problem]:
             out.append(_p(P.INCOMPLETE, "$.bandwidth", "a GPU run measures the copy bandwidth: the raw copy block and "
                           "its GB/s are missing"))
         else:
+            out += copy_block_problems(bw.block, "$.bandwidth.block")
             want = derived_gbps(bw.block)
-            if not _close(bw.gbps, want):
+            if want is not None and not _close(bw.gbps, want):
                 out.append(_p(P.DERIVED, "$.bandwidth.gbps", "is not the bandwidth of its raw copy block", want, bw.gbps))
     elif bw.gbps is not None or bw.block is not None:
         out.append(_p(P.CONTRADICTS, "$.bandwidth", "a CPU run measures no copy bandwidth"))
@@ -262,11 +285,13 @@ def _block_problems(rec: CandidateRecord, at: str, gbps: Optional[float], task_s
             yield _p(P.CONTRADICTS, f"{bp}.protocol", "is not the profile's protocol for this block")
         if (b.flush_bytes is not None) != (b.l2 == "cold"):
             yield _p(P.CONTRADICTS, f"{bp}.flush_bytes", "a cold block flushes the L2, a warm one does not")
-        for k, (row, order) in enumerate(zip(b.rounds, _order(arms, seed, len(b.rounds)))):
-            if list(row.order) != order or sorted(row.times_ms) != sorted(arms) or list(row.host_ms) != ["candidate"]:
-                yield _p(P.INCOMPLETE, f"{bp}.rounds[{k}]", "does not time every arm once in the seeded order and "
-                         "clock the candidate")
-                break
+        broken = next((k for k, (row, order) in enumerate(zip(b.rounds, _order(arms, seed, len(b.rounds))))
+                       if list(row.order) != order or sorted(row.times_ms) != sorted(arms)
+                       or list(row.host_ms) != ["candidate"]), None)
+        if broken is not None:
+            yield _p(P.INCOMPLETE, f"{bp}.rounds[{broken}]", "does not time every arm once in the seeded order and "
+                     "clock the candidate")
+            return  # the derivations below read every arm of every round
         inv = pr.invocations_per_pair
         if not cfg.invocations_per_pair <= inv <= protocol.MAX_INVOCATIONS:
             yield _p(P.CONTRADICTS, f"{bp}.protocol.invocations_per_pair", "is outside the calibration rule's range",

@@ -16,7 +16,7 @@ bundles written before them; a field without one is required in every bundle.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Iterator, Literal, Mapping, Optional, Tuple
+from typing import Annotated, Iterator, Literal, Mapping, Optional, Tuple, Union
 
 from kbrepro.model import strict
 from kbrepro.model.strict import NONFINITE, Items, Num, Text
@@ -80,62 +80,127 @@ FLAGS = Flags
 @dataclass(frozen=True)
 class PredicateResult:
     """One predicate over one output: ``passed`` (JSON ``pass``), ``failing_count`` elements
-    that fail it, ``worst_ratio`` = max |difference| / allowance over finite pairs (harness/checks.py)."""
+    that fail it, ``worst_ratio`` = max |difference| / allowance over finite pairs, null where
+    the output could not be compared (harness/checks.py)."""
 
     passed: bool = strict.field(json="pass")
-    failing_count: Optional[COUNT] = None
-    worst_ratio: Optional[RATIO] = None
+    failing_count: COUNT = strict.field()
+    worst_ratio: Optional[RATIO] = strict.field()
 
     def _invariants(self) -> Iterator[tuple[str, str]]:
         if self.passed and self.failing_count != 0:
             yield ".pass", f"is true with failing_count {self.failing_count} (a pass has no failing element)"
-        if self.passed and self.worst_ratio is not None and self.worst_ratio > 1 + 1e-6:
-            yield ".worst_ratio", f"is {self.worst_ratio:g} > 1 in a passing check"
+        if self.passed and (self.worst_ratio is None or self.worst_ratio > 1 + 1e-6):
+            yield ".worst_ratio", f"is {self.worst_ratio} in a passing check (at most 1)"
 
 
 @dataclass(frozen=True)
-class Compare:
-    """``harness.checks.compare`` of one output with its reference (or the failing record of an
-    output that could not be compared: no full statistics, ``shape_match`` false)."""
+class StressResult:
+    """The equal-NaN stress check: ``passed`` and ``failing_count``."""
 
-    shape_match: bool
-    official: PredicateResult
-    element_count: Optional[COUNT] = None
-    bit_identical_count: Optional[COUNT] = None
-    legacy: Optional[PredicateResult] = None
-    equal_nan_stress: Optional[PredicateResult] = None
-    max_abs_error: Optional[RATIO] = None
-    max_abs_reference: Optional[RATIO] = None
-    nonfinite: Optional[Mapping[Annotated[str, Text(1, 40, r"[a-z_]+")], COUNT]] = None
-    discriminating: Optional[bool] = None
-    null_candidate_passes: Optional[bool] = None
-    reference_shape: Optional[Tuple[COUNT, ...]] = None
-    candidate_shape: Optional[Tuple[COUNT, ...]] = None
-    error: Optional[SHORT] = None
+    passed: bool = strict.field(json="pass")
+    failing_count: COUNT = strict.field()
 
     def _invariants(self) -> Iterator[tuple[str, str]]:
-        full = ("element_count", "bit_identical_count", "legacy", "equal_nan_stress", "nonfinite", "discriminating",
-                "null_candidate_passes")
-        if self.shape_match:
-            missing = [k for k in full if getattr(self, k) is None]
-            if missing:
-                yield "", f"a compared output lacks {', '.join(missing)}"
-        elif self.official.passed:
-            yield ".official.pass", "is true for an output of another shape or dtype"
+        if self.passed != (self.failing_count == 0):
+            yield ".pass", f"is {str(self.passed).lower()} with failing_count {self.failing_count}"
+
+
+@dataclass(frozen=True)
+class NonFinite:
+    """Counts of non-finite values in the reference and the output (harness/checks.py)."""
+
+    reference_nan: COUNT
+    candidate_nan: COUNT
+    reference_posinf: COUNT
+    reference_neginf: COUNT
+    candidate_posinf: COUNT
+    candidate_neginf: COUNT
+    nan_both: COUNT
+    mismatched: COUNT
+
+
+@dataclass(frozen=True)
+class FullCompare:
+    """``harness.checks.compare`` of an output of the reference's shape and dtype: every
+    statistic, each key present (null only where no finite value exists)."""
+
+    shape_match: Literal[True]
+    element_count: COUNT
+    bit_identical_count: COUNT
+    official: PredicateResult
+    legacy: PredicateResult
+    equal_nan_stress: StressResult
+    max_abs_error: Optional[RATIO]
+    max_abs_reference: Optional[RATIO]
+    nonfinite: NonFinite
+    discriminating: bool
+    null_candidate_passes: bool
+    error = None
+
+    def _invariants(self) -> Iterator[tuple[str, str]]:
+        n = self.element_count
+        for k, v in (("bit_identical_count", self.bit_identical_count), ("official.failing_count",
+                     self.official.failing_count), ("legacy.failing_count", self.legacy.failing_count),
+                     ("equal_nan_stress.failing_count", self.equal_nan_stress.failing_count)):
+            if v > n:
+                yield f".{k}", f"is {v}, more than the {n} elements"
         for k in ("official", "legacy"):
             r = getattr(self, k)
-            if self.shape_match and r is not None and not r.passed and r.failing_count == 0:
+            if not r.passed and r.failing_count == 0:
                 yield f".{k}.pass", "is false with no failing element"
-        n = self.element_count
-        if n is not None:
-            for k, v in (("bit_identical_count", self.bit_identical_count),
-                         ("official.failing_count", self.official.failing_count),
-                         ("legacy.failing_count", self.legacy.failing_count if self.legacy else None)):
-                if v is not None and v > n:
-                    yield f".{k}", f"is {v}, more than the {n} elements"
-        if self.shape_match and self.max_abs_error is not None and self.official.passed \
-                and self.official.failing_count == 0 and self.bit_identical_count == n and self.max_abs_error > 0:
-            yield ".max_abs_error", "is not 0 where every element is bit-identical"
+            if r.worst_ratio is None and n:
+                yield f".{k}.worst_ratio", "is null for a compared output"
+        if self.bit_identical_count == n and n and (self.official.failing_count or (self.max_abs_error or 0) > 0):
+            yield "", "every element is bit-identical, yet an element fails or differs"
+
+
+@dataclass(frozen=True)
+class MismatchCompare:
+    """The record of an output that could not be compared element by element (another shape
+    or dtype, or missing): both predicates fail on every reference element."""
+
+    shape_match: Literal[False]
+    element_count: COUNT
+    bit_identical_count: Annotated[int, Num(ge=0, le=0)]
+    official: PredicateResult
+    legacy: PredicateResult
+    reference_shape: Optional[Tuple[COUNT, ...]] = None
+    candidate_shape: Optional[Tuple[COUNT, ...]] = None
+    equal_nan_stress = max_abs_error = max_abs_reference = nonfinite = discriminating = None
+    null_candidate_passes = error = None
+
+    def _invariants(self) -> Iterator[tuple[str, str]]:
+        for k in ("official", "legacy"):
+            r = getattr(self, k)
+            if r.passed or r.failing_count != self.element_count or r.worst_ratio is not None:
+                yield f".{k}", "an output that could not be compared fails on every element, with no ratio"
+
+
+@dataclass(frozen=True)
+class FailedPredicate:
+    passed: Literal[False] = strict.field(json="pass")
+
+
+@dataclass(frozen=True)
+class UnreadableCompare:
+    """A spot-checked timed output the parent could not read back (``error``): failed."""
+
+    shape_match: Literal[False]
+    official: FailedPredicate
+    error: Annotated[str, Text(0, 400)]
+    element_count = bit_identical_count = legacy = equal_nan_stress = max_abs_error = max_abs_reference = None
+    nonfinite = discriminating = null_candidate_passes = None
+
+
+def _compare_kind(raw: dict):
+    if raw.get("shape_match") is True:
+        return FullCompare
+    return UnreadableCompare if "error" in raw else MismatchCompare
+
+
+Compare = Annotated[Union[FullCompare, MismatchCompare, UnreadableCompare],
+                    strict.OneOf(_compare_kind, "comparison")]
 
 
 # ---------------------------------------------------------------------------- the config
@@ -578,7 +643,7 @@ def load(doc: object) -> tuple[Optional[CandidatesDoc], list]:
 
 
 __all__ = ["CandidatesDoc", "CandidateRecord", "Observations", "Case", "Compare", "PredicateResult", "Output",
-           "Build", "Profile", "Kernel", "Timing", "Baseline", "PerCall", "CallRound", "SpotCheck", "Roofline",
+           "FullCompare", "MismatchCompare", "UnreadableCompare", "NonFinite", "StressResult", "Build", "Profile", "Kernel", "Timing", "Baseline", "PerCall", "CallRound", "SpotCheck", "Roofline",
            "Block", "Round", "Protocol", "CopyBlock", "Bandwidth", "Provenance", "ProvFile", "Binary", "NinjaBuild",
            "Verdict", "Stage", "Flags", "CaseRef", "ShardCase", "RanOn", "RunConfig", "Predicate", "load", "CASE_KINDS",
            "STAGES"]

@@ -75,6 +75,11 @@ USER_FIELDS = ("sizes", "extra_shapes")
 LIMIT_FIELDS = ("build_timeout_s", "call_timeout_s", "budget_s")
 
 
+#: the copy block's protocol (harness.extras.copy_bandwidth): mode, warmups, rounds, invocations
+#: per timed region, order seed
+COPY_PROTOCOL = ("graph", 3, 15, 5, 1)
+
+
 def expected_cases(cfg: CandidateConfig, n_extra_shapes: int, cuda: bool = True) -> list[tuple[str, str]]:
     """The ``(id, kind)`` of every case a complete checking pass of ``cfg`` records, in order
     (harness/candidate.py: seeds x distributions, same buffers, repeat, poisoned calls, the
@@ -148,5 +153,5 @@ def bytes_moved(input_bytes: Iterable[int], output_bytes: Iterable[int]) -> int:
 
 
 __all__ = ["CandidateConfig", "PROFILES", "BASELINES", "DISTRIBUTIONS", "STAGES", "TARGET_REQUEST_MS",
-           "MAX_INVOCATIONS", "expected_cases", "case_set_and_model", "default_extra_shapes", "invocations_per_request", "copy_gbps",
+           "MAX_INVOCATIONS", "COPY_PROTOCOL", "expected_cases", "case_set_and_model", "default_extra_shapes", "invocations_per_request", "copy_gbps",
            "roofline_median_ms", "bytes_moved", "USER_FIELDS", "LIMIT_FIELDS"]

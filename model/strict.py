@@ -17,6 +17,7 @@ What the annotations mean:
   ``Mapping[K, V]``: a JSON object (an immutable ``MappingProxyType``);
   ``Literal[a, b]``: one of those values, of the same JSON type;
 * ``Annotated[X, Num(...)]``, ``Text(...)``, ``Items(...)``: ranges, lengths and patterns;
+  ``Annotated[Union[A, B], OneOf(choose)]``: a record of the type ``choose(raw)`` names;
   ``Annotated[float, NONFINITE]``: also the strings ``"nan"``, ``"inf"``, ``"-inf"`` that
   :func:`kbrepro.harness.jsonio.enc_float` writes, read as floats;
 * a field's ``metadata={"json": "pass"}`` names its JSON key where it is not an identifier;
@@ -69,6 +70,15 @@ class Items:
 
     min_items: int = 0
     max_items: int = 100_000
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """A union of record types told apart by the raw object: ``choose(raw_dict)`` returns the
+    record type to build it as, or None (a problem: none of them)."""
+
+    choose: Callable[[dict], Any]
+    what: str = "record"
 
 
 class _NonFinite:
@@ -265,7 +275,23 @@ def _mapping(key: Parser, val: Parser) -> Parser:
     return parse
 
 
+def _one_of(pick: OneOf) -> Parser:
+    def parse(v, path, out):
+        if type(v) is not dict:
+            _add(out, P.TYPE, path, f"is {jtype(v)}, not an object")
+            return BAD
+        cls = pick.choose(v)
+        if cls is None:
+            _add(out, P.ENUM, path, f"is no known kind of {pick.what}")
+            return BAD
+        return parser(cls)(v, path, out)
+    return parse
+
+
 def _constrained(base: Any, marks: list) -> Parser:
+    pick = next((m for m in marks if isinstance(m, OneOf)), None)
+    if pick is not None:
+        return _one_of(pick)
     if any(m is NONFINITE for m in marks):
         inner = _float(True) if base is float else parser(base)
     else:
@@ -389,4 +415,4 @@ def field(json: str | None = None, **kw) -> Any:
     return dataclasses.field(**kw)
 
 
-__all__ = ["Num", "Text", "Items", "NONFINITE", "BAD", "build", "parser", "field", "jtype", "MAX_PROBLEMS"]
+__all__ = ["Num", "Text", "Items", "OneOf", "NONFINITE", "BAD", "build", "parser", "field", "jtype", "MAX_PROBLEMS"]

@@ -40,7 +40,9 @@ def _cmp(ok=True, bits=False, n=100):
     return {"element_count": n, "bit_identical_count": n if bits else n - 3, "shape_match": True,
             "official": {"pass": ok, "failing_count": 0 if ok else 5, "worst_ratio": 0.5 if ok else 3.0},
             "legacy": {"pass": ok, "failing_count": 0 if ok else 5, "worst_ratio": 0.5 if ok else 3.0},
-            "equal_nan_stress": {"pass": ok, "failing_count": 0 if ok else 5}, "nonfinite": {},
+            "equal_nan_stress": {"pass": ok, "failing_count": 0 if ok else 5},
+            "nonfinite": dict.fromkeys(("reference_nan", "candidate_nan", "reference_posinf", "reference_neginf",
+                                        "candidate_posinf", "candidate_neginf", "nan_both", "mismatched"), 0),
             "discriminating": True, "null_candidate_passes": False,
             "max_abs_error": 1e-5 if ok else 1e-2, "max_abs_reference": 2.0}
 

@@ -140,6 +140,7 @@ def run(example: Path, n: int, seed: int = 1, modes=("manifests", "forger"), log
     res = {m: {"exit": Counter(), "tier": Counter(), "raised": [], "passed": [], "worse": []} for m in modes}
     res["neutral"] = 0
     res["unforgeable"] = 0
+    res["neutral_forged"] = 0
     done = 0
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kbrepro-mutate-") as tmp:
@@ -166,6 +167,9 @@ def run(example: Path, n: int, seed: int = 1, modes=("manifests", "forger"), log
                         res["unforgeable"] += 1
                         continue
                     raise
+                if m == "forger" and fc.members(out)[1]["results/candidates.json"] == payload["results/candidates.json"]:
+                    res["neutral_forged"] += 1  # the packer derived the edit away (a verdict): the original
+                    continue
                 try:
                     rep = verify_archive(out, level="static")
                 except Exception:
@@ -209,7 +213,8 @@ def main(argv=None) -> int:
             print(f"  PASSED: {w}")
         for w, tb in r["raised"][:5]:
             print(f"  RAISED: {w}\n{tb}")
-    print(f"neutral mutations skipped: {res['neutral']}; not packable by the forger: {res['unforgeable']}; "
+    print(f"neutral mutations skipped: {res['neutral']} (and {res['neutral_forged']} the forger's packer derived "
+          f"away); not packable by the forger: {res['unforgeable']}; "
           f"{res['seconds']:.0f} s")
     return 0 if all(not res[m]["passed"] and not res[m]["raised"] for m in modes) else 1
 
