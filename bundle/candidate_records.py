@@ -9,6 +9,7 @@ candidate, and every problem found (empty: the records can be believed as far as
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Callable, Mapping, Optional
 
@@ -37,17 +38,30 @@ def load(raw_doc: object, files: Mapping[str, bytes], task_source: Callable[[mc.
     doc, problems = mc.load(raw_doc)
     if doc is None:
         return Loaded(None, {}, tuple(problems))
-    out: list[Problem] = list(rules.document_problems(doc))
+    env = _environment(files.get(f"{prefix}results/environment.json"))
+    payload = {k[len(prefix):]: v for k, v in files.items() if k.startswith(prefix)}
+    out: list[Problem] = list(rules.document_problems(doc, env.get("gpu_name")))
     verdicts: dict[str, tuple] = {}
     for i, rec in enumerate(doc.candidates):
         vs = cheats.derive(rec.observations, rec.timing, rec.blocks, doc.predicate.atol, doc.predicate.rtol)
         verdicts[rec.name] = vs
-        sass = [files.get(f"{prefix}{b.sass_file}", b"").decode("utf-8", "replace") for b in rec.provenance.binaries
-                if b.sass_file is not None and b.sass_file.startswith(f"provenance/{rec.name}/sass/")]
         custom = dict((v.name, v.passed) for v in vs).get("custom_kernel_ran")
-        out += rules.record_problems(doc, i, task_source(rec), rules.sass_functions(sass),
-                                     cheats.custom_kernels(rec.observations), custom)
+        ev = rules.Evidence(task_source(rec), payload, env.get("l2_cache_bytes"), env.get("gpu_name"))
+        out += rules.record_problems(doc, i, ev, cheats.custom_kernels(rec.observations), custom)
     return Loaded(doc, verdicts, tuple(out))
+
+
+def _environment(raw: Optional[bytes]) -> dict:
+    """The two environment facts the rules hold records against (GPU name, L2 bytes), as
+    environment.json states them (its schema is checked elsewhere); empty where unreadable."""
+    try:
+        fields = json.loads(raw or b"{}").get("fields") or {}
+        name = (fields.get("gpu_name") or {}).get("value")
+        l2 = (fields.get("l2_cache_bytes") or {}).get("value")
+    except (ValueError, AttributeError):
+        return {}
+    return {"gpu_name": name if isinstance(name, str) else None,
+            "l2_cache_bytes": l2 if type(l2) is int and l2 > 0 else None}
 
 
 __all__ = ["Loaded", "load"]

@@ -213,6 +213,8 @@ def tier_documents(b, t) -> None:
     if failed:
         t.notes.append(f"{len(failed)} of {len(doc['cases'])} cases failed and hold no results (REPORT.md, "
                        "'Where each case ran', lists them)")
+        b.partial.append(f"{len(failed)} of {len(doc['cases'])} cases of the sharded run failed: their candidates "
+                         "were not checked")
     if doc.get("device", "cuda") != "cuda":
         b.partial.append("the candidates ran without a GPU: no timing, no profiler, no poisoned allocator")
     else:

@@ -21,8 +21,10 @@ is left to the named checks, only where the run kind says why (a CPU run has no 
 """
 from __future__ import annotations
 
+import math
 import random
 import re
+from dataclasses import dataclass
 from typing import Iterable, Iterator, Mapping, Optional, Sequence
 
 from kbrepro.model import problems as P
@@ -40,8 +42,42 @@ FLOAT_REL = 1e-9
 CALIBRATION_FACTOR = 2.0
 
 
+#: the memory bandwidth (GB/s) a copy can at most reach on a GPU, by the name the environment
+#: records (vendors' datasheets: HBM/GDDR peak), and on a GPU not in the table; a measured copy
+#: bandwidth above COPY_PEAK_SLACK times it is not a measurement
+GPU_PEAK_GBPS = {"H200": 4800.0, "H100 SXM": 3350.0, "H100 NVL": 3900.0, "H100 PCIe": 2000.0, "H100": 3350.0,
+                 "H20": 4000.0, "GH200": 4900.0, "B200": 8000.0, "B100": 8000.0, "GB200": 8000.0,
+                 "A100-SXM4-80GB": 2039.0, "A100 80GB PCIe": 1935.0, "A100": 2039.0, "L40S": 864.0, "L40": 864.0,
+                 "L4": 300.0, "A10G": 600.0, "A10": 600.0, "V100": 900.0, "T4": 320.0, "RTX 4090": 1008.0,
+                 "RTX 3090": 936.0, "RTX 5090": 1792.0, "MI300X": 5300.0, "MI250X": 3277.0}
+UNKNOWN_GPU_PEAK_GBPS = 12000.0
+COPY_PEAK_SLACK = 1.15
+
+
+def gpu_peak_gbps(gpu_name: Optional[str]) -> float:
+    """The peak of :data:`GPU_PEAK_GBPS` whose key the GPU's name contains (the longest key
+    first), else :data:`UNKNOWN_GPU_PEAK_GBPS`."""
+    for key in sorted(GPU_PEAK_GBPS, key=len, reverse=True):
+        if gpu_name and key.lower() in gpu_name.lower():
+            return GPU_PEAK_GBPS[key]
+    return UNKNOWN_GPU_PEAK_GBPS
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the rules read beside a record: the pinned task's source (None where the verifier
+    already failed it), the payload (bundle path under ``data/`` -> bytes: SASS listings and
+    binaries), and what environment.json states of the machine (its L2 size and GPU name:
+    held against the records, never used in their place)."""
+
+    task_src: Optional[bytes]
+    files: Mapping[str, bytes]
+    l2_cache_bytes: Optional[int]
+    gpu_name: Optional[str]
+
+
 def _close(a: float, b: float, rel: float = FLOAT_REL) -> bool:
-    return abs(a - b) <= rel * max(abs(a), abs(b))
+    return math.isfinite(a) and math.isfinite(b) and abs(a - b) <= rel * max(abs(a), abs(b))
 
 
 def _p(code: str, path: str, msg: str, expected=None, found=None) -> Problem:
@@ -53,7 +89,8 @@ def derived_gbps(block: CopyBlock) -> Optional[float]:
     block that is not complete (:func:`copy_block_problems`)."""
     if copy_block_problems(block, "$"):
         return None
-    return protocol.copy_gbps(block.bytes_moved, [r.times_ms for r in block.rounds], block.arms)
+    gbps = protocol.copy_gbps(block.bytes_moved, [r.times_ms for r in block.rounds], block.arms)
+    return gbps if math.isfinite(gbps) else None
 
 
 def copy_block_problems(block: CopyBlock, at: str) -> list[Problem]:
@@ -75,10 +112,26 @@ def copy_block_problems(block: CopyBlock, at: str) -> list[Problem]:
     return out
 
 
-def document_problems(doc: CandidatesDoc) -> list[Problem]:
-    """Rules over the whole document: the predicate is the profile's, and the run's copy
-    bandwidth is derived from its raw block (a GPU run always measures it; a CPU run never)."""
+def document_problems(doc: CandidatesDoc, gpu_name: Optional[str] = None) -> list[Problem]:
+    """Rules over the whole document: the predicate is the profile's; the run ends after it
+    starts; the run's copy bandwidth is derived from its raw block (a GPU run always measures
+    it; a CPU run never) and is one the GPU the environment names can reach
+    (:func:`gpu_peak_gbps`); a sharded run's cases ran on the document's device."""
     out: list[Problem] = []
+    if doc.finished_utc < doc.started_utc:
+        out.append(_p(P.CONTRADICTS, "$.finished_utc", "is before started_utc"))
+    for j, c in enumerate(doc.cases or ()):
+        if c.ran_on is not None and c.ran_on.device != doc.device:
+            out.append(_p(P.CONTRADICTS, f"$.cases[{j}].ran_on.device", "is not the run's device", doc.device,
+                          c.ran_on.device))
+    peak = gpu_peak_gbps(gpu_name) * COPY_PEAK_SLACK
+    blocks = [("$.bandwidth.block", doc.bandwidth.block)] + [(f"$.candidates[{i}].case.bandwidth_block", r.case.bandwidth_block)
+                                                             for i, r in enumerate(doc.candidates) if r.case]
+    for path, blk in blocks:
+        g = derived_gbps(blk) if blk is not None else None
+        if g is not None and g > peak:
+            out.append(_p(P.CONTRADICTS, path, f"gives a copy bandwidth of {g:.0f} GB/s, more than the "
+                          f"{gpu_name or 'unnamed GPU'} can move ({peak:.0f} GB/s with {COPY_PEAK_SLACK - 1:.0%} slack)"))
     base = protocol.PROFILES[doc.profile]
     if doc.predicate.atol != base.atol or doc.predicate.rtol != base.rtol:
         out.append(_p(P.CONTRADICTS, "$.predicate", f"atol/rtol are not the {doc.profile} profile's "
@@ -257,7 +310,7 @@ def _order(arms: Sequence[str], seed: int, rounds: int) -> list[list[str]]:
 
 
 def _block_problems(rec: CandidateRecord, at: str, gbps: Optional[float], task_src: Optional[bytes],
-                    cache: dict) -> Iterator[Problem]:
+                    cache: dict, l2_cache_bytes: Optional[int]) -> Iterator[Problem]:
     cfg = protocol.PROFILES[rec.config.profile]
     timing = rec.timing
     if rec.observations.profile is None or rec.observations.profile.marker_stream is None:
@@ -268,6 +321,10 @@ def _block_problems(rec: CandidateRecord, at: str, gbps: Optional[float], task_s
                  sorted(timing.baselines))
         return
     ran = [a for a in cfg.baselines if timing.baselines[a].skipped is None]
+    if "eager" not in ran:  # the task's own model: every reference of the checking pass came from it
+        yield _p(P.CONTRADICTS, f"{at}.timing.baselines.eager", "is skipped, yet the checking pass compared every "
+                 "output with that very model's")
+        return
     arms = [*ran, "candidate"]
     want = [("warm", cfg.rounds)] + ([("cold", cfg.cold_rounds)] if cfg.cold_l2 else [])
     got = [(b.l2, len(b.rounds)) for b in rec.blocks]
@@ -283,8 +340,10 @@ def _block_problems(rec: CandidateRecord, at: str, gbps: Optional[float], task_s
         pr = b.protocol
         if (pr.mode, pr.warmups, pr.rounds, pr.order_seed, pr.l2) != ("events", cfg.warmups, len(b.rounds), seed, b.l2):
             yield _p(P.CONTRADICTS, f"{bp}.protocol", "is not the profile's protocol for this block")
-        if (b.flush_bytes is not None) != (b.l2 == "cold"):
-            yield _p(P.CONTRADICTS, f"{bp}.flush_bytes", "a cold block flushes the L2, a warm one does not")
+        want_flush = None if b.l2 == "warm" else (2 * l2_cache_bytes if l2_cache_bytes else -1)
+        if b.flush_bytes != want_flush:
+            yield _p(P.DERIVED, f"{bp}.flush_bytes", "a cold block flushes twice the L2 the environment records, a "
+                     "warm one does not flush", want_flush, b.flush_bytes)
         broken = next((k for k, (row, order) in enumerate(zip(b.rounds, _order(arms, seed, len(b.rounds))))
                        if list(row.order) != order or sorted(row.times_ms) != sorted(arms)
                        or list(row.host_ms) != ["candidate"]), None)
@@ -293,18 +352,15 @@ def _block_problems(rec: CandidateRecord, at: str, gbps: Optional[float], task_s
                      "clock the candidate")
             return  # the derivations below read every arm of every round
         inv = pr.invocations_per_pair
-        if not cfg.invocations_per_pair <= inv <= protocol.MAX_INVOCATIONS:
-            yield _p(P.CONTRADICTS, f"{bp}.protocol.invocations_per_pair", "is outside the calibration rule's range",
-                     [cfg.invocations_per_pair, protocol.MAX_INVOCATIONS], inv)
-        elif "eager" in arms and cfg.invocations_per_pair < inv < protocol.MAX_INVOCATIONS:
-            eager = protocol.roofline_median_ms([r.times_ms["eager"] for r in b.rounds])
-            # inv = ceil(TARGET / e) for a calibration e within CALIBRATION_FACTOR of eager's median
-            lo = protocol.TARGET_REQUEST_MS / (eager * CALIBRATION_FACTOR)
-            hi = protocol.TARGET_REQUEST_MS / (eager / CALIBRATION_FACTOR) + 1
-            if not lo <= inv <= hi:
-                yield _p(P.DERIVED, f"{bp}.protocol.invocations_per_pair", "is not what the calibration rule gives for "
-                         f"the eager arm's {eager:.4g} ms (ceil({protocol.TARGET_REQUEST_MS:g} ms / eager), within a "
-                         f"factor {CALIBRATION_FACTOR:g})", [round(lo, 1), round(hi, 1)], inv)
+        eager = protocol.roofline_median_ms([r.times_ms["eager"] for r in b.rounds])
+        # inv = the rule for a calibration e within CALIBRATION_FACTOR of the eager arm's median
+        lo = protocol.invocations_per_request(cfg.invocations_per_pair, eager * CALIBRATION_FACTOR)
+        hi = protocol.invocations_per_request(cfg.invocations_per_pair, eager / CALIBRATION_FACTOR)
+        if not lo <= inv <= hi:
+            yield _p(P.DERIVED, f"{bp}.protocol.invocations_per_pair", "is not what the calibration rule gives for "
+                     f"the eager arm's {eager:.4g} ms (ceil({protocol.TARGET_REQUEST_MS:g} ms / eager) between "
+                     f"{cfg.invocations_per_pair} and {protocol.MAX_INVOCATIONS}, the calibration within a factor "
+                     f"{CALIBRATION_FACTOR:g})", [lo, hi], inv)
     pc = timing.per_call
     if pc is None:
         yield _p(P.INCOMPLETE, f"{at}.timing.per_call", "a GPU run times the candidate call by call")
@@ -348,6 +404,50 @@ def _block_problems(rec: CandidateRecord, at: str, gbps: Optional[float], task_s
                  "the run's sizes", want, roof.bytes_moved)
 
 
+_UTC_SLACK_S = 5.0
+
+
+def _utc_s(utc: str) -> int:
+    """Seconds of a ``YYYY-MM-DDTHH:MM:SSZ`` stamp (the model's pattern) since 1970."""
+    import calendar
+    import time as _time
+
+    return calendar.timegm(_time.strptime(utc, "%Y-%m-%dT%H:%M:%SZ"))
+
+
+def _provenance_file(rec: CandidateRecord, path: str):
+    return next((f for f in rec.provenance.files if f.path == path), None)
+
+
+def _binary_problems(rec: CandidateRecord, at: str, files: Mapping[str, bytes]) -> Iterator[Problem]:
+    """Every binary the record describes is a copied provenance file with that hash (as
+    built), and its SASS listing lies in the candidate's own sass/ folder."""
+    for j, b in enumerate(rec.provenance.binaries):
+        f = _provenance_file(rec, b.file)
+        if f is None or not f.copied or b.sha256 not in (f.sha256, f.built_sha256):
+            yield _p(P.CONTRADICTS, f"{at}.provenance.binaries[{j}].file", "is not a bundled provenance file with "
+                     "this hash: a binary nobody can inspect", None, b.file)
+        if b.sass_file is not None and not b.sass_file.startswith(f"provenance/{rec.name}/sass/"):
+            yield _p(P.CONTRADICTS, f"{at}.provenance.binaries[{j}].sass_file", f"lies outside provenance/{rec.name}/sass/")
+
+
+def _binaries_with_sass(rec: CandidateRecord, files: Mapping[str, bytes]) -> list[tuple[frozenset, bytes]]:
+    """``(functions its SASS listing defines, the binary's bytes)`` per bundled binary."""
+    out = []
+    for b in rec.provenance.binaries:
+        f = _provenance_file(rec, b.file)
+        if b.sass_file is None or f is None or f.bundle_path is None:
+            continue
+        sass = files.get(b.sass_file, b"").decode("utf-8", "replace")
+        out.append((sass_functions([sass]), files.get(f.bundle_path, b"")))
+    return out
+
+
+def _in_binary(function: str, data: bytes) -> bool:
+    """The kernel's symbol name is in the binary's bytes (its ELF string table)."""
+    return function.encode("ascii", "replace") in data
+
+
 def kernel_base_name(profiled: str) -> str:
     """The identifier a profiler's (demangled) kernel name defines: ``void ns::k<4>(float*)``
     gives ``k``."""
@@ -386,13 +486,11 @@ def sass_functions(sass_texts: Iterable[str]) -> frozenset[str]:
     return frozenset(out)
 
 
-def record_problems(doc: CandidatesDoc, i: int, task_src: Optional[bytes], functions: frozenset[str],
-                    custom: Sequence[str], custom_passed: Optional[bool]) -> list[Problem]:
-    """Every rule of the module docstring for the record ``doc.candidates[i]``. ``task_src``:
-    the pinned task's bytes (None where the verifier already failed the task);
-    ``functions``: the kernel names the record's bundled SASS defines; ``custom``: the custom
-    kernels its profiled call launched, and ``custom_passed`` the derived verdict of
-    ``custom_kernel_ran``."""
+def record_problems(doc: CandidatesDoc, i: int, ev: Evidence, custom: Sequence[str],
+                    custom_passed: Optional[bool]) -> list[Problem]:
+    """Every rule of the module docstring for the record ``doc.candidates[i]``, with the
+    :class:`Evidence` beside it; ``custom``: the custom kernels its profiled call launched, and
+    ``custom_passed`` the derived verdict of ``custom_kernel_ran``."""
     rec = doc.candidates[i]
     at = f"$.candidates[{i}]"
     out: list[Problem] = []
@@ -408,7 +506,16 @@ def record_problems(doc: CandidatesDoc, i: int, task_src: Optional[bytes], funct
     if out:
         return out
     cuda = doc.device == "cuda"
+    task_src = ev.task_src
     out += _stage_problems(rec, at, cuda)
+    span = (_utc_s(doc.finished_utc) - _utc_s(doc.started_utc)) if doc.finished_utc >= doc.started_utc else 0
+    if rec.seconds > span + _UTC_SLACK_S:
+        out.append(_p(P.CONTRADICTS, f"{at}.seconds", f"is longer than the run ({span} s from started_utc to "
+                      "finished_utc)", None, rec.seconds))
+    devices = {c.reference_device for c in rec.observations.cases}
+    if len(devices) > 1 or any(not d.startswith(doc.device) for d in devices):
+        out.append(_p(P.CONTRADICTS, f"{at}.observations.cases", "the references are not all on the run's device",
+                      doc.device, sorted(devices)))
     glob = size_globals(task_src) if task_src is not None else None
     if glob is not None:
         unknown = sorted(set(cfg.sizes) - set(glob))
@@ -420,6 +527,12 @@ def record_problems(doc: CandidatesDoc, i: int, task_src: Optional[bytes], funct
     shapes = [dict(s) for s in cfg.extra_shapes]
     if not shapes and glob is not None:
         shapes = protocol.default_extra_shapes({**glob, **dict(cfg.sizes)})
+    if glob is not None:
+        run_sizes = {**glob, **dict(cfg.sizes)}
+        for j, x in enumerate(shapes):
+            if not x or all(run_sizes.get(k) == v for k, v in x.items()):
+                out.append(_p(P.CONTRADICTS, f"{at}.config.extra_shapes[{j}]", "changes no size of the run: it checks "
+                              "the main shape again, not another one", None, x))
     obs = rec.observations
     if obs.extra_shapes is not None and [dict(s) for s in obs.extra_shapes] != shapes:
         out.append(_p(P.DERIVED, f"{at}.observations.extra_shapes", "are not the extra shapes the configuration and the "
@@ -435,6 +548,7 @@ def record_problems(doc: CandidatesDoc, i: int, task_src: Optional[bytes], funct
     out += _clock_problems(rec, at)
     out += _summary_problems(rec, at, doc.predicate.atol)
     out += _input_problems(rec, at, task_src, shapes, cache)
+    out += _binary_problems(rec, at, ev.files)
     built = sorted({"load_inline" for _ in rec.provenance.builds} | {
         "triton" for f in rec.provenance.files if f.path.startswith("triton/") and f.path.endswith(".cubin")})
     if list(rec.provenance.built_with) != built:
@@ -449,7 +563,8 @@ def record_problems(doc: CandidatesDoc, i: int, task_src: Optional[bytes], funct
                 or obs.profile is not None:
             out.append(_p(P.CONTRADICTS, f"{at}.timing", "a CPU run has no timing and no profiled call"))
         return out
-    if custom_passed and not any(defines(functions, n) for n in custom):
+    if custom_passed and not any(defines(fns, n) and any(_in_binary(f, data) for f in fns if defines([f], n))
+                                 for fns, data in _binaries_with_sass(rec, ev.files) for n in custom):
         out.append(_p(P.CONTRADICTS, f"{at}.observations.profile.kernels", "custom_kernel_ran passes on a kernel no "
                       "bundled binary defines", None, list(custom)[:3]))
     timed = obs.failure is None or any(s.name == "weights and shapes" for s in rec.stages)
@@ -463,8 +578,8 @@ def record_problems(doc: CandidatesDoc, i: int, task_src: Optional[bytes], funct
                           gbps, rec.case.bandwidth_gbps))
     else:
         gbps = derived_gbps(doc.bandwidth.block) if doc.bandwidth.block is not None else None
-    out += _block_problems(rec, at, gbps, task_src, cache)
+    out += _block_problems(rec, at, gbps, task_src, cache, ev.l2_cache_bytes)
     return out
 
 
-__all__ = ["document_problems", "record_problems", "derived_gbps", "sass_functions", "defines", "kernel_base_name"]
+__all__ = ["Evidence", "gpu_peak_gbps", "document_problems", "record_problems", "derived_gbps", "sass_functions", "defines", "kernel_base_name"]

@@ -39,7 +39,8 @@ POSITIVE = Annotated[int, Num(ge=1, le=1 << 53)]
 #: bounds a run could reach: 100 days, and a timed request of 1e8 ms; 1 PB/s
 SECONDS = Annotated[float, Num(ge=0, le=1e7)]
 MS = Annotated[float, Num(ge=0, le=1e8)]
-POSITIVE_MS = Annotated[float, Num(gt=0, le=1e8)]
+#: a measured time per invocation: at least 1 ns (a CUDA event's resolution is about 0.5 us per region)
+POSITIVE_MS = Annotated[float, Num(ge=1e-6, le=1e8)]
 GBPS = Annotated[float, Num(gt=0, le=1e6)]
 TOL = Annotated[float, Num(ge=0, le=1)]
 #: a float jsonio.enc_float may write as "nan", "inf" or "-inf"
@@ -297,8 +298,8 @@ class Case:
             yield ".reference_range", "is not [min, max] of the reference's finite values"
         if self.call_ms + self.stream_wait_ms + self.device_wait_ms > self.host_ms + 1.0:
             yield "", "its call, stream and device times exceed the parent's clock of the request (host_ms)"
-        if (self.kind == "poison") != (self.poison_byte is not None) and self.poison_byte is not None:
-            yield ".poison_byte", "is set on a case that is not poisoned"
+        if (self.kind == "poison") != (self.poison_byte is not None):
+            yield ".poison_byte", "is set on a case that is not poisoned, or missing on one that is"
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,8 @@ def _case(cid, kind, **kw):
 
 def honest():
     cases = [_case("s0/official", "official"), _case("s0/normal", "normal"), _case("same_buffers", "same_buffers"),
-             _case("repeat", "repeat"), _case("poison0", "poison"), _case("poison1", "poison"),
+             _case("repeat", "repeat"), _case("poison0", "poison", poison_byte=255),
+             _case("poison1", "poison", poison_byte=90),
              _case("profiled", "profiled"), _case("redrawn_weights", "redrawn_weights"),
              _case("shape0", "extra_shape")]
     obs = {"failure": None, "build": {"host_s": 3.0, "build_s": 2.0, "flags_before": dict(FLAGS),

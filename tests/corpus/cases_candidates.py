@@ -14,8 +14,12 @@ import copy
 from dataclasses import dataclass
 from typing import Callable
 
+import random
+import statistics
+
 from kbrepro.bundle import shard
 from kbrepro.harness import cases as hcases
+from kbrepro.model import protocol
 
 QUICK = "candidates-quick-20261201T153437.tar"
 FULL = "candidates-full-20261201T175531.tar"
@@ -155,7 +159,7 @@ CASES = (
                   "not one per input", "the parent's digests of a case emptied"),
     CandidateCase("c3_per_call_time_zero", 3, QUICK,
                   lambda d, f: _c(d)["timing"]["per_call"]["fresh"][0]["times_ms"].__setitem__(0, 0.0), "documents",
-                  "times_ms[0] is 0.0, not more than 0", "a per-call time of 0"),
+                  "times_ms[0] is 0.0, less than 1e-06", "a per-call time of 0"),
     CandidateCase("c3_failing_case_marked_pass", 3, QUICK, lambda d, f: _case(d, "s0/normal")["compare"][
         "official"].update({"pass": True, "failing_count": None}), "documents", "official.failing_count is null",
                   "a case marked pass: true with its counts set to null"),
@@ -184,6 +188,145 @@ CASES = (
         digests_parent=[x.replace("|(", "|(2, ", 1) for x in _case(d, "s1/normal")["digests_parent"]]),
                   "documents", "digests_parent", "the full example: a case's inputs of another rank"),
 )
+
+
+# --------------------------------------------- found by the red team of issue 26 (round 2)
+def _copy_scaled(doc, files, f=0.3):
+    """The run's copy block made 3x faster (14 TB/s on an H200), every derived value with it,
+    and the candidate's times with it: the roofline has room for a faster candidate."""
+    for row in doc["bandwidth"]["block"]["rounds"]:
+        row["times_ms"] = {k: v * f for k, v in row["times_ms"].items()}
+    blk = doc["bandwidth"]["block"]
+    doc["bandwidth"]["gbps"] = protocol.copy_gbps(blk["bytes_moved"], [r["times_ms"] for r in blk["rounds"]],
+                                                  blk["arms"])
+    for r in doc["candidates"]:
+        r["timing"]["roofline"]["bandwidth_gbps"] = doc["bandwidth"]["gbps"]
+
+
+def _extra_shape_is_main(doc, files):
+    for r in doc["candidates"]:
+        r["config"]["extra_shapes"] = [{"batch_size": 8192}]
+        r["observations"]["extra_shapes"] = [{"batch_size": 8192}]
+        cases = r["observations"]["cases"]
+        src = copy.deepcopy(next(c for c in cases if c["id"] == "s0/normal"))
+        cases[:] = [c for c in cases if c["kind"] != "extra_shape"]
+        src.update(id="shape0", kind="extra_shape", set="shape0", model="shape0")
+        cases.append(src)
+
+
+def _fabricated_binary(doc, files):
+    """A kernel renamed in the profile, with a made-up binary record and SASS listing for it."""
+    import hashlib
+
+    sass = b"\n\tcode for sm_90a\n\t\tFunction : _Z20my_fused_gelu_kernelPKfPfi\n"
+    r = _c(doc)
+    for k in r["observations"]["profile"]["kernels"]:
+        k["name"] = "my_fused_gelu_kernel(float const*, float*, int)"
+    path = f"provenance/{r['name']}/sass/fake.so.sass"
+    files[path] = sass
+    r["provenance"]["binaries"].append({"file": "ext/nowhere/fake.so", "sha256": "0" * 64, "elf": [],
+                                        "sass_file": path, "sass_sha256": hashlib.sha256(sass).hexdigest(),
+                                        "ftz_counts": None, "sass_says_ftz": None})
+
+
+def _inv_to(doc, files, new=1000):
+    """Invocations per request at the rule's cap, the parent's clock kept consistent."""
+    b = _c(doc)["blocks"][0]
+    inv = b["protocol"]["invocations_per_pair"]
+    for row in b["rounds"]:
+        t = row["times_ms"]["candidate"]
+        row["host_ms"]["candidate"] += t * (new - inv)
+    b["protocol"]["invocations_per_pair"] = new
+    r = _c(doc)
+    st = next(x for x in r["stages"] if x["name"] == "timing")
+    need = sum(row["host_ms"]["candidate"] for bb in r["blocks"] for row in bb["rounds"]) / 1e3 + 1
+    r["seconds"] += max(0.0, need - st["seconds"])
+    st["seconds"] = max(st["seconds"], need)
+
+
+def _eager_skipped(doc, files):
+    cfg = protocol.PROFILES[doc["profile"]]
+    for r in doc["candidates"]:
+        r["timing"]["baselines"]["eager"] = {"skipped": "eager baseline not run"}
+        for b in r["blocks"]:
+            b["arms"].remove("eager")
+            rng = random.Random(cfg.order_seed + (1 if b["l2"] == "cold" else 0))
+            for row in b["rounds"]:
+                row["times_ms"].pop("eager")
+                o = list(b["arms"])
+                rng.shuffle(o)
+                row["order"] = o
+
+
+def _ran_on_cpu(doc, files):
+    _sharded(doc, True)
+    for c in doc["cases"]:
+        c["ran_on"] = {"host_sha256": "a" * 64, "engine": "local", "worker": None, "device": "cpu", "gpu_name": None,
+                       "gpu_uuid_sha256": None, "driver_version": None, "sm_clock_mhz": None, "memory_clock_mhz": None}
+
+
+def _clocks_outside_run(doc, files):
+    doc["started_utc"], doc["finished_utc"] = doc["finished_utc"], "2020-01-01T00:00:00Z"
+
+
+def _longer_than_run(doc, files):
+    r = _c(doc)
+    r["stages"][-1]["seconds"] = 9_000_000.0
+    r["seconds"] = 9_999_999.0
+
+
+def _reference_on_cpu(doc, files):
+    for c in _c(doc)["observations"]["cases"]:
+        if c["id"] in ("s0/official", "timing_input"):
+            c["reference_device"] = "cpu"
+            c["output"]["device"] = "cpu"
+
+
+def _subnormal_copy(doc, files):
+    for row in doc["bandwidth"]["block"]["rounds"]:
+        row["times_ms"] = {k: 5e-324 for k in row["times_ms"]}
+
+
+def _inf_copy(doc, files):
+    for row in doc["bandwidth"]["block"]["rounds"]:
+        row["times_ms"] = {k: 1e-310 for k in row["times_ms"]}
+    doc["bandwidth"]["gbps"] = 123.0
+    for r in doc["candidates"]:
+        r["timing"]["roofline"]["bandwidth_gbps"] = 123.0
+
+
+RED_TEAM = (
+    CandidateCase("c2_copy_faster_than_the_gpu", 2, FULL, _copy_scaled, "documents", "more than the NVIDIA H200 can move",
+                  "the raw copy block and everything derived from it made 3x faster (14 TB/s on an H200)"),
+    CandidateCase("c2_infinite_bandwidth", 2, QUICK, _inf_copy, "documents", "times_ms",
+                  "copy times of 1e-310 ms: an infinite bandwidth that would equal any stated one"),
+    CandidateCase("c2_invocations_at_the_cap", 2, QUICK, _inv_to, "documents", "protocol.invocations_per_pair",
+                  "invocations per request at the rule's cap of 1000 where the eager arm gives about 274"),
+    CandidateCase("c2_flush_of_one_byte", 2, QUICK, lambda d, f: [r["blocks"][1].update(flush_bytes=1)
+                                                                  for r in d["candidates"]],
+                  "documents", "blocks[1].flush_bytes", "a cold block that flushed one byte"),
+    CandidateCase("c3_subnormal_copy_times", 3, QUICK, _subnormal_copy, "documents", "times_ms",
+                  "copy times of 5e-324 ms (a division by zero once)"),
+    CandidateCase("c3_poison_byte_deleted", 3, QUICK, lambda d, f: [c.pop("poison_byte") for r in d["candidates"]
+                                                                    for c in r["observations"]["cases"]
+                                                                    if c["kind"] == "poison"],
+                  "documents", "poison_byte", "the poisoned cases' byte deleted"),
+    CandidateCase("c5_extra_shape_is_the_main_shape", 5, FULL, _extra_shape_is_main, "documents",
+                  "changes no size of the run", "an extra shape equal to the main one, a main case copied as shape0"),
+    CandidateCase("c5_fabricated_binary", 5, FULL, _fabricated_binary, "documents",
+                  "is not a bundled provenance file with this hash", "a made-up binary and SASS for a renamed kernel"),
+    CandidateCase("c5_reference_on_the_cpu", 5, QUICK, _reference_on_cpu, "documents",
+                  "not all on the run's device", "a GPU run whose references and outputs say cpu"),
+    CandidateCase("c5_cases_ran_on_the_cpu", 5, QUICK, _ran_on_cpu, "documents", "ran_on.device",
+                  "a GPU run's sharded cases that say they ran on the CPU"),
+    CandidateCase("c5_finished_before_started", 5, QUICK, _clocks_outside_run, "documents", "is before started_utc",
+                  "finished_utc before started_utc"),
+    CandidateCase("c5_longer_than_the_run", 5, QUICK, _longer_than_run, "documents", "is longer than the run",
+                  "a candidate's whole check longer than the run"),
+    CandidateCase("c5_eager_skipped", 5, QUICK, _eager_skipped, "documents", "timing.baselines.eager",
+                  "the eager baseline marked skipped (its claims vanish) while every reference came from it"),
+)
+CASES = CASES + RED_TEAM
 NAMES = tuple(c.name for c in CASES)
 
 
