@@ -249,32 +249,89 @@ def _case_problems(rec: CandidateRecord, at: str, cuda: bool, shapes: list) -> I
                      "profile's", cfg.poison_bytes[i], c.poison_byte)
 
 
+def _reference_facts(cm) -> Optional[tuple]:
+    """What a full comparison says of its reference alone (the same for every output compared
+    with that reference): element count, max |reference|, the reference's non-finite counts."""
+    if not cm.shape_match:
+        return None
+    nf = cm.nonfinite
+    return cm.element_count, cm.max_abs_reference, nf.reference_nan, nf.reference_posinf, nf.reference_neginf
+
+
+def _flag_problems(cm, path: str, atol: float) -> Iterator[Problem]:
+    """A full comparison's flags are functions of its reference: ``discriminating`` is whether
+    max |reference| exceeds atol; ``null_candidate_passes`` whether every reference value is
+    finite and within atol of zero (``torch.isclose(reference, 0)``, harness/checks.py)."""
+    if not cm.shape_match:
+        return
+    nf = cm.nonfinite
+    finite = nf.reference_nan + nf.reference_posinf + nf.reference_neginf == 0
+    m = cm.max_abs_reference
+    if cm.discriminating != (m is not None and m > atol):
+        yield _p(P.CONTRADICTS, f"{path}.discriminating", "is not whether max |reference| exceeds atol")
+    if cm.null_candidate_passes != (finite and (m is None or m <= atol)):
+        yield _p(P.CONTRADICTS, f"{path}.null_candidate_passes", "is not whether every reference value is finite and "
+                 "within atol of zero")
+
+
+def _reference_key(cfg, case_id: str) -> str:
+    """Which reference a case was compared with (harness/candidate.py): the first set's for
+    its own case, the repeat, the poisoned and the profiled calls; the timing input's for
+    the timing input and every baseline; its own for the others."""
+    first = f"s{cfg.seeds[0]}/{cfg.distributions[0]}"
+    if case_id == first or case_id in ("repeat", "profiled") or case_id.startswith("poison"):
+        return first
+    return "timing" if case_id == "timing_input" else case_id
+
+
 def _summary_problems(rec: CandidateRecord, at: str, atol: float) -> Iterator[Problem]:
-    """A case's summary fields against its raw ones: the reference's range against the
-    largest |reference| and the discrimination flag the comparison computed."""
+    """Summary fields against raw ones: a case's reference range against the largest
+    |reference|; every comparison's flags against its reference (:func:`_flag_problems`); and
+    every comparison with one reference (cases of one set, the baselines and the timing input)
+    saying the same of it."""
+    cfg = protocol.PROFILES[rec.config.profile]
+    facts: dict = {}
+
+    def same(key: str, cm, path: str) -> Iterator[Problem]:
+        f = _reference_facts(cm)
+        if f is None:
+            return
+        if key in facts and facts[key][0] != f:
+            yield _p(P.CONTRADICTS, path, f"says other things of its reference than {facts[key][1]}, compared with the "
+                     "same reference")
+        facts.setdefault(key, (f, path))
+
     for j, c in enumerate(rec.observations.cases):
         cm = c.compare
+        cp = f"{at}.observations.cases[{j}].compare"
+        yield from _flag_problems(cm, cp, atol)
+        single = (c.reference_count or 1) == 1 or cm.official.passed  # the record's compare is the first output's
+        if single:
+            yield from same(_reference_key(cfg, c.id), cm, cp)
         lo, hi = c.reference_range
-        if cm.max_abs_reference is not None and lo is not None:
+        if single and cm.max_abs_reference is not None and lo is not None:
             peak = max(abs(lo), abs(hi))
             if not _close(peak, cm.max_abs_reference, 1e-12) and not (peak == cm.max_abs_reference == 0):
                 yield _p(P.CONTRADICTS, f"{at}.observations.cases[{j}].reference_range",
                          "its largest |value| is not the comparison's max_abs_reference", cm.max_abs_reference, peak)
-        if cm.discriminating is not None and cm.max_abs_reference is not None \
-                and cm.discriminating != (cm.max_abs_reference > atol):
-            yield _p(P.CONTRADICTS, f"{at}.observations.cases[{j}].compare.discriminating",
-                     "is not whether max |reference| exceeds atol")
-        if lo is None and cm.max_abs_reference is not None:
+        if single and lo is None and cm.max_abs_reference is not None:
             yield _p(P.CONTRADICTS, f"{at}.observations.cases[{j}].reference_range",
                      "says the reference has no finite value, its comparison says it has")
         spec = parse_digest(c.output.digest) if c.output.digest else None
-        if spec is not None and cm.shape_match and cm.element_count is not None:
+        if single and spec is not None and cm.shape_match and cm.element_count is not None:
             n = 1
             for d in spec.shape:
                 n *= d
             if n != cm.element_count:
                 yield _p(P.CONTRADICTS, f"{at}.observations.cases[{j}].output.digest",
                          "the output's shape does not hold the compared element count", cm.element_count, n)
+    for name, b in rec.timing.baselines.items():
+        if b.compare is not None:
+            bp = f"{at}.timing.baselines.{name}.compare"
+            yield from _flag_problems(b.compare, bp, atol)
+            yield from same("timing", b.compare, bp)
+    for j, sc in enumerate(rec.timing.per_call.spot_checks if rec.timing.per_call else ()):
+        yield from _flag_problems(sc.compare, f"{at}.timing.per_call.spot_checks[{j}].compare", atol)
 
 
 def _input_problems(rec: CandidateRecord, at: str, task_src: Optional[bytes], shapes: list,

@@ -260,6 +260,10 @@ class Output:
     digest: Optional[DIGEST]
     unreadable: Optional[SHORT] = None
 
+    def _invariants(self) -> Iterator[tuple[str, str]]:
+        if self.digest is not None and None in (self.type, self.plain, self.device, self.layout):
+            yield "", "a tensor output (it has a digest) without its type, device or layout"
+
 
 @dataclass(frozen=True)
 class Case:
@@ -281,7 +285,7 @@ class Case:
     digests_after: Annotated[Tuple[Optional[DIGEST], ...], Items(0, 64)]
     threads_before: THREADS
     threads_after: THREADS
-    call_ms: MS
+    call_ms: POSITIVE_MS
     stream_wait_ms: MS
     device_wait_ms: MS
     flags_after_call: FLAGS
@@ -306,7 +310,7 @@ class Case:
 class Kernel:
     """A kernel the profiled call launched: its (demangled) name and stream id."""
 
-    name: Annotated[str, Text(0, 300)]
+    name: Annotated[str, Text(1, 300)]
     stream: Optional[int]
 
 
