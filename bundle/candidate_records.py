@@ -43,7 +43,8 @@ def load(raw_doc: object, files: Mapping[str, bytes], task_source: Callable[[mc.
     out: list[Problem] = list(rules.document_problems(doc, env.get("gpu_name")))
     verdicts: dict[str, tuple] = {}
     for i, rec in enumerate(doc.candidates):
-        vs = cheats.derive(rec.observations, rec.timing, rec.blocks, doc.predicate.atol, doc.predicate.rtol)
+        vs = cheats.derive_any(doc.schema_version, rec.observations, rec.timing, rec.blocks, doc.predicate.atol,
+                               doc.predicate.rtol)
         verdicts[rec.name] = vs
         custom = dict((v.name, v.passed) for v in vs).get("custom_kernel_ran")
         ev = rules.Evidence(task_source(rec), payload, env.get("l2_cache_bytes"), env.get("gpu_name"))

@@ -37,8 +37,27 @@ from kbrepro.harness import jsonio
 FORMAT = "kbrepro-candidate-bundle"
 #: the candidate bundle format this packer writes: 3 adds the RO-Crate metadata file and,
 #: when signed, the attestations (as study format 4 does); 2 is the format before them
-FORMAT_VERSION = 3
-FORMAT_VERSIONS = (2, 3)
+FORMAT_VERSION = 4
+FORMAT_VERSIONS = (2, 3, 4)
+#: the version of results/candidates.json this product writes: 2, timing protocol 2 (issue 27:
+#: fresh inputs for every timed invocation, every timed output checked, the clock over two
+#: lengths); the verifier reads 1 and 2
+SCHEMA_VERSION = 2
+#: the results/candidates.json schema versions each candidate bundle format holds: 4 is 3's
+#: layout holding timing protocol 2 (issue 27)
+DOC_VERSIONS = {2: (1,), 3: (1,), 4: (2,)}
+
+
+def format_for(doc_version: int, asked: int | None) -> int:
+    """The bundle format results of ``doc_version`` are packed in: ``asked``, or the newest that
+    holds them. Raises UsageError where ``asked`` cannot hold them."""
+    if asked is None:
+        return max(f for f, vs in DOC_VERSIONS.items() if doc_version in vs)
+    if doc_version not in DOC_VERSIONS.get(asked, ()):
+        holds = [f for f, vs in DOC_VERSIONS.items() if doc_version in vs]
+        raise UsageError(f"candidate bundle format {asked} cannot hold results of timing protocol {doc_version}",
+                         f"use --bundle-format {' or '.join(map(str, holds))}, or drop --bundle-format")
+    return asked
 CRATE_SINCE = 3
 DOCUMENTS = {"results/candidates.json": "kbrepro/candidates", "results/environment.json": "kbrepro/environment",
              "claims.json": "kbrepro/claims"}
@@ -210,7 +229,7 @@ def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelben
             torch.cuda.empty_cache()
     files["inputs/kernelbench/LICENSE"] = checkout.read_verified("LICENSE")
     env = fingerprint.add_clocks(env, "end")
-    doc = {"schema": "kbrepro/candidates", "schema_version": 1, "kind": KIND, "profile": profile,
+    doc = {"schema": "kbrepro/candidates", "schema_version": SCHEMA_VERSION, "kind": KIND, "profile": profile,
            "device": "cuda" if device.startswith("cuda") else "cpu",
            "started_utc": started, "finished_utc": _utc(),
            "predicate": {"official": "allclose", **PREDICATES["allclose"], "atol": cfg.atol, "rtol": cfg.rtol},
@@ -287,7 +306,7 @@ def caught(doc: Mapping) -> dict[str, list[str]]:
 
 
 def build_payload(files: Mapping[str, bytes], *, extra_claims: Mapping | None = None, extra_raw: bytes | None = None,
-                  name: str | None = None, bundle_format: int = FORMAT_VERSION,
+                  name: str | None = None, bundle_format: int | None = None,
                   signing_key=None) -> tuple[pack.Bag, dict, dict, dict]:
     """The bag of a candidate results folder's files. Returns ``(bag, bundle metadata, claims
     document, candidates document)``. ``bundle_format`` 3 (the default) adds the RO-Crate file,
@@ -297,9 +316,11 @@ def build_payload(files: Mapping[str, bytes], *, extra_claims: Mapping | None = 
     from kbrepro import schemas
     from kbrepro.bundle.make import check_bundle_format, describe_and_sign
 
-    check_bundle_format(bundle_format, signing_key is not None, FORMAT_VERSIONS, CRATE_SINCE)
     doc = jsonio.loads_strict(files["results/candidates.json"], "results/candidates.json")
     env = jsonio.loads_strict(files["results/environment.json"], "results/environment.json")
+    version = doc.get("schema_version") if isinstance(doc, dict) and type(doc.get("schema_version")) is int else 1
+    bundle_format = format_for(version, bundle_format)
+    check_bundle_format(bundle_format, signing_key is not None, FORMAT_VERSIONS, CRATE_SINCE)
     problems = schemas.validate(doc, "candidates") + schemas.validate(env, "environment")
     if problems:
         raise InvalidResultsError("the candidate results do not validate: " + "; ".join(map(str, problems[:5])),
@@ -363,7 +384,7 @@ def build_payload(files: Mapping[str, bytes], *, extra_claims: Mapping | None = 
 
 
 def pack_results(results_dir: Path, out: Path | None = None, *, claims_path: str | None = None,
-                 name: str | None = None, allow_failing: bool = False, bundle_format: int = FORMAT_VERSION,
+                 name: str | None = None, allow_failing: bool = False, bundle_format: int | None = None,
                  sign: str | None = None) -> MadeCandidates:
     """Validate and pack a candidate results folder into ``out``. A candidate caught by a check,
     or a default correctness claim (``K<n>a``, ``K<n>b``) that fails, raises
@@ -376,7 +397,8 @@ def pack_results(results_dir: Path, out: Path | None = None, *, claims_path: str
 
     t0 = time.perf_counter()
     key = load_key(sign)
-    check_bundle_format(bundle_format, key is not None, FORMAT_VERSIONS, CRATE_SINCE)
+    if bundle_format is not None:
+        check_bundle_format(bundle_format, key is not None, FORMAT_VERSIONS, CRATE_SINCE)
     extra, extra_raw = (claims_mod.load_spec(claims_path) if claims_path else (None, None))
     failed_cases: list = []
     try:

@@ -82,6 +82,10 @@ def tier_documents(b, t) -> None:
                       ("Study", f"{bc.KIND} ({meta['profile']})")):
         if info.get(key) != want:
             t.fail("bag-info.txt", f"bag-info.txt {key} differs from bundle.json", expected=want, found=info.get(key))
+    if meta["format_version"] not in bc.DOC_VERSIONS:
+        t.fail("data/bundle.json", f"candidate bundle format {meta['format_version']} is not one this verifier reads",
+               path="$.format_version")
+        return
     if meta["documents"] != bc.DOCUMENTS:
         t.fail("data/bundle.json", "lists other documents than a candidate bundle holds", path="$.documents",
                expected=bc.DOCUMENTS, found=meta["documents"])
@@ -95,6 +99,11 @@ def tier_documents(b, t) -> None:
         data = b.files.get(f"data/inputs/kernelbench/{rec.task}")
         return data if data is not None and pin.files.get(rec.task) == _sha(data) else None
 
+    if doc.get("schema_version") not in bc.DOC_VERSIONS[meta["format_version"]]:
+        t.fail("data/results/candidates.json", f"schema version {doc.get('schema_version')} is not what a candidate "
+               f"bundle of format {meta['format_version']} holds", path="$.schema_version",
+               expected=list(bc.DOC_VERSIONS[meta["format_version"]]), found=doc.get("schema_version"))
+        return
     loaded = candidate_records.load(doc, b.files, task_source, prefix="data/")
     for p in loaded.problems:
         t.fail("data/results/candidates.json", p.message, path=p.path, expected=p.expected, found=p.found)

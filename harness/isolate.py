@@ -64,6 +64,9 @@ REPLY_FIELDS = {
              "threads_after": int, "call_ms": _NUM, "stream_wait_ms": _NUM, "device_wait_ms": _NUM,
              "flags_after_call": dict},
     "time": {"times_ms": list},
+    "time_fresh": {"times_ms": list},
+    "held": {"checksums": list, "chunk_sizes": list, "written_by": list},
+    "pool": {"count": int},
     "output": {"tensor": dict},
     "draw": {"count": int},
 }
@@ -112,9 +115,20 @@ def _shape_problem(cmd: str, doc: dict) -> str | None:
         if ks is not None and (not isinstance(ks, list) or len(ks) > 5000 or not all(
                 isinstance(k, dict) and isinstance(k.get("name"), str) and len(k["name"]) <= 300 for k in ks)):
             return "kernels is not a bounded list of named kernels"
-    if cmd == "time" and (len(doc["times_ms"]) > 100000 or not all(
+    if cmd in ("time", "time_fresh") and (len(doc["times_ms"]) > 100000 or not all(
             isinstance(x, _NUM) and not isinstance(x, bool) for x in doc["times_ms"])):
         return "times_ms is not a list of numbers"
+    if cmd == "held":
+        k = len(doc["chunk_sizes"])
+        if not all(type(x) is int and x >= 0 for x in doc["chunk_sizes"]) or k > (1 << 20):
+            return "chunk_sizes is not a list of counts"
+        sums, wb = doc["checksums"], doc["written_by"]
+        if len(sums) > 100000 or len(wb) != len(sums) or not all(type(x) is int and 0 <= x < len(wb) for x in wb):
+            return "written_by is not one invocation per output"
+        if sum(len(r) if isinstance(r, list) else 1 << 30 for r in sums) > (1 << 22) or not all(
+                isinstance(r, list) and len(r) == k and all(isinstance(c, list) and len(c) == 2 and all(
+                    v is None or isinstance(v, _NUM) and not isinstance(v, bool) for v in c) for c in r) for r in sums):
+            return "checksums are not one [sum, abs sum] pair per chunk of each output"
     return None
 
 
@@ -240,8 +254,11 @@ class _Server:
         import torch
 
         from kbrepro.harness import kbtask
+        from kbrepro.harness.fresh import FreshTimer
 
         self.conn, self.torch, self.kbtask, self.json, self.sha = conn, torch, kbtask, json, hashlib.sha256
+        self.fresh_timer = FreshTimer(torch, "cuda") if torch.cuda.is_available() else None
+        self.pool: list = []
         self.perf, self.thread_count = time.perf_counter, threading.active_count
         self.Event, self.Tensor = torch.cuda.Event, torch.Tensor
         self.inputs: dict[str, list] = {}
@@ -381,6 +398,8 @@ class _Server:
         stream = torch.cuda.current_stream() if cuda else None
         if prof is not None:
             self.marker.fill_(1.0)  # a kernel of ours on the calling stream: its stream id is the caller's
+        elif cuda:  # the calling stream busy at entry, as in back-to-back timed calls (harness/fresh.py)
+            self.fresh_timer.busy()
         with torch.no_grad():
             y = model(*xs)
         returned = self.perf()
@@ -527,6 +546,49 @@ class _Server:
                 self.gc.enable()
         return {"times_ms": times}
 
+    def pool_draw(self, h: dict) -> dict:
+        """Input sets for a fresh-input timing request (``n`` from ``seed``), drawn by the task's own
+        ``get_inputs()`` on the device (harness/fresh.py); the sets of the last request are freed."""
+        self.pool = []
+        self.kept = []
+        self.pool = self.fresh_timer.draw_pool(self.task, int(h["seed"]), int(h["n"]))
+        self.sync()
+        return {"count": len(self.pool)}
+
+    def time_fresh(self, h: dict) -> dict:
+        """``n`` invocations back to back, each on its own set of the pool (harness/fresh.py),
+        timed with CUDA events (``flush`` bytes written before each inside the region); then,
+        outside the events but inside this request, every output's checksums and which
+        invocation's answer each output's memory holds. The pool and the outputs are freed."""
+        torch = self.torch
+        model = self.models[h.get("model", "main")]
+        n = int(h["n"])
+        flush = None
+        if h.get("flush"):
+            if self.flush_buf is None or self.flush_buf.numel() != int(h["flush"]):
+                self.flush_buf = torch.empty(int(h["flush"]), dtype=torch.uint8, device=self.device)
+            flush = self.flush_buf
+        collecting = self.gc.isenabled()
+        self.gc.disable()
+        try:
+            if h.get("per_call"):
+                times, ys = self.fresh_timer.per_call_kept(model, self.pool[:n])
+            else:
+                ms, ys = self.fresh_timer.region(model, self.pool, n, flush)
+                times = [ms]
+        finally:
+            if collecting:
+                self.gc.enable()
+        self.pool, self.kept = [], list(ys)  # for "held", and for an "output" request (a spot check)
+        return {"times_ms": times}
+
+    def held_outputs(self, h: dict) -> dict:
+        """The kept outputs of the last fresh-input request: every output's checksums and which
+        invocation's answer each output's memory holds (harness/fresh.py). A request of its own,
+        outside the parent's clock of the timed one."""
+        sums, sizes = self.fresh_timer.checksums(self.kept)
+        return {"checksums": sums, "chunk_sizes": sizes, "written_by": self.fresh_timer.written_by(self.kept)}
+
     def collect(self) -> dict:
         """A full collection, asked for by the parent before each timing request (outside its
         clock); the timing request then turns the collector off, as a checked call does."""
@@ -596,6 +658,8 @@ class _Server:
                 fn = {"build": lambda: self.build(h, frames), "model": lambda: self.model(h),
                       "draw": lambda: self.draw(h), "fresh": lambda: self.fresh(h), "call": lambda: self.call(h),
                       "time": lambda: self.time(h), "output": lambda: self.output(h),
+                      "pool": lambda: self.pool_draw(h), "time_fresh": lambda: self.time_fresh(h),
+                      "held": lambda: self.held_outputs(h),
                       "collect": lambda: self.collect()}[cmd]
                 out = fn()
                 doc, fr = out if isinstance(out, tuple) else (out, [])

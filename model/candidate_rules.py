@@ -21,48 +21,23 @@ is left to the named checks, only where the run kind says why (a CPU run has no 
 """
 from __future__ import annotations
 
-import math
-import random
 import re
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Mapping, Optional, Sequence
+from typing import Iterator, Mapping, Optional, Sequence
 
 from kbrepro.model import problems as P
 from kbrepro.model import protocol
-from kbrepro.model.candidates import CandidateRecord, CandidatesDoc, Case, CopyBlock
+from kbrepro.model.candidates import CandidateRecord, CandidatesDoc, Case
+from kbrepro.model.provenance_rules import (binaries_with_sass, binary_problems, defines, in_binary,  # noqa: F401
+                                            kernel_base_name, sass_functions)
+from kbrepro.model.timing_rules import (COPY_PEAK_SLACK, _close, _p, _specs, block_problems, copy_block_problems,
+                                        derived_gbps, gpu_peak_gbps)
 from kbrepro.model.problems import Problem
-from kbrepro.model.task_inputs import Undecidable, input_specs, parse_digest, size_globals
+from kbrepro.model.task_inputs import Undecidable, parse_digest, size_globals
 
 #: relative difference under which a stated float equals the derived one (the engine computes
 #: it with the same rule; only the last bits of a float may differ)
 FLOAT_REL = 1e-9
-#: how far the eager calibration of invocations per request may be from the eager arm's
-#: median in the same block (a factor): the calibration is one region of the profile's
-#: invocations, the block's rounds are regions of the calibrated count
-CALIBRATION_FACTOR = 2.0
-
-
-#: the memory bandwidth (GB/s) a copy can at most reach on a GPU, by the name the environment
-#: records (vendors' datasheets: HBM/GDDR peak), and on a GPU not in the table; a measured copy
-#: bandwidth above COPY_PEAK_SLACK times it is not a measurement
-GPU_PEAK_GBPS = {"H200": 4800.0, "H100 SXM": 3350.0, "H100 NVL": 3900.0, "H100 PCIe": 2000.0, "H100": 3350.0,
-                 "H20": 4000.0, "GH200": 4900.0, "B200": 8000.0, "B100": 8000.0, "GB200": 8000.0,
-                 "A100-SXM4-80GB": 2039.0, "A100 80GB PCIe": 1935.0, "A100": 2039.0, "L40S": 864.0, "L40": 864.0,
-                 "L4": 300.0, "A10G": 600.0, "A10": 600.0, "V100": 900.0, "T4": 320.0, "RTX 4090": 1008.0,
-                 "RTX 3090": 936.0, "RTX 5090": 1792.0, "MI300X": 5300.0, "MI250X": 3277.0}
-UNKNOWN_GPU_PEAK_GBPS = 12000.0
-COPY_PEAK_SLACK = 1.15
-
-
-def gpu_peak_gbps(gpu_name: Optional[str]) -> float:
-    """The peak of :data:`GPU_PEAK_GBPS` whose key the GPU's name contains (the longest key
-    first), else :data:`UNKNOWN_GPU_PEAK_GBPS`."""
-    for key in sorted(GPU_PEAK_GBPS, key=len, reverse=True):
-        if gpu_name and key.lower() in gpu_name.lower():
-            return GPU_PEAK_GBPS[key]
-    return UNKNOWN_GPU_PEAK_GBPS
-
-
 @dataclass(frozen=True)
 class Evidence:
     """What the rules read beside a record: the pinned task's source (None where the verifier
@@ -74,42 +49,6 @@ class Evidence:
     files: Mapping[str, bytes]
     l2_cache_bytes: Optional[int]
     gpu_name: Optional[str]
-
-
-def _close(a: float, b: float, rel: float = FLOAT_REL) -> bool:
-    return math.isfinite(a) and math.isfinite(b) and abs(a - b) <= rel * max(abs(a), abs(b))
-
-
-def _p(code: str, path: str, msg: str, expected=None, found=None) -> Problem:
-    return Problem(code, path, msg, expected, found)
-
-
-def derived_gbps(block: CopyBlock) -> Optional[float]:
-    """The copy bandwidth (GB/s) of a raw copy block, by :func:`protocol.copy_gbps`; None for a
-    block that is not complete (:func:`copy_block_problems`)."""
-    if copy_block_problems(block, "$"):
-        return None
-    gbps = protocol.copy_gbps(block.bytes_moved, [r.times_ms for r in block.rounds], block.arms)
-    return gbps if math.isfinite(gbps) else None
-
-
-def copy_block_problems(block: CopyBlock, at: str) -> list[Problem]:
-    """A copy block is what harness.extras.copy_bandwidth writes: its protocol
-    (graph replays, :data:`protocol.COPY_PROTOCOL`), both arms in every round in the seeded
-    order, as many rounds as the protocol says."""
-    out = []
-    want = protocol.COPY_PROTOCOL
-    pr = block.protocol
-    if (pr.mode, pr.warmups, pr.rounds, pr.invocations_per_pair, pr.order_seed) != want or \
-            len(block.rounds) != pr.rounds or sorted(block.arms) != ["elementwise", "memcpy"]:
-        out.append(_p(P.CONTRADICTS, f"{at}.protocol", "is not the copy block's protocol", list(want),
-                      [pr.mode, pr.warmups, pr.rounds, pr.invocations_per_pair, pr.order_seed]))
-        return out
-    for k, (row, order) in enumerate(zip(block.rounds, _order(block.arms, pr.order_seed, pr.rounds))):
-        if list(row.order) != order or sorted(row.times_ms) != sorted(block.arms) or row.host_ms:
-            out.append(_p(P.INCOMPLETE, f"{at}.rounds[{k}]", "does not time both copies once in the seeded order"))
-            break
-    return out
 
 
 def document_problems(doc: CandidatesDoc, gpu_name: Optional[str] = None) -> list[Problem]:
@@ -159,13 +98,6 @@ def _variant_sizes(rec: CandidateRecord, case: Case, shapes: Sequence[Mapping[st
             return None
         sizes.update(shapes[int(m.group(1))])
     return sizes
-
-
-def _specs(task_src: bytes, sizes: Mapping[str, int], cache: dict) -> tuple:
-    key = tuple(sorted(sizes.items()))
-    if key not in cache:
-        cache[key] = input_specs(task_src, sizes)
-    return cache[key]
 
 
 def _stage_problems(rec: CandidateRecord, at: str, cuda: bool) -> Iterator[Problem]:
@@ -356,111 +288,6 @@ def _input_problems(rec: CandidateRecord, at: str, task_src: Optional[bytes], sh
                      "the task gives at the run's sizes", want, got)
 
 
-def _order(arms: Sequence[str], seed: int, rounds: int) -> list[list[str]]:
-    rng = random.Random(seed)
-    out = []
-    for _ in range(rounds):
-        order = list(arms)
-        rng.shuffle(order)
-        out.append(order)
-    return out
-
-
-def _block_problems(rec: CandidateRecord, at: str, gbps: Optional[float], task_src: Optional[bytes],
-                    cache: dict, l2_cache_bytes: Optional[int]) -> Iterator[Problem]:
-    cfg = protocol.PROFILES[rec.config.profile]
-    timing = rec.timing
-    if rec.observations.profile is None or rec.observations.profile.marker_stream is None:
-        yield _p(P.INCOMPLETE, f"{at}.observations.profile", "a GPU run profiles one call (its kernels and the marker's "
-                 "stream)")
-    if sorted(timing.baselines) != sorted(cfg.baselines):
-        yield _p(P.INCOMPLETE, f"{at}.timing.baselines", "are not the profile's baselines", list(cfg.baselines),
-                 sorted(timing.baselines))
-        return
-    ran = [a for a in cfg.baselines if timing.baselines[a].skipped is None]
-    if "eager" not in ran:  # the task's own model: every reference of the checking pass came from it
-        yield _p(P.CONTRADICTS, f"{at}.timing.baselines.eager", "is skipped, yet the checking pass compared every "
-                 "output with that very model's")
-        return
-    arms = [*ran, "candidate"]
-    want = [("warm", cfg.rounds)] + ([("cold", cfg.cold_rounds)] if cfg.cold_l2 else [])
-    got = [(b.l2, len(b.rounds)) for b in rec.blocks]
-    if got != want:
-        yield _p(P.INCOMPLETE, f"{at}.blocks", f"are not the profile's timing blocks ({want})", None, got)
-        return
-    for j, b in enumerate(rec.blocks):
-        bp = f"{at}.blocks[{j}]"
-        seed = cfg.order_seed + (1 if b.l2 == "cold" else 0)
-        if list(b.arms) != arms or b.id != f"{rec.name}/{b.l2}" or b.candidate != rec.name:
-            yield _p(P.INCOMPLETE, f"{bp}.arms", f"are not the baselines that ran and the candidate: {arms}")
-            continue
-        pr = b.protocol
-        if (pr.mode, pr.warmups, pr.rounds, pr.order_seed, pr.l2) != ("events", cfg.warmups, len(b.rounds), seed, b.l2):
-            yield _p(P.CONTRADICTS, f"{bp}.protocol", "is not the profile's protocol for this block")
-        want_flush = None if b.l2 == "warm" else (2 * l2_cache_bytes if l2_cache_bytes else -1)
-        if b.flush_bytes != want_flush:
-            yield _p(P.DERIVED, f"{bp}.flush_bytes", "a cold block flushes twice the L2 the environment records, a "
-                     "warm one does not flush", want_flush, b.flush_bytes)
-        broken = next((k for k, (row, order) in enumerate(zip(b.rounds, _order(arms, seed, len(b.rounds))))
-                       if list(row.order) != order or sorted(row.times_ms) != sorted(arms)
-                       or list(row.host_ms) != ["candidate"]), None)
-        if broken is not None:
-            yield _p(P.INCOMPLETE, f"{bp}.rounds[{broken}]", "does not time every arm once in the seeded order and "
-                     "clock the candidate")
-            return  # the derivations below read every arm of every round
-        inv = pr.invocations_per_pair
-        eager = protocol.roofline_median_ms([r.times_ms["eager"] for r in b.rounds])
-        # inv = the rule for a calibration e within CALIBRATION_FACTOR of the eager arm's median
-        lo = protocol.invocations_per_request(cfg.invocations_per_pair, eager * CALIBRATION_FACTOR)
-        hi = protocol.invocations_per_request(cfg.invocations_per_pair, eager / CALIBRATION_FACTOR)
-        if not lo <= inv <= hi:
-            yield _p(P.DERIVED, f"{bp}.protocol.invocations_per_pair", "is not what the calibration rule gives for "
-                     f"the eager arm's {eager:.4g} ms (ceil({protocol.TARGET_REQUEST_MS:g} ms / eager) between "
-                     f"{cfg.invocations_per_pair} and {protocol.MAX_INVOCATIONS}, the calibration within a factor "
-                     f"{CALIBRATION_FACTOR:g})", [lo, hi], inv)
-    pc = timing.per_call
-    if pc is None:
-        yield _p(P.INCOMPLETE, f"{at}.timing.per_call", "a GPU run times the candidate call by call")
-    else:
-        for key in ("fresh", "repeat"):
-            rows = getattr(pc, key)
-            if len(rows) != cfg.fresh_rounds or any(len(r.times_ms) != cfg.fresh_sets for r in rows) \
-                    or [r.round for r in rows] != list(range(len(rows))):
-                yield _p(P.INCOMPLETE, f"{at}.timing.per_call.{key}", f"is not {cfg.fresh_rounds} rounds of "
-                         f"{cfg.fresh_sets} calls")
-        if len(pc.spot_checks) != cfg.fresh_rounds or pc.sets_per_round != cfg.fresh_sets or any(
-                s.round != i or s.index >= cfg.fresh_sets for i, s in enumerate(pc.spot_checks)):
-            yield _p(P.INCOMPLETE, f"{at}.timing.per_call.spot_checks", f"is not one check per round of "
-                     f"{cfg.fresh_sets} calls")
-    roof = timing.roofline
-    if roof is None:
-        yield _p(P.INCOMPLETE, f"{at}.timing.roofline", "a GPU run holds its time against the copy bandwidth")
-        return
-    med = protocol.roofline_median_ms([r.times_ms["candidate"] for r in rec.blocks[0].rounds])
-    if not _close(roof.median_ms, med):
-        yield _p(P.DERIVED, f"{at}.timing.roofline.median_ms", "is not the warm block's median", med, roof.median_ms)
-    if gbps is None or roof.bandwidth_gbps is None or not _close(roof.bandwidth_gbps, gbps):
-        yield _p(P.DERIVED, f"{at}.timing.roofline.bandwidth_gbps", "is not the copy bandwidth derived from the raw "
-                 "copy block of the process that ran it", gbps, roof.bandwidth_gbps)
-    tcase = next((c for c in rec.observations.cases if c.id == "timing_input"), None)
-    if tcase is None or task_src is None:
-        return
-    try:
-        specs = _specs(task_src, dict(rec.config.sizes), cache)
-    except Undecidable:
-        return  # reported by the input rule
-    out = parse_digest(tcase.output.digest) if tcase.output.digest else None
-    if out is None or not tcase.compare.shape_match:
-        yield _p(P.INCOMPLETE, f"{at}.observations.cases", "the timing input's output has no recorded dtype and shape "
-                 "to derive the bytes moved from")
-        return
-    n_in = [s.nbytes for s in specs if s is not None]
-    want = protocol.bytes_moved(n_in, [out.nbytes])
-    if (tcase.reference_count or 1) == 1 and roof.bytes_moved != want or roof.bytes_moved < want:
-        yield _p(P.DERIVED, f"{at}.timing.roofline.bytes_moved", "is not the bytes of the task's inputs and output at "
-                 "the run's sizes", want, roof.bytes_moved)
-
-
 _UTC_SLACK_S = 5.0
 
 
@@ -470,77 +297,6 @@ def _utc_s(utc: str) -> int:
     import time as _time
 
     return calendar.timegm(_time.strptime(utc, "%Y-%m-%dT%H:%M:%SZ"))
-
-
-def _provenance_file(rec: CandidateRecord, path: str):
-    return next((f for f in rec.provenance.files if f.path == path), None)
-
-
-def _binary_problems(rec: CandidateRecord, at: str, files: Mapping[str, bytes]) -> Iterator[Problem]:
-    """Every binary the record describes is a copied provenance file with that hash (as
-    built), and its SASS listing lies in the candidate's own sass/ folder."""
-    for j, b in enumerate(rec.provenance.binaries):
-        f = _provenance_file(rec, b.file)
-        if f is None or not f.copied or b.sha256 not in (f.sha256, f.built_sha256):
-            yield _p(P.CONTRADICTS, f"{at}.provenance.binaries[{j}].file", "is not a bundled provenance file with "
-                     "this hash: a binary nobody can inspect", None, b.file)
-        if b.sass_file is not None and not b.sass_file.startswith(f"provenance/{rec.name}/sass/"):
-            yield _p(P.CONTRADICTS, f"{at}.provenance.binaries[{j}].sass_file", f"lies outside provenance/{rec.name}/sass/")
-
-
-def _binaries_with_sass(rec: CandidateRecord, files: Mapping[str, bytes]) -> list[tuple[frozenset, bytes]]:
-    """``(functions its SASS listing defines, the binary's bytes)`` per bundled binary."""
-    out = []
-    for b in rec.provenance.binaries:
-        f = _provenance_file(rec, b.file)
-        if b.sass_file is None or f is None or f.bundle_path is None:
-            continue
-        sass = files.get(b.sass_file, b"").decode("utf-8", "replace")
-        out.append((sass_functions([sass]), files.get(f.bundle_path, b"")))
-    return out
-
-
-def _in_binary(function: str, data: bytes) -> bool:
-    """The kernel's symbol name is in the binary's bytes (its ELF string table)."""
-    return function.encode("ascii", "replace") in data
-
-
-def kernel_base_name(profiled: str) -> str:
-    """The identifier a profiler's (demangled) kernel name defines: ``void ns::k<4>(float*)``
-    gives ``k``."""
-    s = profiled.split("(", 1)[0].strip()
-    depth, out = 0, []
-    for ch in s:  # drop template arguments
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth = max(0, depth - 1)
-        elif depth == 0:
-            out.append(ch)
-    s = "".join(out).split()[-1] if "".join(out).split() else ""
-    return s.rsplit("::", 1)[-1]
-
-
-def defines(functions: Iterable[str], profiled: str) -> bool:
-    """Whether a binary whose SASS lists ``functions`` (mangled or plain names) defines the
-    kernel the profiler named ``profiled``: the plain name, or its Itanium-mangled source name
-    (``<length><name>``) inside a mangled one."""
-    base = kernel_base_name(profiled)
-    if not base:
-        return False
-    mangled = f"{len(base)}{base}"
-    return any(f == base or (f.startswith("_Z") and mangled in f) for f in functions)
-
-
-_SASS_FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)\s*$", re.MULTILINE)
-
-
-def sass_functions(sass_texts: Iterable[str]) -> frozenset[str]:
-    """The kernel names cuobjdump's SASS listings define (``Function : name`` lines)."""
-    out: set[str] = set()
-    for t in sass_texts:
-        out.update(_SASS_FUNCTION.findall(t))
-    return frozenset(out)
 
 
 def record_problems(doc: CandidatesDoc, i: int, ev: Evidence, custom: Sequence[str],
@@ -564,6 +320,10 @@ def record_problems(doc: CandidatesDoc, i: int, ev: Evidence, custom: Sequence[s
         return out
     cuda = doc.device == "cuda"
     task_src = ev.task_src
+    pc = rec.timing.per_call
+    if doc.schema_version < 2 and (rec.timing.clock is not None or (pc is not None and pc.eager_fresh)):
+        out.append(_p(P.CONTRADICTS, f"{at}.timing", "a record of timing protocol 1 holds fields of protocol 2 (clock, "
+                      "eager_fresh)"))
     out += _stage_problems(rec, at, cuda)
     span = (_utc_s(doc.finished_utc) - _utc_s(doc.started_utc)) if doc.finished_utc >= doc.started_utc else 0
     if rec.seconds > span + _UTC_SLACK_S:
@@ -605,7 +365,7 @@ def record_problems(doc: CandidatesDoc, i: int, ev: Evidence, custom: Sequence[s
     out += _clock_problems(rec, at)
     out += _summary_problems(rec, at, doc.predicate.atol)
     out += _input_problems(rec, at, task_src, shapes, cache)
-    out += _binary_problems(rec, at, ev.files)
+    out += binary_problems(rec, at, ev.files)
     built = sorted({"load_inline" for _ in rec.provenance.builds} | {
         "triton" for f in rec.provenance.files if f.path.startswith("triton/") and f.path.endswith(".cubin")})
     if list(rec.provenance.built_with) != built:
@@ -620,8 +380,8 @@ def record_problems(doc: CandidatesDoc, i: int, ev: Evidence, custom: Sequence[s
                 or obs.profile is not None:
             out.append(_p(P.CONTRADICTS, f"{at}.timing", "a CPU run has no timing and no profiled call"))
         return out
-    if custom_passed and not any(defines(fns, n) and any(_in_binary(f, data) for f in fns if defines([f], n))
-                                 for fns, data in _binaries_with_sass(rec, ev.files) for n in custom):
+    if custom_passed and not any(defines(fns, n) and any(in_binary(f, data) for f in fns if defines([f], n))
+                                 for fns, data in binaries_with_sass(rec, ev.files) for n in custom):
         out.append(_p(P.CONTRADICTS, f"{at}.observations.profile.kernels", "custom_kernel_ran passes on a kernel no "
                       "bundled binary defines", None, list(custom)[:3]))
     timed = obs.failure is None or any(s.name == "weights and shapes" for s in rec.stages)
@@ -635,7 +395,7 @@ def record_problems(doc: CandidatesDoc, i: int, ev: Evidence, custom: Sequence[s
                           gbps, rec.case.bandwidth_gbps))
     else:
         gbps = derived_gbps(doc.bandwidth.block) if doc.bandwidth.block is not None else None
-    out += _block_problems(rec, at, gbps, task_src, cache, ev.l2_cache_bytes)
+    out += block_problems(rec, at, gbps, task_src, cache, ev.l2_cache_bytes, doc.schema_version)
     return out
 
 

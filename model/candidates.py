@@ -1,4 +1,4 @@
-"""Typed, frozen records of ``results/candidates.json`` (schema ``kbrepro/candidates``, version 1).
+"""Typed, frozen records of ``results/candidates.json`` (schema ``kbrepro/candidates``, versions 1 and 2).
 
 What a KernelBench-candidate run records, as :mod:`kbrepro.harness.candidate` writes it: the
 run's configuration, the observations of every checked call, the timing blocks, per-call
@@ -16,192 +16,17 @@ bundles written before them; a field without one is required in every bundle.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Iterator, Literal, Mapping, Optional, Tuple, Union
+from typing import Annotated, Iterator, Literal, Mapping, Optional, Tuple
 
 from kbrepro.model import strict
-from kbrepro.model.strict import NONFINITE, Items, Num, Text
-
-# ------------------------------------------------------------------------------- scalars
-SHA256 = Annotated[str, Text(64, 64, r"[0-9a-f]{64}")]
-SHA1 = Annotated[str, Text(40, 40, r"[0-9a-f]{40}")]
-UTC = Annotated[str, Text(20, 20, r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")]
-RELPATH = Annotated[str, Text(1, 400, r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*")]
-#: a file path inside a build folder as recorded (may hold names a relpath does not allow)
-BUILD_PATH = Annotated[str, Text(1, 400)]
-NAME = Annotated[str, Text(1, 40, r"[A-Za-z][A-Za-z0-9_]{0,39}")]
-IDENT = Annotated[str, Text(1, 64, r"[A-Za-z_][A-Za-z0-9_]{0,63}")]
-CASE_ID = Annotated[str, Text(1, 40, r"[A-Za-z0-9_/.-]{1,40}")]
-SHARD_ID = Annotated[str, Text(21, 21, r"c[0-9a-f]{20}")]
-COUNT = Annotated[int, Num(ge=0, le=1 << 53)]
-#: a process's thread count (it runs at least one)
-THREADS = Annotated[int, Num(ge=1, le=1 << 20)]
-POSITIVE = Annotated[int, Num(ge=1, le=1 << 53)]
-#: bounds a run could reach: 100 days, and a timed request of 1e8 ms; 1 PB/s
-SECONDS = Annotated[float, Num(ge=0, le=1e7)]
-MS = Annotated[float, Num(ge=0, le=1e8)]
-#: a measured time per invocation: at least 1 ns (a CUDA event's resolution is about 0.5 us per region)
-POSITIVE_MS = Annotated[float, Num(ge=1e-6, le=1e8)]
-GBPS = Annotated[float, Num(gt=0, le=1e6)]
-TOL = Annotated[float, Num(ge=0, le=1)]
-#: a float jsonio.enc_float may write as "nan", "inf" or "-inf"
-ENC = Annotated[float, NONFINITE]
-RATIO = Annotated[float, NONFINITE, Num(ge=0)]
-SHORT = Annotated[str, Text(0, 400)]
-LINE = Annotated[str, Text(1, 400)]
-#: a tensor fingerprint (kbtask.fingerprint): dtype|shape|sums
-DIGEST = Annotated[str, Text(1, 200, r"torch\.[a-z0-9]+\|\(([0-9]+(, [0-9]+)*,?)?\)\|[0-9a-f]{48}")]
-DEVICE = Annotated[str, Text(1, 40, r"[a-z_]+(:[0-9]{1,3})?")]
-LAYOUT = Literal["torch.strided", "torch.sparse_coo", "torch.sparse_csr", "torch.sparse_csc", "torch.sparse_bsr",
-                 "torch.sparse_bsc", "torch._mkldnn", "torch.jagged"]
-SIZES = Annotated[Mapping[Annotated[str, Text(1, 64, r"[A-Za-z_][A-Za-z0-9_]*")], int], Items(0, 32)]
-ARM = Annotated[str, Text(1, 40, r"[a-z_]{1,40}")]
-
-CASE_KINDS = ("official", "normal", "normal_x100", "same_buffers", "repeat", "poison", "profiled",
-              "redrawn_weights", "extra_shape")
-STAGES = ("build", "checking pass", "timing", "weights and shapes")
-
-
-@dataclass(frozen=True)
-class Flags:
-    """The precision settings a process runs with (harness/isolate.py ``_flags``)."""
-
-    allow_tf32_matmul: bool
-    allow_tf32_cudnn: bool
-    float32_matmul_precision: Literal["highest", "high", "medium"]
-    allow_fp16_reduced_precision_reduction: bool
-    allow_bf16_reduced_precision_reduction: bool
-    cudnn_deterministic: bool
-    cudnn_benchmark: bool
-
-
-FLAGS = Flags
-
-
-# ------------------------------------------------------------------------- check records
-@dataclass(frozen=True)
-class PredicateResult:
-    """One predicate over one output: ``passed`` (JSON ``pass``), ``failing_count`` elements
-    that fail it, ``worst_ratio`` = max |difference| / allowance over finite pairs, null where
-    the output could not be compared (harness/checks.py)."""
-
-    passed: bool = strict.field(json="pass")
-    failing_count: COUNT = strict.field()
-    worst_ratio: Optional[RATIO] = strict.field()
-
-    def _invariants(self) -> Iterator[tuple[str, str]]:
-        if self.passed and self.failing_count != 0:
-            yield ".pass", f"is true with failing_count {self.failing_count} (a pass has no failing element)"
-        if self.passed and (self.worst_ratio is None or self.worst_ratio > 1 + 1e-6):
-            yield ".worst_ratio", f"is {self.worst_ratio} in a passing check (at most 1)"
-
-
-@dataclass(frozen=True)
-class StressResult:
-    """The equal-NaN stress check: ``passed`` and ``failing_count``."""
-
-    passed: bool = strict.field(json="pass")
-    failing_count: COUNT = strict.field()
-
-    def _invariants(self) -> Iterator[tuple[str, str]]:
-        if self.passed != (self.failing_count == 0):
-            yield ".pass", f"is {str(self.passed).lower()} with failing_count {self.failing_count}"
-
-
-@dataclass(frozen=True)
-class NonFinite:
-    """Counts of non-finite values in the reference and the output (harness/checks.py)."""
-
-    reference_nan: COUNT
-    candidate_nan: COUNT
-    reference_posinf: COUNT
-    reference_neginf: COUNT
-    candidate_posinf: COUNT
-    candidate_neginf: COUNT
-    nan_both: COUNT
-    mismatched: COUNT
-
-
-@dataclass(frozen=True)
-class FullCompare:
-    """``harness.checks.compare`` of an output of the reference's shape and dtype: every
-    statistic, each key present (null only where no finite value exists)."""
-
-    shape_match: Literal[True]
-    element_count: COUNT
-    bit_identical_count: COUNT
-    official: PredicateResult
-    legacy: PredicateResult
-    equal_nan_stress: StressResult
-    max_abs_error: Optional[RATIO]
-    max_abs_reference: Optional[RATIO]
-    nonfinite: NonFinite
-    discriminating: bool
-    null_candidate_passes: bool
-    error = None
-
-    def _invariants(self) -> Iterator[tuple[str, str]]:
-        n = self.element_count
-        for k, v in (("bit_identical_count", self.bit_identical_count), ("official.failing_count",
-                     self.official.failing_count), ("legacy.failing_count", self.legacy.failing_count),
-                     ("equal_nan_stress.failing_count", self.equal_nan_stress.failing_count)):
-            if v > n:
-                yield f".{k}", f"is {v}, more than the {n} elements"
-        for k in ("official", "legacy"):
-            r = getattr(self, k)
-            if not r.passed and r.failing_count == 0:
-                yield f".{k}.pass", "is false with no failing element"
-            if r.worst_ratio is None and n:
-                yield f".{k}.worst_ratio", "is null for a compared output"
-        if self.bit_identical_count == n and n and (self.official.failing_count or (self.max_abs_error or 0) > 0):
-            yield "", "every element is bit-identical, yet an element fails or differs"
-
-
-@dataclass(frozen=True)
-class MismatchCompare:
-    """The record of an output that could not be compared element by element (another shape
-    or dtype, or missing): both predicates fail on every reference element."""
-
-    shape_match: Literal[False]
-    element_count: COUNT
-    bit_identical_count: Annotated[int, Num(ge=0, le=0)]
-    official: PredicateResult
-    legacy: PredicateResult
-    reference_shape: Optional[Tuple[COUNT, ...]] = None
-    candidate_shape: Optional[Tuple[COUNT, ...]] = None
-    equal_nan_stress = max_abs_error = max_abs_reference = nonfinite = discriminating = None
-    null_candidate_passes = error = None
-
-    def _invariants(self) -> Iterator[tuple[str, str]]:
-        for k in ("official", "legacy"):
-            r = getattr(self, k)
-            if r.passed or r.failing_count != self.element_count or r.worst_ratio is not None:
-                yield f".{k}", "an output that could not be compared fails on every element, with no ratio"
-
-
-@dataclass(frozen=True)
-class FailedPredicate:
-    passed: Literal[False] = strict.field(json="pass")
-
-
-@dataclass(frozen=True)
-class UnreadableCompare:
-    """A spot-checked timed output the parent could not read back (``error``): failed."""
-
-    shape_match: Literal[False]
-    official: FailedPredicate
-    error: Annotated[str, Text(0, 400)]
-    element_count = bit_identical_count = legacy = equal_nan_stress = max_abs_error = max_abs_reference = None
-    nonfinite = discriminating = null_candidate_passes = None
-
-
-def _compare_kind(raw: dict):
-    if raw.get("shape_match") is True:
-        return FullCompare
-    return UnreadableCompare if "error" in raw else MismatchCompare
-
-
-Compare = Annotated[Union[FullCompare, MismatchCompare, UnreadableCompare],
-                    strict.OneOf(_compare_kind, "comparison")]
+from kbrepro.model.compare_records import (Compare, FullCompare, MismatchCompare, NonFinite,  # noqa: F401 (re-exported)
+                                           PredicateResult, StressResult, UnreadableCompare)
+from kbrepro.model.scalars import (ARM, BUILD_PATH, CASE_ID, CASE_KINDS, COUNT, DEVICE, DIGEST, FLAGS, GBPS,
+                                   IDENT, LAYOUT, MS, NAME, POSITIVE, POSITIVE_MS, RELPATH, SECONDS, SHA1, SHA256,
+                                   SHARD_ID, SHORT, SIZES, STAGES, THREADS, TOL, UTC, Flags)
+from kbrepro.model.strict import Items, Num, Text
+from kbrepro.model.timing_records import (Bandwidth, Baseline, Block, CallRound, Clock, CopyBlock,  # noqa: F401
+                                          HeldOutputs, PerCall, Protocol, Roofline, Round, SpotCheck, Timing)
 
 
 # ---------------------------------------------------------------------------- the config
@@ -331,130 +156,6 @@ class Observations:
     cases: Annotated[Tuple[Case, ...], Items(0, 200)] = ()
     profile: Optional[Profile] = None
     extra_shapes: Optional[Annotated[Tuple[SIZES, ...], Items(0, 16)]] = None
-
-
-# --------------------------------------------------------------------------------- timing
-@dataclass(frozen=True)
-class Protocol:
-    """How a block was timed (harness/timing.py): warmups, rounds, invocations per timed
-    region, the seed of the shuffled arm order, and the L2 state (candidate blocks)."""
-
-    mode: Literal["events", "graph"]
-    warmups: COUNT
-    rounds: POSITIVE
-    invocations_per_pair: POSITIVE
-    order_seed: Optional[int]
-    l2: Optional[Literal["warm", "cold"]] = None
-
-
-@dataclass(frozen=True)
-class Round:
-    """One round: the arms in the order they ran, each arm's time per invocation (ms), and the
-    parent's clock (ms) around each request it did not time itself (the candidate's)."""
-
-    times_ms: Mapping[ARM, POSITIVE_MS]
-    order: Annotated[Tuple[ARM, ...], Items(1, 8)] = ()
-    host_ms: Mapping[ARM, MS] = strict.field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Block:
-    """A candidate's timing block: every arm once per round, shuffled (``id`` = name/l2)."""
-
-    id: Annotated[str, Text(1, 80)]
-    candidate: NAME
-    l2: Literal["warm", "cold"]
-    mode: Literal["events"]
-    protocol: Protocol
-    arms: Annotated[Tuple[ARM, ...], Items(1, 8)]
-    rounds: Annotated[Tuple[Round, ...], Items(1, 2000)]
-    flush_bytes: Optional[POSITIVE] = None
-
-
-@dataclass(frozen=True)
-class CopyBlock:
-    """The device-to-device copy block (harness/extras.copy_bandwidth) the bandwidth is derived from."""
-
-    id: Literal["copy.d2d"]
-    task: Literal[0]
-    scope: Literal["copy"]
-    mode: Literal["graph"]
-    kind: Literal["copy"]
-    bytes_moved: POSITIVE
-    protocol: Protocol
-    arms: Annotated[Tuple[Literal["memcpy", "elementwise"], ...], Items(2, 2)]
-    rounds: Annotated[Tuple[Round, ...], Items(1, 2000)]
-
-
-@dataclass(frozen=True)
-class Bandwidth:
-    """The run's device copy bandwidth (GB/s) and the raw block it is derived from, or why
-    there is none (``reason``: a CPU run)."""
-
-    gbps: Optional[GBPS]
-    block: Optional[CopyBlock] = None
-    reason: Optional[SHORT] = None
-
-
-@dataclass(frozen=True)
-class Baseline:
-    """A baseline arm: its build time and check, or why it was skipped."""
-
-    build_s: Optional[SECONDS] = None
-    compare: Optional[Compare] = None
-    skipped: Optional[LINE] = None
-
-    def _invariants(self) -> Iterator[tuple[str, str]]:
-        if (self.skipped is None) == (self.compare is None) or (self.compare is None) != (self.build_s is None):
-            yield "", "is neither a baseline that ran (build_s and compare) nor one that was skipped (skipped)"
-
-
-@dataclass(frozen=True)
-class CallRound:
-    """One round of per-call times (ms, each call synchronised alone)."""
-
-    round: COUNT
-    times_ms: Annotated[Tuple[POSITIVE_MS, ...], Items(0, 1000)]
-
-
-@dataclass(frozen=True)
-class SpotCheck:
-    """The timed output the parent picked after a fresh-input round (``index``), the call that
-    wrote it (``written_by``) and its comparison with the parent's reference."""
-
-    round: COUNT
-    index: COUNT
-    compare: Compare
-    written_by: Optional[COUNT] = None
-
-
-@dataclass(frozen=True)
-class PerCall:
-    """Per-call times on fresh input sets and on one repeated set, and the spot checks."""
-
-    fresh: Annotated[Tuple[CallRound, ...], Items(0, 1000)]
-    repeat: Annotated[Tuple[CallRound, ...], Items(0, 1000)]
-    spot_checks: Annotated[Tuple[SpotCheck, ...], Items(0, 1000)]
-    sets_per_round: POSITIVE
-
-
-@dataclass(frozen=True)
-class Roofline:
-    """The roofline check's inputs: bytes one call must move, the warm block's median time per
-    invocation (ms) and the copy bandwidth (GB/s)."""
-
-    bytes_moved: POSITIVE
-    median_ms: POSITIVE_MS
-    bandwidth_gbps: Optional[GBPS]
-
-
-@dataclass(frozen=True)
-class Timing:
-    """A candidate's timing record (empty for a CPU run or one that stopped before timing)."""
-
-    baselines: Annotated[Mapping[ARM, Baseline], Items(0, 8)] = strict.field(default_factory=dict)
-    per_call: Optional[PerCall] = None
-    roofline: Optional[Roofline] = None
 
 
 # ----------------------------------------------------------------------------- provenance
@@ -628,7 +329,9 @@ class CandidatesDoc:
     """``results/candidates.json``."""
 
     schema: Literal["kbrepro/candidates"]
-    schema_version: Literal[1]
+    #: 1: the timing protocol before issue 27; 2: every timed invocation on fresh inputs, every
+    #: timed output held against eager's, the parent's clock over two lengths
+    schema_version: Literal[1, 2]
     kind: Literal["kernelbench-candidates"]
     profile: Literal["full", "quick"]
     started_utc: UTC
@@ -650,5 +353,5 @@ def load(doc: object) -> tuple[Optional[CandidatesDoc], list]:
 __all__ = ["CandidatesDoc", "CandidateRecord", "Observations", "Case", "Compare", "PredicateResult", "Output",
            "FullCompare", "MismatchCompare", "UnreadableCompare", "NonFinite", "StressResult", "Build", "Profile", "Kernel", "Timing", "Baseline", "PerCall", "CallRound", "SpotCheck", "Roofline",
            "Block", "Round", "Protocol", "CopyBlock", "Bandwidth", "Provenance", "ProvFile", "Binary", "NinjaBuild",
-           "Verdict", "Stage", "Flags", "CaseRef", "ShardCase", "RanOn", "RunConfig", "Predicate", "load", "CASE_KINDS",
+           "Verdict", "Stage", "Flags", "Clock", "HeldOutputs", "CaseRef", "ShardCase", "RanOn", "RunConfig", "Predicate", "load", "CASE_KINDS",
            "STAGES"]

@@ -147,6 +147,91 @@ def roofline_median_ms(candidate_times_ms: Sequence[float]) -> float:
     return statistics.median(candidate_times_ms)
 
 
+# ------------------------------------------------ timed invocations on fresh inputs (issue 27)
+#: the most bytes of input sets a timed request may hold at once (the invocations per request
+#: are capped so that every invocation has a set of its own)
+POOL_BYTES_MAX = 16 << 30
+#: a checksum chunk holds at most this many output elements. With weights uniform in [-1, 1], a
+#: stale or partly computed output's weighted sum differs from the right one's by about
+#: 0.8 sqrt(m) sigma over a chunk of m elements, while the allowance of allclose grows as
+#: m (atol + rtol E|y|), about 1.5e-4 m at the default tolerance for outputs of unit scale:
+#: at m = 2**16 that is 205 sigma against 10, so an output of another input set fails for any
+#: sigma above about 0.05 (a smaller sigma is within what allclose itself lets through)
+CHECKSUM_CHUNK = 1 << 16
+#: the relative error of a float32 tree reduction of one chunk (log2(m) ulps, with room)
+CHECKSUM_FLOAT_SLACK = 1e-5
+#: the parent's clock over requests of two lengths: the longer one adds at least this many ms
+#: of the candidate's own reported time; the candidate's reported time per invocation may be
+#: at most CLOCK_SLOPE_SLACK short of the slope
+CLOCK_EXTRA_MS = 8.0
+CLOCK_SLOPE_SLACK = 0.15
+CLOCK_REPEATS = 5
+#: the most invocations of the clock's longer request
+MAX_CLOCK_INVOCATIONS = 20000
+#: how far a block's time per invocation may fall below the candidate's per-call time on fresh
+#: inputs: the launch overhead measured in the run (eager's per-call minus its block time, or
+#: the candidate's own host time per checked call, the larger), times this factor, plus
+#: CALLS_SLACK_MS
+CALLS_OVERHEAD_FACTOR = 1.5
+CALLS_SLACK_MS = 0.05
+
+
+def pool_seed(timing_seed: int, l2: str, round_index: int) -> int:
+    """The seed of a timed request's input sets (the same in every arm of a round): the task's
+    own ``get_inputs()`` drawn once per invocation, one after another, on the device after
+    ``torch.manual_seed`` of it (harness/fresh.py)."""
+    tag = sum((i + 1) * ord(ch) for i, ch in enumerate(l2))
+    return (timing_seed * 1_000_003 + tag * 100_003 + round_index * 10_007) % (1 << 62)
+
+
+def invocations_with_pool(calibrated: int, input_bytes: int) -> int:
+    """Invocations per request once every invocation has an input set of its own: the
+    calibrated count, capped so that the sets fit :data:`POOL_BYTES_MAX` (at least 1)."""
+    return max(1, min(calibrated, POOL_BYTES_MAX // max(input_bytes, 1)))
+
+
+def checksum_chunks(numel: int) -> int:
+    """How many chunks an output of ``numel`` elements is checksummed in."""
+    return max(1, -(-numel // CHECKSUM_CHUNK))
+
+
+def checksum_agrees(cand: Sequence[Optional[float]], ref: Sequence[Optional[float]], elements: int, atol: float,
+                    rtol: float) -> Optional[bool]:
+    """Whether a timed output's checksum of one chunk (``(weighted sum, sum of |y|)``, weights in
+    [-1, 1]) can come from an output allclose to the reference's: ``|sw_c - sw_r| <= m atol +
+    rtol sum|y_c|`` (the allowance of ``torch.allclose(reference, candidate)`` summed over the
+    chunk's ``m`` elements), with the float32 reduction's slack. None where the reference's
+    checksum is not finite (nothing to hold the output against)."""
+    sc, ac = cand
+    sr, ar = ref
+    if sr is None or ar is None or not (math.isfinite(sr) and math.isfinite(ar)):
+        return None
+    if sc is None or ac is None or not (math.isfinite(sc) and math.isfinite(ac)):
+        return False
+    allow = elements * atol + rtol * ac + CHECKSUM_FLOAT_SLACK * (ac + ar)
+    return abs(sc - sr) <= allow
+
+
+def clock_slope_ms(n1: int, hosts1: Sequence[float], n2: int, hosts2: Sequence[float]) -> float:
+    """The parent's clock per invocation: the median host time of requests of ``n2``
+    invocations minus that of ``n1``, over ``n2 - n1`` (the fixed cost of a request cancels)."""
+    return (statistics.median(hosts2) - statistics.median(hosts1)) / (n2 - n1)
+
+
+def clock_extra_invocations(n1: int, reported_ms: float) -> int:
+    """The longer request's length: ``n1`` plus enough invocations to add
+    :data:`CLOCK_EXTRA_MS` of the candidate's own reported time (at least ``n1``)."""
+    return n1 + max(n1, math.ceil(CLOCK_EXTRA_MS / max(reported_ms, 1e-6)))
+
+
+def calls_allowance_ms(eager_percall_ms: float, eager_block_ms: float, candidate_call_ms: float) -> float:
+    """How much faster a block's time per invocation may be than the per-call time on fresh
+    inputs: the launch overhead measured in this run (:data:`CALLS_OVERHEAD_FACTOR` times
+    the larger of eager's per-call minus block time and the candidate's host time per checked
+    call) plus :data:`CALLS_SLACK_MS`."""
+    return CALLS_OVERHEAD_FACTOR * max(eager_percall_ms - eager_block_ms, candidate_call_ms, 0.0) + CALLS_SLACK_MS
+
+
 def bytes_moved(input_bytes: Iterable[int], output_bytes: Iterable[int]) -> int:
     """The bytes one call must move at least: every input read once, every output written once."""
     return sum(input_bytes) + sum(output_bytes)
@@ -154,4 +239,5 @@ def bytes_moved(input_bytes: Iterable[int], output_bytes: Iterable[int]) -> int:
 
 __all__ = ["CandidateConfig", "PROFILES", "BASELINES", "DISTRIBUTIONS", "STAGES", "TARGET_REQUEST_MS",
            "MAX_INVOCATIONS", "COPY_PROTOCOL", "expected_cases", "case_set_and_model", "default_extra_shapes", "invocations_per_request", "copy_gbps",
-           "roofline_median_ms", "bytes_moved", "USER_FIELDS", "LIMIT_FIELDS"]
+           "roofline_median_ms", "bytes_moved", "pool_seed", "invocations_with_pool", "checksum_chunks",
+           "checksum_agrees", "clock_slope_ms", "clock_extra_invocations", "calls_allowance_ms", "USER_FIELDS", "LIMIT_FIELDS"]

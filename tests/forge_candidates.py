@@ -25,8 +25,8 @@ from kbrepro.model import candidates as mc
 def _lenient(raw_doc, files, task_source, *, prefix=""):
     doc, _ = mc.load(raw_doc)
     if doc is not None:
-        verdicts = {r.name: cheats.derive(r.observations, r.timing, r.blocks, doc.predicate.atol, doc.predicate.rtol)
-                    for r in doc.candidates}
+        verdicts = {r.name: cheats.derive_any(doc.schema_version, r.observations, r.timing, r.blocks,
+                                              doc.predicate.atol, doc.predicate.rtol) for r in doc.candidates}
     else:
         verdicts = {r.get("name"): tuple(cheats.CheckVerdict(v["name"], v["passed"], v["detail"])
                                          for v in r.get("verdicts") or [])

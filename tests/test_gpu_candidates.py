@@ -32,6 +32,13 @@ CASES = [
     ("cheat_hardcoded_shape.py", "1/88", SMALL, "other_shapes_correct"),
     ("cheat_tf32_matmul.py", "1/1", {}, "precision_flags_unchanged"),
     ("cheat_zero_output.py", "2/23", {}, "discriminates"),
+    # the family of issue 27: told timed calls from checked ones
+    ("cheat_busy_stream_stale.py", "1/88", SMALL, "follows_fresh_inputs"),
+    ("cheat_pending_work_memo.py", "1/88", SMALL, "follows_fresh_inputs"),
+    ("cheat_self_timing.py", "1/88", SMALL, "timed_outputs_correct"),
+    ("cheat_count_per_input.py", "1/88", SMALL, "timed_outputs_correct"),
+    ("cheat_compare_last_output.py", "1/88", SMALL, "timed_outputs_correct"),
+    ("cheat_timer_three_quarters.py", "1/88", SMALL, "host_clock_agrees"),
     (f"{ADVERSARIAL}/result_reuse_kernel.py", "1/1", {}, "deterministic_under_poison"),
     (f"{ADVERSARIAL}/zero_out_kernel.py", "1/1", {}, "inputs_unchanged"),
     (f"{ADVERSARIAL}/non_default_stream_kernel.py", "1/1", {}, "single_stream"),
@@ -68,4 +75,5 @@ def test_each_cheat_is_caught_by_its_check(tmp_path, name, task, sizes, check):
 @pytest.mark.parametrize("name", ["honest_gelu_cuda.py", "honest_gelu_triton.py"])
 def test_honest_candidates_pass_every_check_that_decides(tmp_path, name):
     v = _run(tmp_path, HERE / name, "1/88", SMALL)
-    assert [k for k, x in v.items() if x["passed"] is False] == []
+    bad = {k: x["detail"] for k, x in v.items() if x["passed"] is False}
+    assert not bad, bad

@@ -1,0 +1,248 @@
+"""A candidate's checked calls: the parent's side of the checking pass, the re-drawn weights and
+the extra shapes (harness/candidate.py runs them as stages; harness/candidate_timing.py times).
+
+Every call runs in the candidate's child (harness/isolate.py) on inputs the parent drew from the
+same seeds (harness/kbtask.py); the parent compares each output with its own reference under
+the official predicate and records the case (:func:`case`). Each part of the record is held to
+the model's typed record as it is written (:func:`checked`): a value the model refuses that the
+child reported is the candidate's malformed reply, one the parent computed a defect of ours.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from kbrepro.errors import CandidateFailure, InvalidResultsError
+from kbrepro.harness import jsonio, kbtask
+from kbrepro.harness.checks import Tolerance, compare
+from kbrepro.harness.isolate import CandidateProcess, frame_tensor
+from kbrepro.model import candidates as mc
+from kbrepro.model import protocol, strict
+from kbrepro.model.protocol import CandidateConfig
+
+
+@dataclass(frozen=True)
+class CandidateSpec:
+    """A candidate and its task: ``name`` (bundle-safe), ``source`` (the candidate file's
+    bytes), ``task_path`` (the KernelBench path in the pin) and ``task_source`` (its bytes)."""
+
+    name: str
+    source: bytes
+    task_path: str
+    task_source: bytes
+
+
+@dataclass
+class Ctx:
+    spec: CandidateSpec
+    cfg: CandidateConfig
+    dev: str
+    tol: Tolerance
+    proc: CandidateProcess
+    task: Any
+    model: Any
+    progress: Callable[[str], None]
+    obs: dict = field(default_factory=dict)
+    refs: dict = field(default_factory=dict)
+
+
+
+
+def digest(x) -> str | None:
+    return kbtask.fingerprint(x)
+
+
+def clone(xs):
+    import torch
+
+    return [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
+
+
+def ref_range(ref) -> list:
+    import torch
+
+    r = ref.detach().double()
+    f = r[torch.isfinite(r)]
+    return [float(f.min()), float(f.max())] if f.numel() else [None, None]
+
+
+def first(y):
+    return y[0] if isinstance(y, (tuple, list)) else y
+
+
+def sync(dev: str) -> None:
+    import torch
+
+    if dev.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+#: fields of a record whose values the candidate's child reports (everything else the parent
+#: computes): a value the model refuses there is the candidate's malformed reply, elsewhere ours
+CHILD_FIELDS = frozenset({"digests_before", "digests_after", "threads_before", "threads_after", "call_ms",
+                          "stream_wait_ms", "device_wait_ms", "flags_after_call", "output", "held_over", "build_s",
+                          "flags_before", "flags_after_build", "threads", "torch", "times_ms", "kernels",
+                          "marker_stream"})
+
+
+def checked(cls: type, doc: Any, what: str) -> Any:
+    """``doc`` (a part of the record being written) as the model's typed ``cls``. Raises
+    CandidateFailure where the model refuses a value the child reported (a malformed reply)
+    and InvalidResultsError where it refuses one the harness computed (a defect of ours)."""
+    try:
+        plain = json.loads(jsonio.dumps(doc))
+    except ValueError as exc:  # a non-finite float: only a child's reply carries one
+        raise CandidateFailure(f"a malformed reply ({what}): {exc}") from None
+    rec, problems = strict.build(cls, plain)
+    if not problems:
+        return rec
+    p = problems[0]
+    fields = set(re.findall(r"\.([A-Za-z_][A-Za-z0-9_]*)", p.path))
+    if fields & CHILD_FIELDS:
+        raise CandidateFailure(f"a malformed reply ({what}): {p.path[2:]} {p.message}"[:300])
+    raise InvalidResultsError(f"internal error: the harness wrote a {what} its own model refuses: {p}"[:400],
+                              "report this as a bug (KBREPRO_DEBUG=1 shows where)")
+
+
+def failing(ref) -> dict:
+    n = int(ref.numel())
+    return {"shape_match": False, "element_count": n, "bit_identical_count": 0,
+            "official": {"pass": False, "failing_count": n, "worst_ratio": None},
+            "legacy": {"pass": False, "failing_count": n, "worst_ratio": None}}
+
+
+def case(c: Ctx, cid: str, kind: str, xs_parent: list, ref, *, set_id: str, model: str = "main",
+          poison: int | None = None, profile: bool = False, others: Mapping | None = None) -> dict:
+    """One call of the candidate on the child's set ``set_id`` (the same values as
+    ``xs_parent``), compared with ``ref`` (a tensor, or a tuple of them: every output is
+    compared, the case's record is the worst). Appends the case to the observations. Raises
+    CandidateFailure when the parent's own reference changed during the call (a child that
+    writes into the parent's memory)."""
+    import torch
+
+    refs = tuple(ref) if isinstance(ref, (tuple, list)) else (ref,)
+    ref = refs[0]
+    before = [kbtask.fingerprint(r) for r in refs]
+    req = {"cmd": "call", "id": set_id, "model": model, "profile": profile, "case": cid}
+    if poison is not None:
+        req.update(poison=poison, poison_chunk=int(ref.numel() * ref.element_size()))
+    nbytes = sum(int(r.numel() * r.element_size()) for r in refs if isinstance(r, torch.Tensor))
+    rep = c.proc.request(req, timeout_s=c.cfg.call_timeout_s, max_bytes=2 * nbytes + 4096)
+    if [kbtask.fingerprint(r) for r in refs] != before:
+        raise CandidateFailure("the parent's reference changed while the candidate ran: its process wrote into ours")
+    h = rep.header
+    outs = h.get("outputs") or []
+    o = outs[0] if outs else {"type": "nothing", "plain": False}
+    case = {"id": cid, "kind": kind, "set": set_id, "model": model, "reference_device": str(ref.device),
+            "reference_range": ref_range(ref), "digests_parent": [digest(x) for x in xs_parent],
+            "output": {k: o.get(k) for k in ("type", "plain", "device", "layout", "grad_fn", "digest")},
+            "output_count": len(outs), "reference_count": len(refs)}
+    for k in ("digests_before", "digests_after", "threads_before", "threads_after", "call_ms", "stream_wait_ms",
+              "device_wait_ms", "flags_after_call"):
+        case[k] = h.get(k)
+    case["host_ms"] = rep.host_ms
+    earlier = {e.get("id") for e in c.obs.get("cases", [])}
+    case["held_over"] = next((o["held_over"] for o in outs if o.get("held_over") in earlier), None)
+    if poison is not None:
+        case["poison_byte"] = poison
+    frames = iter(rep.frames)
+    got = []
+    for oi in outs:
+        raw = next(frames, None) if "tensor" in oi else None
+        try:
+            got.append(frame_tensor(oi["tensor"], raw) if raw is not None else None)
+        except ValueError as exc:
+            case["output"]["unreadable"] = str(exc)[:200]
+            got.append(None)
+    if len(got) != len(refs) or any(g is None for g in got):
+        case["compare"] = failing(ref)
+    else:
+        cmps = [compare(r.detach(), g.to(r.device), c.tol) for r, g in zip(refs, got)]
+        case["compare"] = next((x for x in cmps if not x["official"]["pass"]), cmps[0])
+        out = got[0].to(ref.device)
+        if not case["compare"]["official"]["pass"] and others:
+            firsts = {k: (r[0] if isinstance(r, tuple) else r) for k, r in others.items()}
+            case["matches_other"] = sorted(k for k, r in firsts.items() if k != cid and tuple(r.shape) == tuple(out.shape)
+                                           and r.dtype == out.dtype and bool(torch.allclose(r, out, atol=c.tol.atol,
+                                                                                            rtol=c.tol.rtol)))
+    checked(mc.Case, case, f"case {cid}")
+    if profile and h.get("kernels") is not None:
+        prof = {"kernels": h.get("kernels") or [], "marker_stream": h.get("marker_stream")}
+        checked(mc.Profile, prof, "profiled call")
+        c.obs["profile"] = prof
+    c.obs.setdefault("cases", []).append(case)
+    return case
+
+
+def draw(c: Ctx, set_id: str, seed: int, dist: str, *, into: str | None = None, task=None, overrides=None):
+    req = {"cmd": "draw", "id": set_id, "seed": seed, "distribution": dist}
+    if into:
+        req["into"] = into
+    if overrides:
+        req["overrides"] = dict(overrides)
+    c.proc.request(req, timeout_s=c.cfg.call_timeout_s)
+    return kbtask.draw_inputs(task or c.task, seed, dist, c.dev)
+
+
+def reference(model, xs):
+    """The task's outputs on copies of ``xs``: a tensor, or a tuple of them."""
+    import torch
+
+    with torch.no_grad():
+        y = model(*clone(xs))
+    return tuple(y) if isinstance(y, (tuple, list)) else y
+
+
+def checking_pass(c: Ctx) -> None:
+    refs = c.refs
+    first = None
+    for s in c.cfg.seeds:
+        for d in c.cfg.distributions:
+            sid = f"s{s}/{d}"
+            xs = draw(c, sid, s, d)
+            refs[sid] = reference(c.model, xs)
+            case(c, sid, d, xs, refs[sid], set_id=sid, others=refs)
+            first = first or (sid, s, d)
+    sid0, s0, d0 = first
+    s1 = c.cfg.seeds[1] if len(c.cfg.seeds) > 1 else s0 + 1
+    xs = draw(c, sid0, s1, "official", into=sid0)  # new values in the first set's tensors
+    key = f"s{s1}/official"
+    refs.setdefault(key, reference(c.model, xs))
+    case(c, "same_buffers", "same_buffers", xs, refs[key], set_id=sid0, others=refs)
+    xs = draw(c, "repeat", s0, d0)
+    case(c, "repeat", "repeat", xs, refs[sid0], set_id="repeat", others=refs)
+    for i, byte in enumerate(c.cfg.poison_bytes):
+        case(c, f"poison{i}", "poison", xs, refs[sid0], set_id="repeat", poison=byte, others=refs)
+    case(c, "profiled", "profiled", xs, refs[sid0], set_id="repeat", profile=True, others=refs)
+
+
+def after_timing(c: Ctx, task_src: bytes) -> None:
+    import torch
+
+    s0 = c.cfg.seeds[0]
+    # re-drawn weights: ModelNew and Model both built after another seed
+    c.proc.request({"cmd": "model", "name": "redrawn", "seed": c.cfg.redrawn_seed}, timeout_s=c.cfg.call_timeout_s)
+    other = kbtask.build_model(c.task, c.task.Model, c.cfg.redrawn_seed, c.dev)
+    xs = draw(c, "redrawn", s0, "official")
+    case(c, "redrawn_weights", "redrawn_weights", xs, reference(other, xs), set_id="redrawn", model="redrawn")
+    del other
+    shapes = c.cfg.extra_shapes or tuple(tuple(d.items()) for d in protocol.default_extra_shapes(
+        kbtask.size_globals(c.task)))
+    c.obs["extra_shapes"] = [dict(s) for s in shapes]
+    for i, ov in enumerate(shapes):
+        ov = dict(ov)
+        t = kbtask.load_task(task_src, f"kbrepro_task_shape{i}")
+        kbtask.apply_overrides(t, {**dict(c.cfg.sizes), **ov})
+        m = kbtask.build_model(t, t.Model, s0, c.dev)
+        c.proc.request({"cmd": "model", "name": f"shape{i}", "seed": s0, "overrides": ov},
+                       timeout_s=c.cfg.call_timeout_s)
+        xs = draw(c, f"shape{i}", s0, "official", task=t, overrides=ov)
+        case(c, f"shape{i}", "extra_shape", xs, reference(m, xs), set_id=f"shape{i}", model=f"shape{i}")
+        del m, xs
+        torch.cuda.empty_cache() if c.dev.startswith("cuda") else None
+
+
+__all__ = ["CandidateSpec", "Ctx", "case", "draw", "reference", "checking_pass", "after_timing", "checked", "first", "sync", "clone",
+           "CHILD_FIELDS"]

@@ -1,0 +1,287 @@
+"""A candidate's timing stage: the baselines, the timing blocks, the parent's clock over two
+request lengths, and per-call times (issue 27; DESIGN.md section 7a, "Timing a candidate").
+
+Every timed invocation, in every arm, computes on an input set of its own that no other
+invocation of its request saw, drawn with the task's own ``get_inputs()`` on the device from
+the seeds :func:`~kbrepro.model.protocol.pool_seed` gives, right before the arm's request
+(harness/fresh.py). Every arm of a round gets the same sets, drawn the same way in its own
+process, so the ratios compare like with like; drawing happens outside the timed region and
+nothing but the invocations (and the cold-L2 flush, as before) runs inside it.
+
+* **Timed outputs, all of them, checked after the fact.** Each request keeps every output and,
+  after its end event, checksums it in chunks (weighted sums and sums of |y|); the parent holds
+  every invocation's checksums against those of its own eager outputs on the same set
+  (:func:`~kbrepro.model.protocol.checksum_agrees`, the allowance of allclose summed over a
+  chunk). An output buffer the candidate reused holds only its last writer's answer, which is
+  held against that writer's set; the others count as aliased. Each round records counts, the
+  worst deviation and a sample with the raw checksums (every failing invocation, up to 8, and
+  2 passing ones drawn after the fact), from which the verifier derives the verdict again.
+* **The parent's clock over two lengths.** After the warm block, requests of ``n1`` and
+  ``n2`` invocations alternate (:data:`~kbrepro.model.protocol.CLOCK_REPEATS` each); the
+  slope of the parent's clock over the two lengths cancels a request's fixed cost and is the
+  time per invocation the candidate's own timer must agree with, at any request length.
+Every arm keeps its outputs (eager's are the reference the candidate's are held against);
+before each invocation the loop marks a CUDA-graph step, so a CUDA-graph baseline may reuse its
+static outputs, which are kept and never read.
+
+* **Per call on fresh sets**, candidate and eager alike (each call synchronised alone), with
+  one output per round spot-checked in full; and on one repeated set.
+
+What still differs between a timed and a checked call, and why it cannot matter, is written
+in docs/timing.md.
+"""
+from __future__ import annotations
+
+import random
+import time
+from typing import Any, Mapping
+
+from kbrepro.errors import CandidateFailure
+from kbrepro.harness.candidate_calls import Ctx, checked, clone, first, reference, sync
+from kbrepro.harness.checks import compare
+from kbrepro.harness.fresh import FreshTimer
+from kbrepro.harness.isolate import frame_tensor
+from kbrepro.model import candidates as mc
+from kbrepro.model import protocol
+
+#: the most failing and passing invocations a round's sample records
+SAMPLE_FAILING = 8
+SAMPLE_PASSING = 2
+
+
+def _traced(model, xs):
+    import torch
+
+    with torch.no_grad():
+        return torch.jit.trace(model, tuple(clone(xs)), check_trace=False)
+
+
+def baselines(c: Ctx, xs: list, ref) -> tuple[dict, dict]:
+    """Callables of the baseline arms (each takes an input set) and, per arm, its build
+    seconds and its check on the timing input ``xs``."""
+    import torch
+
+    arms, info = {}, {}
+    for name in c.cfg.baselines:
+        t0 = time.perf_counter()
+        try:
+            if name == "eager":
+                fn = c.model
+            elif name == "torchscript":
+                fn = _traced(c.model, xs)
+            elif name == "compile_default":
+                fn = torch.compile(c.model)
+            elif name == "compile_max_autotune":
+                fn = torch.compile(c.model, mode="max-autotune")
+            else:
+                raise ValueError(f"unknown baseline {name}")
+            with torch.no_grad():
+                out = first(fn(*xs))
+            sync(c.dev)
+        except Exception as exc:  # a baseline that cannot run is recorded, not fatal
+            info[name] = {"skipped": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"}
+            continue
+        info[name] = {"build_s": time.perf_counter() - t0, "compare": compare(first(ref), out.detach(), c.tol)}
+        arms[name] = fn
+    return arms, info
+
+
+def _collect(c: Ctx) -> None:
+    """Ask the child for a full collection before a timing request, outside the clock the
+    parent holds around that request (the timing request then turns the collector off)."""
+    c.proc.request({"cmd": "collect"}, timeout_s=c.cfg.call_timeout_s)
+
+
+def _held_reply(c: Ctx, out_bytes: int) -> dict:
+    """The candidate's checksums of its last fresh-input request (a request of its own, after
+    the timed one and outside its clock)."""
+    return c.proc.request({"cmd": "held"}, timeout_s=c.cfg.call_timeout_s, max_bytes=64 << 20).header
+
+
+def _candidate(c: Ctx, seed: int, n: int, flush_bytes: int, per_call: bool = False) -> tuple[Any, float]:
+    """One fresh-input request of the candidate: its pool of ``n`` sets drawn from ``seed``,
+    collected, then ``n`` invocations timed. Returns the reply and its time per invocation (ms)."""
+    c.proc.request({"cmd": "pool", "seed": seed, "n": n}, timeout_s=c.cfg.call_timeout_s)
+    _collect(c)
+    rep = c.proc.request({"cmd": "time_fresh", "n": n, "flush": flush_bytes, "per_call": per_call},
+                         timeout_s=c.cfg.call_timeout_s, max_bytes=64 << 20)
+    ts = rep.header.get("times_ms")
+    if not (isinstance(ts, list) and ts and all(isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0
+                                                 for t in ts)):
+        raise CandidateFailure(f"a timing reply without positive times: {str(ts)[:80]}")
+    return rep, float(ts[0])
+
+
+def _held(cand: Mapping, ref: list, sizes: list, atol: float, rtol: float, rng: random.Random) -> dict:
+    """Every invocation's checksums held against the reference's on the set its memory answers
+    (``written_by``): counts, the worst deviation over the allowance and a sample of raw
+    checksums (module docstring). An output whose chunk sizes differ from the reference's
+    fails whole."""
+    sums, wb = cand.get("checksums") or [], cand.get("written_by") or []
+    failing, passing, worst, aliased = [], [], 0.0, 0
+    for i, (row, w) in enumerate(zip(sums, wb)):
+        if w != i:
+            aliased += 1
+        want = ref[w] if w < len(ref) else []
+        if cand.get("chunk_sizes") != sizes or len(row) != len(want):
+            failing.append([i, w, -1, None, None, None, None, 0])
+            worst = float("inf")
+            continue
+        bad = None
+        for k, (rc, rr, m) in enumerate(zip(row, want, sizes)):
+            ok = protocol.checksum_agrees(rc, rr, m, atol, rtol)
+            if ok is False:
+                bad = [i, w, k, rc[0], rc[1], rr[0], rr[1], m]
+                allow = m * atol + rtol * abs(rc[1] or 0) + 1e-300
+                worst = max(worst, abs((rc[0] or 0) - rr[0]) / allow if rc[0] is not None else float("inf"))
+                break
+        (failing if bad else passing).append(bad or [i, w, 0, row[0][0], row[0][1], want[0][0], want[0][1], sizes[0]])
+    sample = failing[:SAMPLE_FAILING] + rng.sample(passing, min(SAMPLE_PASSING, len(passing)))
+    return {"n": len(sums), "aliased": aliased, "failing": len(failing), "worst": worst if worst != float("inf") else 1e300,
+            "sample": sorted(sample)}
+
+
+def block(c: Ctx, arms: dict, ft: FreshTimer, *, l2: str, rounds: int, flush_bytes: int, io_bytes: int) -> dict:
+    """One timing block (warm or cold L2): every arm once per round in a seeded shuffled order,
+    each on fresh sets (module docstring); the candidate's outputs held against eager's."""
+    import torch
+
+    cfg = c.cfg
+    names = [*arms, "candidate"]
+    flush = torch.empty(flush_bytes, dtype=torch.uint8, device=c.dev) if flush_bytes else None
+    warm, nw = protocol.pool_seed(cfg.timing_seed, f"{l2}-warmup", 0), max(1, cfg.warmups)
+    pool = ft.draw_pool(c.task, warm, nw)
+    for fn in arms.values():
+        ft.region(fn, pool, nw, flush)
+    _candidate(c, warm, nw, flush_bytes)
+    # invocations per request: enough that eager fills TARGET_REQUEST_MS (timed here, on fresh
+    # sets), capped so that every invocation's inputs and output fit the pool
+    cal = ft.draw_pool(c.task, protocol.pool_seed(cfg.timing_seed, f"{l2}-calibration", 0), cfg.invocations_per_pair)
+    eager_ms = ft.region(arms["eager"], cal, len(cal), flush)[0] if "eager" in arms else None
+    del cal, pool
+    inv = protocol.invocations_with_pool(protocol.invocations_per_request(cfg.invocations_per_pair, eager_ms),
+                                         io_bytes)
+    rng = random.Random(cfg.order_seed + (1 if l2 == "cold" else 0))
+    pick = random.Random(cfg.order_seed + (3 if l2 == "cold" else 2))
+    rows = []
+    for r in range(rounds):
+        order = names[:]
+        rng.shuffle(order)
+        seed = protocol.pool_seed(cfg.timing_seed, l2, r)
+        times, host, cand, ref, sizes, chk_ms = {}, {}, None, None, None, 0.0
+        for name in order:
+            if name == "candidate":
+                rep, times[name] = _candidate(c, seed, inv, flush_bytes)
+                host[name] = rep.host_ms
+                cand = _held_reply(c, io_bytes)
+            else:
+                pool = ft.draw_pool(c.task, seed, inv)
+                times[name], ys = ft.region(arms[name], pool, inv, flush)
+                if name == "eager":
+                    t0 = time.perf_counter()
+                    ref, sizes = ft.checksums(ys)
+                    chk_ms = (time.perf_counter() - t0) * 1e3
+                del pool, ys
+        outputs = _held(cand, ref or [], sizes or [], c.tol.atol, c.tol.rtol, pick)
+        rows.append({"order": order, "times_ms": times, "host_ms": host, "outputs": outputs, "checksum_ms": chk_ms})
+    proto = {"mode": "events", "warmups": cfg.warmups, "rounds": rounds, "invocations_per_pair": inv,
+             "order_seed": cfg.order_seed + (1 if l2 == "cold" else 0), "l2": l2, "inputs": "fresh",
+             "calibration_ms": eager_ms, "io_bytes": io_bytes}
+    blk = {"id": f"{c.spec.name}/{l2}", "candidate": c.spec.name, "l2": l2, "mode": "events", "protocol": proto,
+           "arms": names, "rounds": rows}
+    if flush_bytes:
+        blk["flush_bytes"] = flush_bytes
+    checked(mc.Block, blk, "timing block")
+    return blk
+
+
+def clock(c: Ctx, warm: Mapping) -> dict:
+    """The parent's clock over requests of two lengths (module docstring): ``n1`` the warm
+    block's invocations per request, ``n2`` from :func:`~kbrepro.model.protocol.clock_extra_invocations`
+    on the block's median reported time (capped by the pool's bytes), alternated
+    :data:`~kbrepro.model.protocol.CLOCK_REPEATS` times each."""
+    cfg = c.cfg
+    n1 = warm["protocol"]["invocations_per_pair"]
+    med = protocol.roofline_median_ms([r["times_ms"]["candidate"] for r in warm["rounds"]])
+    n2 = min(protocol.clock_extra_invocations(n1, med),
+             protocol.invocations_with_pool(protocol.MAX_CLOCK_INVOCATIONS, warm["protocol"]["io_bytes"]))
+    n2 = max(n2, n1 + 1)
+    out = {"n1": n1, "n2": n2, "host1_ms": [], "host2_ms": [], "reported1_ms": [], "reported2_ms": []}
+    for k in range(protocol.CLOCK_REPEATS):
+        for n, key in ((n1, "1"), (n2, "2")):
+            rep, t = _candidate(c, protocol.pool_seed(cfg.timing_seed, f"clock{key}", k), n, 0)
+            out[f"host{key}_ms"].append(rep.host_ms)
+            out[f"reported{key}_ms"].append(t)
+    return out
+
+
+def per_call(c: Ctx, ft: FreshTimer, xs_timing: list) -> dict:
+    """Per-call times (each call synchronised alone) on fresh sets, of the candidate and of
+    eager on the same sets, with one candidate output per round (drawn after the fact)
+    checked in full against the parent's reference; and on the one repeated timing input."""
+    cfg = c.cfg
+    k = cfg.fresh_sets
+    rng = random.Random(cfg.order_seed + 4)
+    fresh, eager, spots, repeat = [], [], [], []
+    for r in range(cfg.fresh_rounds):
+        seed = protocol.pool_seed(cfg.timing_seed, "percall", r)
+        rep, _ = _candidate(c, seed, k, 0, per_call=True)
+        fresh.append({"round": r, "times_ms": list(rep.header.get("times_ms") or [])})
+        checked(mc.CallRound, fresh[-1], "per-call times")
+        pool = ft.draw_pool(c.task, seed, k)
+        eager.append({"round": r, "times_ms": ft.per_call(c.model, pool)})
+        j = rng.randrange(k)
+        size = first(c.refs[next(iter(c.refs))]) if c.refs else None
+        nbytes = int(size.numel() * size.element_size()) if size is not None else 1 << 30
+        got = c.proc.request({"cmd": "output", "index": j}, timeout_s=cfg.call_timeout_s, max_bytes=2 * nbytes + 4096)
+        w = got.header.get("written_by")  # a reused output buffer holds the answer of the last call that wrote it
+        w = w if isinstance(w, int) and not isinstance(w, bool) and j <= w < k else j
+        ref = first(reference(c.model, pool[w]))
+        del pool
+        try:
+            out = frame_tensor(got.header.get("tensor") or {}, got.frames[0] if got.frames else b"").to(ref.device)
+            cmp = compare(ref, out, c.tol)
+        except ValueError as exc:
+            cmp = {"shape_match": False, "official": {"pass": False}, "error": str(exc)[:200]}
+        spots.append({"round": r, "index": j, "written_by": w, "compare": cmp})
+        _collect(c)
+        rep = c.proc.request({"cmd": "time", "ids": ["timing"], "n": k, "per_call": True},
+                             timeout_s=cfg.call_timeout_s)
+        repeat.append({"round": r, "times_ms": list(rep.header.get("times_ms") or [])})
+        checked(mc.CallRound, repeat[-1], "per-call times")
+    return {"fresh": fresh, "eager_fresh": eager, "repeat": repeat, "spot_checks": spots, "sets_per_round": k}
+
+
+def timing_stage(c: Ctx, timing: dict, blocks: list, xs: list, ref, bandwidth_gbps) -> None:
+    """The whole timing stage (harness/candidate.py): baselines, the warm block, the clock,
+    the cold block, per-call times and the roofline's inputs, written into ``timing`` and
+    ``blocks`` as they finish."""
+    import torch
+
+    ft = FreshTimer(torch, c.dev)
+    t0 = time.perf_counter()
+
+    def say(what: str) -> None:
+        c.progress(f"{c.spec.name}: timing: {what} ({time.perf_counter() - t0:.1f} s)")
+
+    arms, info = baselines(c, xs, ref)
+    say("baselines built")
+    timing["baselines"] = info
+    out_bytes = sum(int(r.numel() * r.element_size()) for r in (ref if isinstance(ref, tuple) else (ref,)))
+    in_bytes = sum(int(x.numel() * x.element_size()) for x in xs if isinstance(x, torch.Tensor))
+    blocks.append(block(c, arms, ft, l2="warm", rounds=c.cfg.rounds, flush_bytes=0, io_bytes=in_bytes + out_bytes))
+    say("warm block")
+    timing["clock"] = clock(c, blocks[0])
+    say("clock")
+    if c.cfg.cold_l2:
+        l2 = int(torch.cuda.get_device_properties(0).L2_cache_size)
+        blocks.append(block(c, arms, ft, l2="cold", rounds=c.cfg.cold_rounds, flush_bytes=2 * l2,
+                            io_bytes=in_bytes + out_bytes))
+    say("cold block")
+    timing["per_call"] = per_call(c, ft, xs)
+    say("per call")
+    med = protocol.roofline_median_ms([r["times_ms"]["candidate"] for r in blocks[0]["rounds"]])
+    timing["roofline"] = {"bytes_moved": in_bytes + out_bytes, "median_ms": med, "bandwidth_gbps": bandwidth_gbps}
+
+
+__all__ = ["baselines", "block", "clock", "per_call", "timing_stage"]

@@ -1,0 +1,213 @@
+"""Timed invocations on input values never seen before, and checksums of what they returned.
+
+One copy of the timing loop, used by the parent for the baseline arms and by the candidate's
+child for the candidate (issue 27; DESIGN.md section 7a):
+
+* :meth:`FreshTimer.draw_pool` draws one input set per invocation with the task's own
+  ``get_inputs()`` on the device, one after another after ``torch.manual_seed`` of the
+  request's seed (:func:`kbrepro.model.protocol.pool_seed`): valid inputs of the task (triangular, masks,
+  indices, softmaxed), drawn in both processes from the same seeds, so every arm of a round
+  computes on the same values and no invocation of a request sees values another one saw. The
+  pool is drawn right before each arm's request, so every arm starts from the same cache state;
+* :meth:`FreshTimer.region` times ``n`` invocations back to back with CUDA events, each on its
+  own set (a flush of the L2 written before each inside the region, as before), and keeps
+  every output; nothing else runs inside the region, so nothing has to be subtracted;
+* :meth:`FreshTimer.checksums` then sums each kept output in chunks of
+  :data:`~kbrepro.model.protocol.CHECKSUM_CHUNK` elements, weighted by fixed pseudo-random
+  weights in [-1, 1], and adds up |y| per chunk; the parent holds the candidate's checksums
+  against those of its own eager outputs on the same sets
+  (:func:`~kbrepro.model.protocol.checksum_agrees`). Outputs that share memory (a reused output
+  buffer) hold only their last writer's answer: :meth:`written_by` says which, and only that
+  answer can be held against its reference.
+
+The class binds torch's functions when it is made, before a candidate's code runs in the
+process: a candidate that replaces ``torch.Tensor.sum`` afterwards does not reach them.
+Raises whatever torch raises (the caller turns a candidate's failure into its verdict).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from kbrepro.model import protocol
+
+#: the seed of the fixed checksum weights (the same in both processes)
+WEIGHT_SEED = 20261203
+#: GPU cycles of the spin kernel queued before a synchronised call (about 0.2 ms on an H200):
+#: the calling stream is busy when the call starts, as it is inside a timed region
+BUSY_CYCLES = 400_000
+
+
+class FreshTimer:
+    """The fresh-input timing loop of one process (see the module docstring)."""
+
+    def __init__(self, torch: Any, device: str):
+        self.torch = torch
+        self.device = device
+        self._mv = torch.mv
+        self._norm = torch.linalg.vector_norm
+        self._stack = torch.stack
+        self._cat = torch.cat
+        self._manual_seed = torch.manual_seed
+        self._fork_rng = torch.random.fork_rng
+        self._Event = torch.cuda.Event
+        self._sync = torch.cuda.synchronize
+        self._Tensor = torch.Tensor
+        self._sleep = getattr(torch.cuda, "_sleep", None)
+        self._step = getattr(getattr(torch, "compiler", None), "cudagraph_mark_step_begin", None) or (lambda: None)
+        self._weights: dict = {}
+
+    def busy(self) -> None:
+        """Queue a short spin kernel on the current stream (the stream is then busy when the
+        next call starts, as inside a timed region)."""
+        if self._sleep is not None:
+            self._sleep(BUSY_CYCLES)
+
+    def draw_pool(self, task: Any, seed: int, n: int) -> list[list]:
+        """``n`` input sets drawn one after another by the task's own ``get_inputs()`` on this
+        device after ``torch.manual_seed(seed)`` (the process's generators are restored
+        afterwards): the same ``n`` sets in any process, each set's values new."""
+        torch = self.torch
+        dev = torch.device(self.device)
+        out = []
+        with self._fork_rng(devices=[dev] if dev.type == "cuda" else []):
+            self._manual_seed(int(seed))
+            with dev:
+                for _ in range(n):
+                    out.append([x.to(dev) if isinstance(x, self._Tensor) else x for x in task.get_inputs()])
+        return out
+
+    def region(self, fn: Callable, pool: Sequence[Sequence], n: int, flush=None, keep: bool = True) -> tuple[float, list]:
+        """``fn(*pool[i])`` for ``i < n``, back to back between two CUDA events (``flush``
+        written before each invocation inside the region); returns the time per invocation
+        (ms) and the outputs, all kept (``keep``; else each dropped once the next call is
+        made, as a CUDA-graph baseline needs: its outputs live in one static buffer)."""
+        torch = self.torch
+        ys = []
+        self._sync()
+        a, b = self._Event(enable_timing=True), self._Event(enable_timing=True)
+        with torch.no_grad():
+            a.record()
+            for i in range(n):
+                if flush is not None:
+                    flush.fill_(i & 0xFF)
+                self._step()  # a CUDA-graph baseline may reuse its static outputs (we keep, never read, them)
+                y = fn(*pool[i])
+                if keep:
+                    ys.append(y)
+            b.record()
+        b.synchronize()
+        return a.elapsed_time(b) / n, ys
+
+    def per_call(self, fn: Callable, pool: Sequence[Sequence]) -> list[float]:
+        """``fn(*xs)`` for each set of ``pool``, each call alone between two CUDA events after a
+        synchronisation: its time (ms). The outputs are dropped."""
+        torch = self.torch
+        out = []
+        with torch.no_grad():
+            for xs in pool:
+                self._sync()
+                a, b = self._Event(enable_timing=True), self._Event(enable_timing=True)
+                a.record()
+                y = fn(*xs)
+                b.record()
+                b.synchronize()
+                out.append(a.elapsed_time(b))
+                del y
+        return out
+
+    def per_call_kept(self, fn: Callable, pool: Sequence[Sequence]) -> tuple[list[float], list]:
+        """:meth:`per_call`, keeping the outputs (the candidate's, for a spot check)."""
+        torch = self.torch
+        out, ys = [], []
+        with torch.no_grad():
+            for xs in pool:
+                self._sync()
+                a, b = self._Event(enable_timing=True), self._Event(enable_timing=True)
+                a.record()
+                ys.append(fn(*xs))
+                b.record()
+                b.synchronize()
+                out.append(a.elapsed_time(b))
+        return out, ys
+
+    def _w(self, m: int, dtype) -> Any:
+        key = (m, str(dtype))
+        w = self._weights.get(key)
+        if w is None:
+            g = self.torch.Generator(device=self.device).manual_seed(WEIGHT_SEED)
+            w = self.torch.rand(m, generator=g, device=self.device, dtype=dtype) * 2 - 1
+            self._weights[key] = w
+        return w
+
+    def _tensors(self, y) -> list:
+        ys = y if isinstance(y, (tuple, list)) else (y,)
+        return [t for t in ys if isinstance(t, self._Tensor)]
+
+    def checksums(self, ys: Sequence) -> tuple[list, list]:
+        """Per output, per chunk: ``[weighted sum, sum of |y|]`` (float64 host values) and the
+        chunk's element counts (:func:`kbrepro.model.protocol.checksum_chunks`). Every tensor
+        of a tuple output is checksummed in order; a non-float tensor as float32."""
+        torch = self.torch
+        m = protocol.CHECKSUM_CHUNK
+        fast = self._batched(ys, m)
+        if fast is not None:
+            return fast
+        parts, sizes = [], None
+        for y in ys:
+            row, counts = [], []
+            for t in self._tensors(y):
+                t = t.detach()
+                if t.dtype not in (torch.float32, torch.float64):
+                    t = t.float()
+                flat = t.reshape(-1)
+                n = flat.numel()
+                k = n // m
+                if k:
+                    view = flat[: k * m].view(k, m)
+                    row += [self._stack([self._mv(view, self._w(m, t.dtype)), self._norm(view, 1, dim=1)], 1)]
+                    counts += [m] * k
+                rest = n - k * m
+                if rest or not n:
+                    tail = flat[k * m:]
+                    row += [self._stack([tail @ self._w(m, t.dtype)[:rest] if rest else tail.sum(),
+                                         self._norm(tail, 1)]).reshape(1, 2)]
+                    counts.append(rest)
+            parts.append(self._cat([r.double() for r in row]) if row else None)
+            sizes = counts if sizes is None else sizes
+        host = [[[v if v == v and abs(v) != float("inf") else None for v in c] for c in p.cpu().tolist()]
+                if p is not None else [] for p in parts]
+        return host, sizes or []
+
+    def _batched(self, ys: Sequence, m: int):
+        """:meth:`checksums` in four kernels where every output is one float32 tensor of one
+        shape within one chunk and no two share memory (the common case of a small output);
+        None otherwise."""
+        torch = self.torch
+        if not ys or not all(isinstance(y, self._Tensor) for y in ys):
+            return None
+        t0 = ys[0]
+        n = t0.numel()
+        if not 0 < n <= m or t0.dtype != torch.float32 or any(y.shape != t0.shape or y.dtype != t0.dtype for y in ys):
+            return None
+        if len({y.untyped_storage().data_ptr() for y in ys}) != len(ys):
+            return None
+        flat = self._stack([y.detach().reshape(-1) for y in ys])
+        pair = self._stack([self._mv(flat, self._w(m, t0.dtype)[:n]), self._norm(flat, 1, dim=1)], 1).double()
+        host = [[[v if v == v and abs(v) != float("inf") else None for v in row]] for row in pair.cpu().tolist()]
+        return host, [n]
+
+    def written_by(self, ys: Sequence) -> list[int]:
+        """For each kept output, the last invocation whose output uses the same memory (its
+        first tensor's storage): itself, unless the candidate reused an output buffer."""
+        ptrs = []
+        for y in ys:
+            ts = self._tensors(y)
+            ptrs.append(ts[0].untyped_storage().data_ptr() if ts and ts[0].untyped_storage().nbytes() else None)
+        last: dict = {}
+        for i, p in enumerate(ptrs):
+            if p is not None:
+                last[p] = i
+        return [last.get(p, i) if p is not None else i for i, p in enumerate(ptrs)]
+
+
+__all__ = ["FreshTimer", "WEIGHT_SEED"]

@@ -1,0 +1,257 @@
+"""Rules over a candidate's timing records (DESIGN.md section 7a): the copy block and the
+bandwidth derived from it, the timing blocks of both protocols (arms, rounds in the seeded
+order, the invocation calibration, the cold flush, protocol 2's held outputs) and protocol 2's
+clock over two lengths and eager per-call times. :mod:`kbrepro.model.candidate_rules` calls them;
+each returns :class:`~kbrepro.model.problems.Problem` records.
+"""
+from __future__ import annotations
+
+import math
+import random
+from typing import Iterator, Mapping, Optional, Sequence
+
+from kbrepro.model import problems as P
+from kbrepro.model import protocol
+from kbrepro.model.candidates import CandidateRecord, CopyBlock
+from kbrepro.model.problems import Problem
+from kbrepro.model.task_inputs import Undecidable, input_specs, parse_digest
+
+#: relative difference under which a stated float equals the derived one (the engine computes
+#: it with the same rule; only the last bits of a float may differ)
+FLOAT_REL = 1e-9
+#: how far the eager calibration of invocations per request may be from the eager arm's
+#: median in the same block (a factor): the calibration is one region of the profile's
+#: invocations, the block's rounds are regions of the calibrated count
+CALIBRATION_FACTOR = 2.0
+#: protocol 2 states its calibration (eager on the profile's few invocations, first calls and
+#: launch overhead in them): held within this factor of the block's eager median
+CALIBRATION_FACTOR_V2 = 4.0
+
+
+#: the memory bandwidth (GB/s) a copy can at most reach on a GPU, by the name the environment
+#: records (vendors' datasheets: HBM/GDDR peak), and on a GPU not in the table; a measured copy
+#: bandwidth above COPY_PEAK_SLACK times it is not a measurement
+GPU_PEAK_GBPS = {"H200": 4800.0, "H100 SXM": 3350.0, "H100 NVL": 3900.0, "H100 PCIe": 2000.0, "H100": 3350.0,
+                 "H20": 4000.0, "GH200": 4900.0, "B200": 8000.0, "B100": 8000.0, "GB200": 8000.0,
+                 "A100-SXM4-80GB": 2039.0, "A100 80GB PCIe": 1935.0, "A100": 2039.0, "L40S": 864.0, "L40": 864.0,
+                 "L4": 300.0, "A10G": 600.0, "A10": 600.0, "V100": 900.0, "T4": 320.0, "RTX 4090": 1008.0,
+                 "RTX 3090": 936.0, "RTX 5090": 1792.0, "MI300X": 5300.0, "MI250X": 3277.0}
+UNKNOWN_GPU_PEAK_GBPS = 12000.0
+COPY_PEAK_SLACK = 1.15
+
+
+def gpu_peak_gbps(gpu_name: Optional[str]) -> float:
+    """The peak of :data:`GPU_PEAK_GBPS` whose key the GPU's name contains (the longest key
+    first), else :data:`UNKNOWN_GPU_PEAK_GBPS`."""
+    for key in sorted(GPU_PEAK_GBPS, key=len, reverse=True):
+        if gpu_name and key.lower() in gpu_name.lower():
+            return GPU_PEAK_GBPS[key]
+    return UNKNOWN_GPU_PEAK_GBPS
+
+
+def _close(a: float, b: float, rel: float = FLOAT_REL) -> bool:
+    return math.isfinite(a) and math.isfinite(b) and abs(a - b) <= rel * max(abs(a), abs(b))
+
+
+def _p(code: str, path: str, msg: str, expected=None, found=None) -> Problem:
+    return Problem(code, path, msg, expected, found)
+
+
+def derived_gbps(block: CopyBlock) -> Optional[float]:
+    """The copy bandwidth (GB/s) of a raw copy block, by :func:`protocol.copy_gbps`; None for a
+    block that is not complete (:func:`copy_block_problems`)."""
+    if copy_block_problems(block, "$"):
+        return None
+    gbps = protocol.copy_gbps(block.bytes_moved, [r.times_ms for r in block.rounds], block.arms)
+    return gbps if math.isfinite(gbps) else None
+
+
+def copy_block_problems(block: CopyBlock, at: str) -> list[Problem]:
+    """A copy block is what harness.extras.copy_bandwidth writes: its protocol
+    (graph replays, :data:`protocol.COPY_PROTOCOL`), both arms in every round in the seeded
+    order, as many rounds as the protocol says."""
+    out = []
+    want = protocol.COPY_PROTOCOL
+    pr = block.protocol
+    if (pr.mode, pr.warmups, pr.rounds, pr.invocations_per_pair, pr.order_seed) != want or \
+            len(block.rounds) != pr.rounds or sorted(block.arms) != ["elementwise", "memcpy"]:
+        out.append(_p(P.CONTRADICTS, f"{at}.protocol", "is not the copy block's protocol", list(want),
+                      [pr.mode, pr.warmups, pr.rounds, pr.invocations_per_pair, pr.order_seed]))
+        return out
+    for k, (row, order) in enumerate(zip(block.rounds, _order(block.arms, pr.order_seed, pr.rounds))):
+        if list(row.order) != order or sorted(row.times_ms) != sorted(block.arms) or row.host_ms:
+            out.append(_p(P.INCOMPLETE, f"{at}.rounds[{k}]", "does not time both copies once in the seeded order"))
+            break
+    return out
+
+
+def _specs(task_src: bytes, sizes: Mapping[str, int], cache: dict) -> tuple:
+    key = tuple(sorted(sizes.items()))
+    if key not in cache:
+        cache[key] = input_specs(task_src, sizes)
+    return cache[key]
+
+
+def _order(arms: Sequence[str], seed: int, rounds: int) -> list[list[str]]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(rounds):
+        order = list(arms)
+        rng.shuffle(order)
+        out.append(order)
+    return out
+
+
+def block_problems(rec: CandidateRecord, at: str, gbps: Optional[float], task_src: Optional[bytes],
+                    cache: dict, l2_cache_bytes: Optional[int], version: int = 1) -> Iterator[Problem]:
+    cfg = protocol.PROFILES[rec.config.profile]
+    timing = rec.timing
+    fresh = version >= 2
+    if rec.observations.profile is None or rec.observations.profile.marker_stream is None:
+        yield _p(P.INCOMPLETE, f"{at}.observations.profile", "a GPU run profiles one call (its kernels and the marker's "
+                 "stream)")
+    if sorted(timing.baselines) != sorted(cfg.baselines):
+        yield _p(P.INCOMPLETE, f"{at}.timing.baselines", "are not the profile's baselines", list(cfg.baselines),
+                 sorted(timing.baselines))
+        return
+    ran = [a for a in cfg.baselines if timing.baselines[a].skipped is None]
+    if "eager" not in ran:  # the task's own model: every reference of the checking pass came from it
+        yield _p(P.CONTRADICTS, f"{at}.timing.baselines.eager", "is skipped, yet the checking pass compared every "
+                 "output with that very model's")
+        return
+    arms = [*ran, "candidate"]
+    want = [("warm", cfg.rounds)] + ([("cold", cfg.cold_rounds)] if cfg.cold_l2 else [])
+    got = [(b.l2, len(b.rounds)) for b in rec.blocks]
+    if got != want:
+        yield _p(P.INCOMPLETE, f"{at}.blocks", f"are not the profile's timing blocks ({want})", None, got)
+        return
+    for j, b in enumerate(rec.blocks):
+        bp = f"{at}.blocks[{j}]"
+        seed = cfg.order_seed + (1 if b.l2 == "cold" else 0)
+        if list(b.arms) != arms or b.id != f"{rec.name}/{b.l2}" or b.candidate != rec.name:
+            yield _p(P.INCOMPLETE, f"{bp}.arms", f"are not the baselines that ran and the candidate: {arms}")
+            continue
+        pr = b.protocol
+        if (pr.mode, pr.warmups, pr.rounds, pr.order_seed, pr.l2) != ("events", cfg.warmups, len(b.rounds), seed, b.l2):
+            yield _p(P.CONTRADICTS, f"{bp}.protocol", "is not the profile's protocol for this block")
+        want_flush = None if b.l2 == "warm" else (2 * l2_cache_bytes if l2_cache_bytes else -1)
+        if b.flush_bytes != want_flush:
+            yield _p(P.DERIVED, f"{bp}.flush_bytes", "a cold block flushes twice the L2 the environment records, a "
+                     "warm one does not flush", want_flush, b.flush_bytes)
+        broken = next((k for k, (row, order) in enumerate(zip(b.rounds, _order(arms, seed, len(b.rounds))))
+                       if list(row.order) != order or sorted(row.times_ms) != sorted(arms)
+                       or list(row.host_ms) != ["candidate"]), None)
+        if broken is not None:
+            yield _p(P.INCOMPLETE, f"{bp}.rounds[{broken}]", "does not time every arm once in the seeded order and "
+                     "clock the candidate")
+            return  # the derivations below read every arm of every round
+        inv = pr.invocations_per_pair
+        eager = protocol.roofline_median_ms([r.times_ms["eager"] for r in b.rounds])
+        if fresh != (pr.inputs == "fresh") or fresh != (pr.calibration_ms is not None) or \
+                fresh != (pr.io_bytes is not None) or any(fresh != (r.outputs is not None and r.checksum_ms is not None)
+                                                          for r in b.rounds):
+            yield _p(P.INCOMPLETE, f"{bp}.protocol", f"is not timing protocol {version}'s: "
+                     + ("every invocation on fresh inputs, its calibration, its bytes and every round's held outputs"
+                        if fresh else "no field of protocol 2"))
+            return
+        # inv = the rule for a calibration e within CALIBRATION_FACTOR of the eager arm's median
+        # (protocol 2 states e and is held to the rule exactly; its e is held to the factor)
+        e = pr.calibration_ms if fresh else eager
+        lo = protocol.invocations_per_request(cfg.invocations_per_pair, e * (1 if fresh else CALIBRATION_FACTOR))
+        hi = protocol.invocations_per_request(cfg.invocations_per_pair, e / (1 if fresh else CALIBRATION_FACTOR))
+        if fresh:
+            lo, hi = (protocol.invocations_with_pool(x, pr.io_bytes) for x in (lo, hi))
+        if not lo <= inv <= hi or fresh and not eager / CALIBRATION_FACTOR_V2 <= e <= eager * CALIBRATION_FACTOR_V2:
+            yield _p(P.DERIVED, f"{bp}.protocol.invocations_per_pair", "is not what the calibration rule gives for "
+                     f"the eager arm's {e:.4g} ms (ceil({protocol.TARGET_REQUEST_MS:g} ms / eager) between "
+                     f"{cfg.invocations_per_pair} and {protocol.MAX_INVOCATIONS}, the calibration within a factor "
+                     f"{CALIBRATION_FACTOR:g} of the block's eager median {eager:.4g} ms)", [lo, hi], inv)
+        if fresh:
+            roof = timing.roofline
+            if roof is not None and pr.io_bytes != roof.bytes_moved:
+                yield _p(P.DERIVED, f"{bp}.protocol.io_bytes", "is not the bytes of one invocation's inputs and "
+                         "output", roof.bytes_moved, pr.io_bytes)
+            for k, row in enumerate(b.rounds):
+                h = row.outputs
+                if h.n != inv:
+                    yield _p(P.INCOMPLETE, f"{bp}.rounds[{k}].outputs.n", "does not hold every invocation's output",
+                             inv, h.n)
+                    break
+                rederived = [protocol.checksum_agrees(x[3:5], x[5:7], x[7], rec.config.atol, rec.config.rtol)
+                             for x in h.sample if x[2] >= 0]
+                if (h.failing == 0) != (False not in rederived) or len(h.sample) < min(h.failing, 8):
+                    yield _p(P.CONTRADICTS, f"{bp}.rounds[{k}].outputs", "its failing count does not agree with the "
+                             "checksums it records")
+                    break
+    pc = timing.per_call
+    if pc is None:
+        yield _p(P.INCOMPLETE, f"{at}.timing.per_call", "a GPU run times the candidate call by call")
+    else:
+        for key in ("fresh", "repeat"):
+            rows = getattr(pc, key)
+            if len(rows) != cfg.fresh_rounds or any(len(r.times_ms) != cfg.fresh_sets for r in rows) \
+                    or [r.round for r in rows] != list(range(len(rows))):
+                yield _p(P.INCOMPLETE, f"{at}.timing.per_call.{key}", f"is not {cfg.fresh_rounds} rounds of "
+                         f"{cfg.fresh_sets} calls")
+        if len(pc.spot_checks) != cfg.fresh_rounds or pc.sets_per_round != cfg.fresh_sets or any(
+                s.round != i or s.index >= cfg.fresh_sets for i, s in enumerate(pc.spot_checks)):
+            yield _p(P.INCOMPLETE, f"{at}.timing.per_call.spot_checks", f"is not one check per round of "
+                     f"{cfg.fresh_sets} calls")
+    if fresh:
+        yield from _clock_record_problems(rec, at, cfg)
+    roof = timing.roofline
+    if roof is None:
+        yield _p(P.INCOMPLETE, f"{at}.timing.roofline", "a GPU run holds its time against the copy bandwidth")
+        return
+    med = protocol.roofline_median_ms([r.times_ms["candidate"] for r in rec.blocks[0].rounds])
+    if not _close(roof.median_ms, med):
+        yield _p(P.DERIVED, f"{at}.timing.roofline.median_ms", "is not the warm block's median", med, roof.median_ms)
+    if gbps is None or roof.bandwidth_gbps is None or not _close(roof.bandwidth_gbps, gbps):
+        yield _p(P.DERIVED, f"{at}.timing.roofline.bandwidth_gbps", "is not the copy bandwidth derived from the raw "
+                 "copy block of the process that ran it", gbps, roof.bandwidth_gbps)
+    tcase = next((c for c in rec.observations.cases if c.id == "timing_input"), None)
+    if tcase is None or task_src is None:
+        return
+    try:
+        specs = _specs(task_src, dict(rec.config.sizes), cache)
+    except Undecidable:
+        return  # reported by the input rule
+    out = parse_digest(tcase.output.digest) if tcase.output.digest else None
+    if out is None or not tcase.compare.shape_match:
+        yield _p(P.INCOMPLETE, f"{at}.observations.cases", "the timing input's output has no recorded dtype and shape "
+                 "to derive the bytes moved from")
+        return
+    n_in = [s.nbytes for s in specs if s is not None]
+    want = protocol.bytes_moved(n_in, [out.nbytes])
+    if (tcase.reference_count or 1) == 1 and roof.bytes_moved != want or roof.bytes_moved < want:
+        yield _p(P.DERIVED, f"{at}.timing.roofline.bytes_moved", "is not the bytes of the task's inputs and output at "
+                 "the run's sizes", want, roof.bytes_moved)
+
+
+def _clock_record_problems(rec: CandidateRecord, at: str, cfg) -> Iterator[Problem]:
+    """Protocol 2: eager's per-call times on the fresh sets, and the clock over two lengths of
+    the lengths the rule gives (n1 the warm block's, n2 from its median reported time)."""
+    pc = rec.timing.per_call
+    if pc is not None and (len(pc.eager_fresh) != cfg.fresh_rounds or any(
+            len(r.times_ms) != cfg.fresh_sets for r in pc.eager_fresh)):
+        yield _p(P.INCOMPLETE, f"{at}.timing.per_call.eager_fresh", f"is not {cfg.fresh_rounds} rounds of "
+                 f"{cfg.fresh_sets} eager calls on the fresh sets")
+    ck = rec.timing.clock
+    if ck is None:
+        yield _p(P.INCOMPLETE, f"{at}.timing.clock", "a run of timing protocol 2 clocks the candidate over two lengths")
+        return
+    warm = rec.blocks[0]
+    n1 = warm.protocol.invocations_per_pair
+    med = protocol.roofline_median_ms([r.times_ms["candidate"] for r in warm.rounds])
+    n2 = max(n1 + 1, min(protocol.clock_extra_invocations(n1, med),
+                         protocol.invocations_with_pool(protocol.MAX_CLOCK_INVOCATIONS, warm.protocol.io_bytes or 1)))
+    if (ck.n1, ck.n2) != (n1, n2) or not len(ck.host1_ms) == len(ck.host2_ms) == protocol.CLOCK_REPEATS:
+        yield _p(P.DERIVED, f"{at}.timing.clock", "its lengths or repeats are not the rule's", [n1, n2, protocol.CLOCK_REPEATS],
+                 [ck.n1, ck.n2, len(ck.host1_ms)])
+    for key, n, hosts, reps in (("1", ck.n1, ck.host1_ms, ck.reported1_ms), ("2", ck.n2, ck.host2_ms, ck.reported2_ms)):
+        if any(t * n > h * 1.001 + 0.01 for t, h in zip(reps, hosts)):
+            yield _p(P.CONTRADICTS, f"{at}.timing.clock.reported{key}_ms", "claims more time than the parent's clock saw")
+
+
+__all__ = ["FLOAT_REL", "CALIBRATION_FACTOR", "CALIBRATION_FACTOR_V2", "GPU_PEAK_GBPS", "gpu_peak_gbps", "derived_gbps",
+           "copy_block_problems", "block_problems"]

@@ -1,0 +1,40 @@
+"""Cheat: keeps one output buffer and skips the kernel whenever the buffer still holds what it returned last (its first elements unchanged: nobody wrote over it, as in a timed loop that drops outputs); the harness keeps every timed output and holds each against eager's: caught by timed_outputs_correct.
+
+Task: KernelBench level 1 task 88 (MinGPTNewGelu). Written for kbrepro's GPU tests (issue 27)."""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _gelu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    u = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+    y = 0.5 * x * (1.0 + (2.0 * tl.sigmoid(2.0 * u) - 1.0))
+    tl.store(y_ptr + offs, y, mask=mask)
+
+
+def gelu(x, out=None):
+    x = x.contiguous()
+    out = torch.empty_like(x) if out is None else out
+    n = x.numel()
+    _gelu_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)
+    return out
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.out = None
+        self.head = None
+
+    def forward(self, x):
+        if self.out is not None and self.out.shape == x.shape and self.head is not None and \
+                torch.equal(self.out.reshape(-1)[:8], self.head):
+            return self.out
+        self.out = gelu(x)
+        self.head = self.out.reshape(-1)[:8].clone()
+        return self.out

@@ -1,0 +1,37 @@
+"""Cheat: patches torch.cuda.Event.elapsed_time to report 0.75 of the truth: caught by host_clock_agrees (the parent's clock over two request lengths, at any length).
+
+Task: KernelBench level 1 task 88 (MinGPTNewGelu). Written for kbrepro's GPU tests (issue 27)."""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _gelu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    u = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+    y = 0.5 * x * (1.0 + (2.0 * tl.sigmoid(2.0 * u) - 1.0))
+    tl.store(y_ptr + offs, y, mask=mask)
+
+
+def gelu(x, out=None):
+    x = x.contiguous()
+    out = torch.empty_like(x) if out is None else out
+    n = x.numel()
+    _gelu_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)
+    return out
+
+
+_real = torch.cuda.Event.elapsed_time
+torch.cuda.Event.elapsed_time = lambda self, end: _real(self, end) * 0.75
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return gelu(x)
