@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from kbrepro.harness import stats
+from kbrepro.harness import extras, stats
 from kbrepro.harness.jsonio import dec_float
 
 
@@ -337,7 +337,7 @@ def _roofline_part(blocks: list) -> str:
     copy = next((b for b in blocks if b.get("kind") == "copy" and b.get("rounds")), None)
     if not copy:
         return ""
-    bw = max(copy["bytes_moved"] / (stats.summary(stats.arm_samples(copy, a))["median_ms"] * 1e-3) for a in copy["arms"])
+    gbps = extras.copy_gbps(copy)
     rows = []
     for b in blocks:
         if b.get("kind") not in ("study", "cold_l2") or b.get("scope") == "full" or not b.get("bytes_moved"):
@@ -350,14 +350,14 @@ def _roofline_part(blocks: list) -> str:
             med = stats.summary(stats.arm_samples(b, arm))["median_ms"] - flush
             if med <= 0:
                 continue
-            ach = b["bytes_moved"] / (med * 1e-3)
-            rows.append([b["id"], arm, f"{med:.4f}", f"{ach / 1e9:.0f}", f"{ach / bw:.2f}"])
+            ach = b["bytes_moved"] / (med * 1e-3) / 1e9
+            rows.append([b["id"], arm, f"{med:.4f}", f"{ach:.0f}", f"{ach / gbps:.2f}"])
     gem = []
     for b in blocks:
         if b.get("kind") == "gemm" and b.get("rounds"):
             med = stats.summary(stats.arm_samples(b, "gemm"))["median_ms"]
-            gem.append([b["task"], b["mode"], f"{med:.3f}", f"{b['flops'] / (med * 1e-3) / 1e12:.1f}"])
-    return (f"### Roofline\n\nDevice copy bandwidth measured in this run: {bw / 1e9:.0f} GB/s (bytes read + written; "
+            gem.append([b["task"], b["mode"], f"{med:.3f}", f"{extras.tflops(b['flops'], med):.1f}"])
+    return (f"### Roofline\n\nDevice copy bandwidth measured in this run: {gbps:.0f} GB/s (bytes read + written; "
             "the faster of cudaMemcpy and an elementwise copy kernel). "
             "Bytes moved per call are the least the scope must read and write (the study's binding gives them). "
             "Cold-L2 rows have the flush-only arm's median subtracted.\n\n"
