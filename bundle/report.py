@@ -10,6 +10,11 @@ from typing import Mapping
 from kbrepro.harness import extras, stats
 from kbrepro.harness.jsonio import dec_float
 
+#: the first study bundle format whose timing tables give the rounds each block holds (before
+#: it, an adaptive block's protocol column gave the rule's minimum: "10 rounds" for a block
+#: that ran 400); the verifier renders each format's own text
+ROUNDS_HELD_SINCE = 5
+
 
 def _fmt(v, digits: int = 4) -> str:
     if v is None:
@@ -238,7 +243,10 @@ def correctness_section(c: Mapping) -> str:
     return out
 
 
-def timing_section(t: Mapping) -> str:
+def timing_section(t: Mapping, bundle_format: int | None = None) -> str:
+    """The timing tables, one per block kind. ``bundle_format``: the bundle's format version;
+    from :data:`ROUNDS_HELD_SINCE` on, the protocol column gives the rounds the block holds
+    (and an adaptive block its rule's bounds), before it the protocol's ``rounds``."""
     out = ["## Timings (float32; ms per invocation: median [q25, q75]; CUDA events or CUDA-graph replay, as the "
            "block's mode says; arms interleaved in every round)\n"]
     by_kind: dict[str, list] = {}
@@ -264,12 +272,20 @@ def timing_section(t: Mapping) -> str:
                             ratios.append(f"{a}/{base} {stats.summary(r)['median_ms']:.3f}")
             p = b.get("protocol") or {}
             shape = "x".join(str(d) for d in b["shape"]) if isinstance(b.get("shape"), list) else "n/a"
-            rows.append([b["id"], shape, f"{p.get('rounds')} rounds x {p.get('invocations_per_pair')} invocations, "
+            rows.append([b["id"], shape, f"{_rounds_cell(b, bundle_format)} x {p.get('invocations_per_pair')} invocations, "
                          f"{p.get('warmups', 'n/a')} warm-ups, {p.get('mode', b.get('mode', 'n/a'))}",
                          "<br>".join(cells), "<br>".join(ratios)])
         out.append(f"### {kind}\n\n" + _table(["block", "input shape", "protocol", "arms",
                                                  "r = t(arm) / t(eager) (paired median)"], rows))
     return "\n".join(out)
+
+
+def _rounds_cell(b: Mapping, bundle_format: int | None) -> str:
+    p = b.get("protocol") or {}
+    if not (isinstance(bundle_format, int) and bundle_format >= ROUNDS_HELD_SINCE):
+        return f"{p.get('rounds')} rounds"
+    ad = p.get("adaptive") or {}
+    return f"{len(b['rounds'])} rounds" + (f" (adaptive, {ad.get('min_rounds')} to {ad.get('max_rounds')})" if ad else "")
 
 
 def _paired(b: Mapping | None, num: str, den: str, sub: str | None = None) -> str:
@@ -444,7 +460,7 @@ def render(meta: Mapping, documents: Mapping[str, Mapping], claims: Mapping | No
     if "correctness" in documents:
         lines.append(correctness_section(documents["correctness"]))
     if "timings" in documents:
-        lines.append(timing_section(documents["timings"]))
+        lines.append(timing_section(documents["timings"], meta.get("format_version")))
     if sections:
         lines.append(STUDY_SECTIONS_HEADING)
         lines += list(sections)
