@@ -18,7 +18,8 @@ missing or malformed fails too.
   sum of the block's timed intervals bounds it from below (:data:`ELAPSED_SLACK`), so a stop
   by ``max_seconds`` is refuted only where the target was reached first or the rounds
   could not have taken that long, and an early ``max_seconds`` only where the timed
-  intervals alone exceed it.
+  intervals alone exceed it. A rule larger than this verifier replays
+  (:data:`REPLAY_MAX_DRAWS`, :data:`REPLAY_MAX_CHECKS`) is a problem.
 * **Copy bandwidth and measurement floor**: each such block holds exactly the fields,
   arms and protocol the engine writes (:func:`harness.extras.copy_fields`,
   :func:`~harness.extras.floor_fields`); the study's extras say which must be there; the
@@ -54,6 +55,11 @@ FLOAT_REL = 1e-9
 #: on the host's: their sum, taken 1% lower, bounds the elapsed time from below whatever the
 #: two clocks' rates
 ELAPSED_SLACK = 0.99
+#: the largest stopping rule this verifier replays (a bundle's rule is bounded like any parsed
+#: input): resample draws of all pairs at the last round (the shipped studies': 12 x 1000 x 400)
+#: and check points; a larger one is a problem, not minutes of bootstrap
+REPLAY_MAX_DRAWS = 20_000_000
+REPLAY_MAX_CHECKS = 1_000
 
 
 def _close(a: float | None, b: float | None) -> bool:
@@ -182,6 +188,12 @@ def _adaptive(i: int, b: dict) -> list[dict]:
         return out + [problem(TIMINGS, f"$.blocks[{i}].rounds", f"block {bid}: {n} rounds outside the adaptive "
                               f"rule's [{rule.min_rounds}, {rule.max_rounds}]",
                               expected=[rule.min_rounds, rule.max_rounds], found=n)]
+    checks = sum(1 for k in range(1, n) if timing.is_check_point(k, rule))
+    if len(rule.pairs) * rule.resamples * n > REPLAY_MAX_DRAWS or checks > REPLAY_MAX_CHECKS:
+        return out + [problem(TIMINGS, f"$.blocks[{i}].protocol.adaptive", f"block {bid}: a stopping rule of "
+                              f"{len(rule.pairs)} pairs x {rule.resamples} resamples x {n} rounds and {checks} check "
+                              f"points is more than this verifier replays ({REPLAY_MAX_DRAWS} draws, "
+                              f"{REPLAY_MAX_CHECKS} check points)")]
     try:
         return out + _replay(i, bid, b, rule, oc)
     except InvalidResultsError as exc:

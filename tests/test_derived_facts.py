@@ -150,6 +150,9 @@ ADAPTIVE_EDITS = {
     "timed past max_seconds": (lambda c: _scaled(c, "53.tail.events", 300.0),
                                "53.tail.events: the stopping rule stops after 10 rounds (max_seconds), yet the block "
                                "holds 400"),
+    "rule too large": (lambda c: _block(c, "53.tail.events")["protocol"]["adaptive"].update(resamples=10000),
+                       "53.tail.events: a stopping rule of 9 pairs x 10000 resamples x 400 rounds and 78 check points "
+                       "is more than this verifier replays"),
     "no check point": (lambda c: (_block(c, "81.tail.graph")["rounds"].pop(),
                                   _block(c, "81.tail.graph")["adaptive"].update(rounds=79)),
                        "81.tail.graph: stopped after 79 rounds by 'target_reached'; the stopping rule, applied to the "
