@@ -116,9 +116,10 @@ SHARD_OPTS = ("shards", "engine", "engine_opts", "device")
                    "and bundle-signing-key.pub.pem for verify_bundle.py --public-key); never overwrites; takes no "
                    "other option")
 @click.option("--bundle-format", "bundle_format", type=int, default=None,
-              help="the bundle format to write [default: the newest, 4 (candidates: 3), with the RO-Crate metadata "
-                   "file]; 3 (candidates: 2) is the layout of the bundles packed before signatures and RO-Crate, "
-                   "as the committed examples are (cannot be signed)")
+              help="the bundle format to write [default: the newest, 5 (candidates: 3), with the RO-Crate metadata "
+                   "file and, in REPORT.md, the rounds each timing block holds]; 4 gives an adaptive block's minimum "
+                   "rounds there; 3 (candidates: 2) is the layout of the bundles packed before signatures and "
+                   "RO-Crate, as the committed examples are (cannot be signed)")
 @click.option("--shards", "shards", type=int, default=None,
               help="candidates: run each candidate x task as its own case, at most N at once (local engine: one "
                    "process per GPU, so N <= the GPUs; submitit on Slurm: the array's parallelism)")

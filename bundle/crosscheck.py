@@ -29,6 +29,9 @@ import re
 import struct
 from typing import Any, Iterator, Mapping
 
+from kbrepro.bundle import derived_facts
+from kbrepro.bundle import problem_dicts as pd
+
 #: where each document lies in the bag (the packer's layout, bundle/documents.py DOC_PATHS)
 class _DocFiles(dict):
     """Bag path of a document by name: ours and any study's (``data/results/<name>.json``)."""
@@ -47,7 +50,7 @@ _DOC_FILE = _DocFiles({"environment": "data/environment.json", "claims": "data/c
 _MEASURED_REQUIRED = ("run", "environment", "compile", "correctness", "timings")
 _IMPORTED_REQUIRED = ("run", "environment", "compile", "correctness", "timings")
 _ZERO_BITS = ("0x00000000", "0x80000000")
-_CUT = 120
+_CUT = pd.CUT
 _ELF_MAGIC = b"\x7fELF"
 _EM_CUDA = 190
 _PTX_RELEASE = re.compile(rb"^//\s*Cuda compilation tools, release (\d+)\.(\d+)", re.MULTILINE)
@@ -59,44 +62,7 @@ _ARCH = re.compile(r"^(?:sm|compute)_(\d+)[a-z]?$")
 # ------------------------------------------------------------------------------ helpers
 
 
-def _cut(x: Any) -> Any:
-    """Strings from the bundle cut to about 120 characters (other values as they are)."""
-    if isinstance(x, str) and len(x) > _CUT:
-        return x[:_CUT] + "..."
-    return x
-
-
-def _p(file: str | None, path: str | None, message: str, expected: Any = None, found: Any = None) -> dict:
-    out = {"file": file, "path": path, "message": " ".join(str(message).split())}
-    if expected is not None:
-        out["expected"] = _cut(expected)
-    if found is not None:
-        out["found"] = _cut(found)
-    return out
-
-
-def _d(x: Any) -> dict:
-    return x if isinstance(x, dict) else {}
-
-
-def _l(x: Any) -> list:
-    return x if isinstance(x, list) else []
-
-
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _num(x: Any) -> float | None:
-    """A recorded number (int, float, or the encoded ``"inf"``/``"-inf"``/``"nan"``) as a
-    float; None for anything else (null, bool, other strings)."""
-    if isinstance(x, bool):
-        return None
-    if isinstance(x, (int, float)):
-        return float(x)
-    if isinstance(x, str) and x in ("inf", "-inf", "nan", "Infinity", "-Infinity", "NaN"):
-        return float(x.replace("Infinity", "inf"))
-    return None
+_cut, _p, _d, _l, _is_int, _num = pd.cut, pd.problem, pd.as_dict, pd.as_list, pd.is_int, pd.number
 
 
 def _f32_bits(x: float) -> str:
@@ -200,11 +166,11 @@ def document_problems(documents: Mapping[str, dict], files: Mapping[str, bytes],
     correctness (torch version of the predicate witness); timing rounds: every round's
     order is a permutation of the block's arms and is exactly the one
     ``random.Random(order_seed)`` shuffles (harness/timing.py), times are finite and
-    positive, a recorded ``throttled`` flag follows from its throttle reasons, an adaptive
-    block's outcome matches its rounds and its rule (stops only at a check point, at
-    ``max_rounds`` when it says so); timing eligibility follows from the official checks
-    of the task (harness/run.py), and each study block times exactly the eligible
-    variants (skipped for imported results: the post timed one variant per script).
+    positive, a recorded ``throttled`` flag follows from its throttle reasons; timing
+    eligibility follows from the official checks of the task (harness/run.py), and each
+    study block times exactly the eligible variants (skipped for imported results: the post
+    timed one variant per script); then the facts :func:`bundle.derived_facts.document_problems`
+    derives (self-tests, adaptive stopping, copy and floor blocks, GEMM FLOPs).
     """
     out: list[dict] = []
     measured = _measured(meta)
@@ -215,7 +181,7 @@ def document_problems(documents: Mapping[str, dict], files: Mapping[str, bytes],
     out += _environment_problems(documents)
     out += _round_problems(documents)
     out += _eligibility_problems(documents, measured)
-    return out
+    return out + derived_facts.document_problems(documents)
 
 
 def _listing_problems(documents, files, meta, measured) -> list[dict]:
@@ -442,29 +408,6 @@ def _round_problems(documents) -> list[dict]:
                               f"block {bid}: 'throttled' contradicts throttle_reasons "
                               f"0x{clk['throttle_reasons']:x}", expected=bool(clk["throttle_reasons"] & THROTTLE_MASK),
                               found=clk["throttled"]))
-        rule = _d(proto.get("adaptive"))
-        outcome = b.get("adaptive")
-        if rule and rounds:
-            n = len(rounds)
-            lo, hi, every = rule.get("min_rounds"), rule.get("max_rounds"), rule.get("check_every")
-            oc = _d(outcome)
-            if not oc:
-                out.append(_p(f, f"$.blocks[{i}].adaptive", f"block {bid}: adaptive protocol without its outcome"))
-            elif oc.get("rounds") != n:
-                out.append(_p(f, f"$.blocks[{i}].adaptive.rounds", f"block {bid}: the adaptive outcome's round count "
-                              "differs from the rounds kept", expected=n, found=oc.get("rounds")))
-            if _is_int(lo) and _is_int(hi) and not lo <= n <= hi:
-                out.append(_p(f, f"$.blocks[{i}].rounds", f"block {bid}: {n} rounds outside the adaptive rule's "
-                              f"[{lo}, {hi}]", expected=[lo, hi], found=n))
-            reason = oc.get("stop_reason")
-            if reason == "max_rounds" and _is_int(hi) and n != hi:
-                out.append(_p(f, f"$.blocks[{i}].adaptive.stop_reason", f"block {bid}: stopped at max_rounds "
-                              f"with {n} rounds", expected=hi, found=n))
-            if reason in ("target_reached", "max_seconds") and _is_int(every) and every > 0 and n % every:
-                out.append(_p(f, f"$.blocks[{i}].adaptive.stop_reason", f"block {bid}: the rule stops only every "
-                              f"{every} rounds, yet {reason} after {n}", found=n))
-        elif outcome is not None and not rule:
-            out.append(_p(f, f"$.blocks[{i}].adaptive", f"block {bid}: an adaptive outcome without an adaptive protocol"))
     return out
 
 
@@ -599,7 +542,9 @@ def study_problems(study, documents: Mapping[str, dict], binding=None) -> list[d
     blocks: the exact set of block ids the study gives, each block's protocol (mode,
     warmups, rounds unless adaptive, invocations per pair, order seed, adaptive rule, L2
     regime) equal to the verifier's, FTZ-cost arms; the witness task and inputs (as
-    float32 bits) and its output set; then the binding's own checks of its documents.
+    float32 bits) and its output set; then the binding's own checks of its documents, and
+    the copy and floor blocks the study's extras make the engine write
+    (:func:`bundle.derived_facts.study_problems`).
 
     Imported results are not held to what an import cannot have: the resolved definition,
     the stage list, the KernelBench file list, the witness, per-case variant sets (the
@@ -1029,10 +974,7 @@ def _study_blocks(study, documents, imported, binding=None) -> list[dict]:
     if missing:
         out.append(_p(f, "$.blocks", f"{len(missing)} timing block(s) of the study missing (first {missing[0]})",
                       expected=missing[:10]))
-    for kind, on in (("floor", ex.get("measurement_floor")), ("copy", ex.get("roofline") or ex.get("self_test"))):
-        if on and not any(b.get("kind") == kind for b in blocks):
-            out.append(_p(f, "$.blocks", f"the study measures a {kind} block; none is recorded"))
-    return out
+    return out + derived_facts.study_problems(study, documents)
 
 
 def _study_witness(study, documents, imported) -> list[dict]:

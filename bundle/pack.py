@@ -36,11 +36,12 @@ from kbrepro.errors import UsageError
 
 FORMAT_NAME = "kbrepro-bundle"
 #: the study bundle format this packer writes: 4 adds the RO-Crate metadata file to the payload
-#: and, when signed, the attestation tag file
-FORMAT_VERSION = 4
+#: and, when signed, the attestation tag file; 5 gives in REPORT.md's timing tables the rounds
+#: each block holds (``report.ROUNDS_HELD_SINCE``)
+FORMAT_VERSION = 5
 #: every study bundle format the verifier reads (3: before RO-Crate and signing; the committed
 #: examples are format 3, and ``make_bundle.py --bundle-format 3`` still writes it)
-FORMAT_VERSIONS = (3, 4)
+FORMAT_VERSIONS = (3, 4, 5)
 #: the first study format with an RO-Crate metadata file and optional signatures
 CRATE_SINCE = 4
 BAGIT_TXT = b"BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n"

@@ -7,8 +7,13 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from kbrepro.harness import stats
+from kbrepro.harness import extras, stats
 from kbrepro.harness.jsonio import dec_float
+
+#: the first study bundle format whose timing tables give the rounds each block holds (before
+#: it, an adaptive block's protocol column gave the rule's minimum: "10 rounds" for a block
+#: that ran 400); the verifier renders each format's own text
+ROUNDS_HELD_SINCE = 5
 
 
 def _fmt(v, digits: int = 4) -> str:
@@ -238,7 +243,10 @@ def correctness_section(c: Mapping) -> str:
     return out
 
 
-def timing_section(t: Mapping) -> str:
+def timing_section(t: Mapping, bundle_format: int | None = None) -> str:
+    """The timing tables, one per block kind. ``bundle_format``: the bundle's format version;
+    from :data:`ROUNDS_HELD_SINCE` on, the protocol column gives the rounds the block holds
+    (and an adaptive block its rule's bounds), before it the protocol's ``rounds``."""
     out = ["## Timings (float32; ms per invocation: median [q25, q75]; CUDA events or CUDA-graph replay, as the "
            "block's mode says; arms interleaved in every round)\n"]
     by_kind: dict[str, list] = {}
@@ -264,12 +272,20 @@ def timing_section(t: Mapping) -> str:
                             ratios.append(f"{a}/{base} {stats.summary(r)['median_ms']:.3f}")
             p = b.get("protocol") or {}
             shape = "x".join(str(d) for d in b["shape"]) if isinstance(b.get("shape"), list) else "n/a"
-            rows.append([b["id"], shape, f"{p.get('rounds')} rounds x {p.get('invocations_per_pair')} invocations, "
+            rows.append([b["id"], shape, f"{_rounds_cell(b, bundle_format)} x {p.get('invocations_per_pair')} invocations, "
                          f"{p.get('warmups', 'n/a')} warm-ups, {p.get('mode', b.get('mode', 'n/a'))}",
                          "<br>".join(cells), "<br>".join(ratios)])
         out.append(f"### {kind}\n\n" + _table(["block", "input shape", "protocol", "arms",
                                                  "r = t(arm) / t(eager) (paired median)"], rows))
     return "\n".join(out)
+
+
+def _rounds_cell(b: Mapping, bundle_format: int | None) -> str:
+    p = b.get("protocol") or {}
+    if not (isinstance(bundle_format, int) and bundle_format >= ROUNDS_HELD_SINCE):
+        return f"{p.get('rounds')} rounds"
+    ad = p.get("adaptive") or {}
+    return f"{len(b['rounds'])} rounds" + (f" (adaptive, {ad.get('min_rounds')} to {ad.get('max_rounds')})" if ad else "")
 
 
 def _paired(b: Mapping | None, num: str, den: str, sub: str | None = None) -> str:
@@ -337,7 +353,7 @@ def _roofline_part(blocks: list) -> str:
     copy = next((b for b in blocks if b.get("kind") == "copy" and b.get("rounds")), None)
     if not copy:
         return ""
-    bw = max(copy["bytes_moved"] / (stats.summary(stats.arm_samples(copy, a))["median_ms"] * 1e-3) for a in copy["arms"])
+    gbps = extras.copy_gbps(copy)
     rows = []
     for b in blocks:
         if b.get("kind") not in ("study", "cold_l2") or b.get("scope") == "full" or not b.get("bytes_moved"):
@@ -350,14 +366,14 @@ def _roofline_part(blocks: list) -> str:
             med = stats.summary(stats.arm_samples(b, arm))["median_ms"] - flush
             if med <= 0:
                 continue
-            ach = b["bytes_moved"] / (med * 1e-3)
-            rows.append([b["id"], arm, f"{med:.4f}", f"{ach / 1e9:.0f}", f"{ach / bw:.2f}"])
+            ach = b["bytes_moved"] / (med * 1e-3) / 1e9
+            rows.append([b["id"], arm, f"{med:.4f}", f"{ach:.0f}", f"{ach / gbps:.2f}"])
     gem = []
     for b in blocks:
         if b.get("kind") == "gemm" and b.get("rounds"):
             med = stats.summary(stats.arm_samples(b, "gemm"))["median_ms"]
-            gem.append([b["task"], b["mode"], f"{med:.3f}", f"{b['flops'] / (med * 1e-3) / 1e12:.1f}"])
-    return (f"### Roofline\n\nDevice copy bandwidth measured in this run: {bw / 1e9:.0f} GB/s (bytes read + written; "
+            gem.append([b["task"], b["mode"], f"{med:.3f}", f"{extras.tflops(b['flops'], med):.1f}"])
+    return (f"### Roofline\n\nDevice copy bandwidth measured in this run: {gbps:.0f} GB/s (bytes read + written; "
             "the faster of cudaMemcpy and an elementwise copy kernel). "
             "Bytes moved per call are the least the scope must read and write (the study's binding gives them). "
             "Cold-L2 rows have the flush-only arm's median subtracted.\n\n"
@@ -444,7 +460,7 @@ def render(meta: Mapping, documents: Mapping[str, Mapping], claims: Mapping | No
     if "correctness" in documents:
         lines.append(correctness_section(documents["correctness"]))
     if "timings" in documents:
-        lines.append(timing_section(documents["timings"]))
+        lines.append(timing_section(documents["timings"], meta.get("format_version")))
     if sections:
         lines.append(STUDY_SECTIONS_HEADING)
         lines += list(sections)

@@ -32,6 +32,74 @@ from typing import Callable
 
 CHECKS = ("official_allclose", "bit_identity", "poisoned_rerun", "input_unchanged", "capture_stream_guard",
           "graph_replay_after_mutation", "physical_speed_limit", "timed_stream_covers_work", "ftz_evidence")
+#: the order in which :func:`run_selftests` makes the checks (a test's ``failed_checks`` follow it)
+RUN_ORDER = ("input_unchanged", "official_allclose", "bit_identity", "poisoned_rerun", "capture_stream_guard",
+             "graph_replay_after_mutation", "physical_speed_limit", "timed_stream_covers_work", "ftz_evidence")
+#: the correctness checks' input (float32, uniform in [-20, 20]) and the timing checks' larger one
+CHECK_SHAPE = (1024, 8192)
+TIMING_SHAPE = (8192, 8192)
+#: bytes one call must move on the timing input: read x and write y, float32
+TIMED_BYTES = 2 * TIMING_SHAPE[0] * TIMING_SHAPE[1] * 4
+#: the speed limit: at most this multiple of the run's copy bandwidth
+SPEED_LIMIT_FACTOR = 1.1
+#: the timed stream covers the work when its event time is at least this fraction of the wall time
+COVER_FRACTION = 0.8
+
+
+@dataclass(frozen=True)
+class KnownKernel:
+    """One row of the self-test table: a kernel, what is wrong with it, the checks expected to
+    catch it (none for the good control, which must pass them all), whether it promises
+    bit identity with the reference (``bit_identity`` applies) and whether its FTZ mode is
+    witnessed (``ftz_evidence`` applies)."""
+
+    name: str
+    description: str
+    expect_caught_by: tuple[str, ...]
+    promises_bits: bool
+    ftz_witnessed: bool
+
+
+#: the self-tests, in the order they run: the product's own expectations, which a verifier
+#: derives a selftest document's ``expected`` and ``as_expected`` from
+TABLE = (
+    KnownKernel("good_control", "the explicit --ftz=false build, launched on the current stream", (), True, True),
+    KnownKernel("all_zero", "returns zeros", ("official_allclose",), False, False),
+    KnownKernel("unwritten_output", "returns torch.empty_like(x) without writing it",
+                ("poisoned_rerun", "official_allclose"), False, False),
+    KnownKernel("mutates_input", "computes in place: the right answer, written over its input", ("input_unchanged",),
+                True, True),
+    KnownKernel("side_stream", "launches on a side stream that the timed stream never waits for",
+                ("capture_stream_guard", "timed_stream_covers_work", "physical_speed_limit"), True, True),
+    KnownKernel("ftz_false_label_that_flushes", "compiled with --ftz=true but labelled --ftz=false",
+                ("ftz_evidence", "bit_identity"), True, True),
+    KnownKernel("fast_math_twin", "compiled with --use_fast_math, labelled as the bit-identical variant",
+                ("bit_identity", "ftz_evidence"), True, True),
+)
+
+
+def bits_check(kernel: KnownKernel, bit_identical_count: int) -> bool | None:
+    """``bit_identity``: every element of the :data:`CHECK_SHAPE` output bit-identical to the
+    reference; None (not applicable) for a kernel that does not promise it."""
+    return bit_identical_count == CHECK_SHAPE[0] * CHECK_SHAPE[1] if kernel.promises_bits else None
+
+
+def apparent_gbps(median_ms: float) -> float:
+    """GB/s (1e9 bytes/s) a call moving :data:`TIMED_BYTES` in ``median_ms`` (ms) would need;
+    inf for a time that is not positive."""
+    return TIMED_BYTES / (median_ms * 1e-3) / 1e9 if median_ms > 0 else float("inf")
+
+
+def speed_check(median_ms: float, copy_gbps: float | None) -> bool | None:
+    """``physical_speed_limit``: :func:`apparent_gbps` at most :data:`SPEED_LIMIT_FACTOR`
+    times the run's copy bandwidth ``copy_gbps`` (GB/s); None without one."""
+    return None if copy_gbps is None else bool(apparent_gbps(median_ms) <= SPEED_LIMIT_FACTOR * copy_gbps)
+
+
+def covers(events_ms: float, wall_ms: float) -> bool:
+    """``timed_stream_covers_work``: the timed stream's event time (ms) is at least
+    :data:`COVER_FRACTION` of the wall time until the device is idle (ms)."""
+    return events_ms >= COVER_FRACTION * wall_ms
 
 
 def covers_work(fn, calls: int = 50, repeats: int = 5) -> tuple[bool, float, float]:
@@ -55,7 +123,7 @@ def covers_work(fn, calls: int = 50, repeats: int = 5) -> tuple[bool, float, flo
         wall.append((time.perf_counter() - t0) * 1e3)
         ev.append(start.elapsed_time(end))
     e, w = statistics.median(ev), statistics.median(wall)
-    return e >= 0.8 * w, e, w
+    return covers(e, w), e, w
 
 
 @dataclass
@@ -68,11 +136,14 @@ class SelfTest:
 
 
 def summarise(tests: list[SelfTest]) -> dict:
-    """Per test: which checks failed, whether it was caught as expected; overall verdict."""
+    """Per test: which checks failed (in :data:`RUN_ORDER`, then any other in the order
+    given), whether it was caught as expected; overall verdict. Pure: a verifier calls it on
+    the recorded outcomes with its own expectations (:data:`TABLE`)."""
     rows = []
     ok = True
     for t in tests:
-        failed = [c for c, v in t.checks.items() if v is False]
+        names = [c for c in RUN_ORDER if c in t.checks] + [c for c in t.checks if c not in RUN_ORDER]
+        failed = [c for c in names if t.checks[c] is False]
         if t.expect_caught_by:
             caught = any(c in failed for c in t.expect_caught_by)
             good = caught
@@ -136,37 +207,31 @@ def run_selftests(copy_gbps: float | None, arch: str, progress: Callable[[str], 
     mislabelled = build("claims_ftz_false_but_flushes", ("--std=c++11", "--fmad=false", "--ftz=true"), False)
     fastmath = build("fast_math_twin", ("--std=c++11", "--use_fast_math"), False)
     g = torch.Generator(device="cuda").manual_seed(42)
-    z = (torch.rand(1024, 8192, device="cuda", generator=g) * 40 - 20).contiguous()
+    z = (torch.rand(*CHECK_SHAPE, device="cuda", generator=g) * 40 - 20).contiguous()
     # the timing checks use an 8x larger input, so that one call's device time (~0.3 ms on an
     # H200) dwarfs the host's launch time (15-30 us): work that escapes the timed stream then
     # shows clearly, whatever the host's speed
-    zbig = (torch.rand(8192, 8192, device="cuda", generator=g) * 40 - 20).contiguous()
+    zbig = (torch.rand(*TIMING_SHAPE, device="cuda", generator=g) * 40 - 20).contiguous()
     ref = reference(z)
     side = torch.cuda.Stream()
-    nbytes = 2 * zbig.numel() * 4
 
-    kernels: dict[str, tuple[str, Callable, tuple[str, ...], bool]] = {
-        "good_control": ("the explicit --ftz=false build, launched on the current stream", good, (), True),
-        "all_zero": ("returns zeros", lambda x: torch.zeros_like(x), ("official_allclose",), False),
-        "unwritten_output": ("returns torch.empty_like(x) without writing it", lambda x: torch.empty_like(x),
-                             ("poisoned_rerun", "official_allclose"), False),
-        "mutates_input": ("computes in place: the right answer, written over its input",
-                          lambda x: good(x, out=x), ("input_unchanged",), True),
-        "side_stream": ("launches on a side stream that the timed stream never waits for",
-                        lambda x: good(x, stream=side),
-                        ("capture_stream_guard", "timed_stream_covers_work", "physical_speed_limit"), True),
-        "ftz_false_label_that_flushes": ("compiled with --ftz=true but labelled --ftz=false",
-                                         mislabelled, ("ftz_evidence", "bit_identity"), True),
-        "fast_math_twin": ("compiled with --use_fast_math, labelled as the bit-identical variant",
-                           fastmath, ("bit_identity", "ftz_evidence"), True),
+    kernels: dict[str, Callable] = {
+        "good_control": good,
+        "all_zero": lambda x: torch.zeros_like(x),
+        "unwritten_output": lambda x: torch.empty_like(x),
+        "mutates_input": lambda x: good(x, out=x),
+        "side_stream": lambda x: good(x, stream=side),
+        "ftz_false_label_that_flushes": mislabelled,
+        "fast_math_twin": fastmath,
     }
     witness_x = torch.tensor([list(WITNESS_INPUTS)], device="cuda", dtype=torch.float32)
     witness_ref = reference(witness_x)
     results = []
-    for name, (desc, fn, expect, promises_bits) in kernels.items():
+    for spec in TABLE:
+        name, fn, promises_bits = spec.name, kernels[spec.name], spec.promises_bits
         if progress:
             progress(name)
-        t = SelfTest(name, desc, expect)
+        t = SelfTest(name, spec.description, spec.expect_caught_by)
         x = z.clone()
         before = x.view(torch.int32).clone()
         out = fn(x)
@@ -177,7 +242,7 @@ def run_selftests(copy_gbps: float | None, arch: str, progress: Callable[[str], 
         torch.cuda.synchronize()
         c = hchecks.compare(ref, out, tol)
         t.checks["official_allclose"] = bool(c["official"]["pass"])
-        t.checks["bit_identity"] = (c["bit_identical_count"] == c["element_count"]) if promises_bits else None
+        t.checks["bit_identity"] = bits_check(spec, c["bit_identical_count"])
         t.details["bit_identical_count"] = c["bit_identical_count"]
         del out
         poison = torch.full_like(z, float("nan"))
@@ -211,10 +276,10 @@ def run_selftests(copy_gbps: float | None, arch: str, progress: Callable[[str], 
         blk = run_block({"kernel": lambda: fn(xb)}, TimingProtocol("events", 3, 15, 20, 1))
         torch.cuda.synchronize()
         med = float(np.median([r["times_ms"]["kernel"] for r in blk["rounds"]]))
-        gbps = nbytes / (med * 1e-3) / 1e9 if med > 0 else float("inf")
+        gbps = apparent_gbps(med)
         t.details["median_ms"] = med
         t.details["apparent_GBps"] = gbps if gbps != float("inf") else None
-        t.checks["physical_speed_limit"] = None if copy_gbps is None else bool(gbps <= 1.1 * copy_gbps)
+        t.checks["physical_speed_limit"] = speed_check(med, copy_gbps)
         xb.copy_(zbig)
         ok, ev_ms, wall_ms = covers_work(lambda: fn(xb))
         t.checks["timed_stream_covers_work"] = ok
@@ -224,8 +289,7 @@ def run_selftests(copy_gbps: float | None, arch: str, progress: Callable[[str], 
         wout = fn(witness_x.clone())
         torch.cuda.synchronize()
         flushed = bool(((wout == 0) & (witness_ref != 0)).any().item())
-        t.checks["ftz_evidence"] = not flushed if name in ("good_control", "ftz_false_label_that_flushes",
-                                                            "fast_math_twin", "mutates_input", "side_stream") else None
+        t.checks["ftz_evidence"] = not flushed if spec.ftz_witnessed else None
         results.append(t)
     torch.cuda.synchronize()
     return summarise(results)

@@ -49,6 +49,8 @@ def arm_samples(block: Mapping, arm: str) -> list[float]:
 
 
 def _time_ms(block: Mapping, i: int, arm: str, v) -> float:
+    if type(v) is float and 0 < v < math.inf:  # the common case, decided without the ABC checks below
+        return v
     if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v <= 0:
         raise InvalidResultsError(
             f"timing block {_block_id(block)}: round {i}: the {arm} time {str(v)[:40]} ms is not a positive finite "
@@ -76,8 +78,8 @@ def paired_ratios(block: Mapping, numerator: str, denominator: str) -> list[floa
                                   "select timing blocks (timings.blocks[...]) for a paired ratio")
     out = []
     for i, r in enumerate(rounds):
-        t = r.get("times_ms") if isinstance(r, Mapping) else None
-        if not isinstance(t, Mapping):
+        t = r.get("times_ms") if type(r) is dict or isinstance(r, Mapping) else None
+        if not (type(t) is dict or isinstance(t, Mapping)):
             raise InvalidResultsError(f"timing block {_block_id(block)}: round {i} has no times_ms object",
                                       "select timing blocks (timings.blocks[...]) for a paired ratio")
         if numerator in t and denominator in t:
@@ -106,6 +108,25 @@ def bootstrap_median_ci(values: Sequence[float], *, level: float = DEFAULT_LEVEL
     """
     import numpy as np
 
+    a = _bootstrap_values(values, level, resamples, seed, max_draws)
+    out = {"n": int(a.size), "level": level, "resamples": resamples, "seed": seed,
+           "method": "percentile bootstrap of the median, numpy PCG64"}
+    if a.size == 0:
+        return {**out, "median": None, "ci_low": None, "ci_high": None}
+    med = float(np.median(a))
+    if a.size < 2:
+        return {**out, "median": med, "ci_low": None, "ci_high": None}
+    idx = _draws(int(a.size), int(resamples), int(seed))
+    meds = _resample_medians(a, idx)
+    lo, hi = np.quantile(meds, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return {**out, "median": med, "ci_low": float(lo), "ci_high": float(hi)}
+
+
+def _bootstrap_values(values, level, resamples, seed, max_draws):
+    """``values`` as a 1-D float array after :func:`bootstrap_median_ci`'s checks (which
+    raise :class:`InvalidResultsError`)."""
+    import numpy as np
+
     max_draws = MAX_DRAWS if max_draws is None else max_draws
     if (isinstance(resamples, bool) or not isinstance(resamples, numbers.Integral)
             or not 1 <= resamples <= MAX_RESAMPLES):
@@ -124,17 +145,44 @@ def bootstrap_median_ci(values: Sequence[float], *, level: float = DEFAULT_LEVEL
         raise InvalidResultsError(f"a bootstrap of {resamples} resamples of {a.size} values needs "
                                   f"{resamples * a.size} draws, more than the {max_draws} allowed",
                                   "use fewer resamples (about 10000 is enough for a 95% interval)")
-    out = {"n": int(a.size), "level": level, "resamples": resamples, "seed": seed,
-           "method": "percentile bootstrap of the median, numpy PCG64"}
-    if a.size == 0:
-        return {**out, "median": None, "ci_low": None, "ci_high": None}
-    med = float(np.median(a))
-    if a.size < 2:
-        return {**out, "median": med, "ci_low": None, "ci_high": None}
-    idx = _draws(int(a.size), int(resamples), int(seed))
-    meds = _row_medians(a[idx])
-    lo, hi = np.quantile(meds, [(1 - level) / 2, 1 - (1 - level) / 2])
-    return {**out, "median": med, "ci_low": float(lo), "ci_high": float(hi)}
+    return a
+
+
+def half_width_exceeds(values: Sequence[float], limit: float, *, level: float = DEFAULT_LEVEL,
+                       resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> bool:
+    """Whether :func:`relative_half_width` of :func:`bootstrap_median_ci` (same ``values``,
+    ``level``, ``resamples``, ``seed``) exceeds ``limit`` (a fraction): exactly that
+    comparison, most often decided from a few of the resamples.
+
+    Why a few can decide: ``numpy.quantile`` (linear) puts the interval's low end at or below
+    the resample median of rank ``j = floor(v_low) + 1`` and its high end at or above the one
+    of rank ``j' = floor(v_high)`` (``v``: its virtual index ``q (R - 1)``, ranks from 0,
+    ``R`` resamples). If the first ``m`` resamples hold ``j + 1`` medians at most ``A`` and
+    ``R - j'`` medians at least ``B``, so does the whole set: the interval spans at least
+    ``B - A``, and ``(B - A) / 2 / |median|`` (the same float operations, which round
+    monotonically) bounds the relative half-width from below. Where that bound does not
+    exceed ``limit``, the full interval decides. Raises what :func:`bootstrap_median_ci`
+    raises."""
+    import numpy as np
+
+    a = _bootstrap_values(values, level, resamples, seed, None)
+    r = int(resamples)
+    j_lo = math.floor((r - 1) * ((1 - level) / 2) + 1e-9) + 1
+    j_hi = math.floor((r - 1) * (1 - (1 - level) / 2) - 1e-9)
+    med = float(np.median(a)) if a.size >= 2 else 0.0
+    for m in (f * max(j_lo + 1, r - j_hi) for f in SUBSET_FACTORS):
+        if not (med and m < r and j_lo < j_hi):
+            break
+        sub = np.sort(_resample_medians(a, _draws_head(int(a.size), r, int(seed), m)))
+        if (float(sub[m - (r - j_hi)]) - float(sub[j_lo])) / 2 / abs(med) > limit:
+            return True
+    return relative_half_width(bootstrap_median_ci(a, level=level, resamples=resamples, seed=seed)) > limit
+
+
+#: the subsets :func:`half_width_exceeds` looks at before it computes the whole interval, as
+#: multiples of the resamples beyond each end of the interval: with 4 its bound is about a
+#: third of the half-width, with 16 about four fifths (at 95%, 1000 resamples: 104 and 416)
+SUBSET_FACTORS = (4, 16)
 
 
 def _draws(n: int, resamples: int, seed: int):
@@ -150,6 +198,30 @@ def _draws(n: int, resamples: int, seed: int):
 _CACHED_DRAWS_MAX = 1_000_000  # 8 MB of int64 each
 
 
+def _draws_head(n: int, resamples: int, seed: int, rows: int):
+    """The first ``rows`` rows of :func:`_draws` (``rows <= resamples``), drawn alone where
+    numpy's generator fills a matrix in order (a smaller draw is then a prefix of the larger
+    one: :func:`_prefix_draws`), else cut from the whole draw."""
+    import numpy as np
+
+    if not _prefix_draws():
+        return _draws(n, resamples, seed)[:rows]
+    return np.random.Generator(np.random.PCG64(seed)).integers(0, n, size=(rows, n))
+
+
+@functools.lru_cache(maxsize=1)
+def _prefix_draws() -> bool:
+    """Whether this numpy's PCG64 ``integers`` draws the first rows of a matrix as a draw of
+    just those rows would (asked once, on a few shapes)."""
+    import numpy as np
+
+    def draw(n, rows, seed):
+        return np.random.Generator(np.random.PCG64(seed)).integers(0, n, size=(rows, n))
+
+    return all(np.array_equal(draw(n, 40, s)[:rows], draw(n, rows, s)) for n, rows, s in
+               ((1, 3, 5), (7, 13, 0), (64, 5, 11), (401, 9, 400)))
+
+
 @functools.lru_cache(maxsize=16)
 def _cached_draws(n: int, resamples: int, seed: int):
     import numpy as np
@@ -159,22 +231,26 @@ def _cached_draws(n: int, resamples: int, seed: int):
     return idx
 
 
-def _row_medians(x):
-    """Median of each row of a 2-D array (same values as ``numpy.median(x, axis=1)``, by
-    partial sorting, several times faster for short rows). An array that owns its writable
-    data (such as the fresh ``a[idx]`` of the bootstrap) is partitioned in place: its rows
-    keep their values but not their order; any other input is copied first."""
+def _resample_medians(a, idx):
+    """Median of each resample ``a[idx[i]]`` (1-D float ``a``, 2-D integer ``idx``): the
+    same values as ``numpy.median(a[idx], axis=1)``. Each row is drawn as the ranks of its
+    values in ``a`` (int32: half the memory of the floats, and faster to select from) and
+    partitioned in place about its middle; the middle rank (and, for an even row, the largest
+    rank below it) is read back from ``a`` sorted: the k-th smallest rank is the k-th smallest
+    value, and an even row averages the two middle values as ``numpy.median`` does."""
     import numpy as np
 
-    n = x.shape[1]
+    n = a.shape[0]
+    order = np.argsort(a, kind="stable")
+    rank = np.empty(n, dtype=np.int32)
+    rank[order] = np.arange(n, dtype=np.int32)
+    r = rank[idx]  # a fresh array: partitioned in place
     k = n // 2
-    p = np.array(x, dtype=float, copy=True) if not (isinstance(x, np.ndarray) and x.flags.writeable
-                                                   and x.flags.owndata) else x
+    r.partition(k, axis=1)
+    s = a[order]
     if n % 2:
-        p.partition(k, axis=1)  # in place: x is a fresh array (a[idx]); no second copy
-        return p[:, k]
-    p.partition([k - 1, k], axis=1)
-    return (p[:, k - 1] + p[:, k]) / 2.0
+        return s[r[:, k]]
+    return (s[r[:, :k].max(axis=1)] + s[r[:, k]]) / 2.0
 
 
 def relative_half_width(ci: Mapping) -> float:

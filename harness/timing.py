@@ -17,7 +17,9 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import asdict, dataclass
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
+
+from kbrepro.harness import stats
 
 
 @dataclass(frozen=True)
@@ -57,28 +59,92 @@ class AdaptiveRule:
     resamples: int = 1000
     pairs: tuple = ()
 
+    @classmethod
+    def from_doc(cls, doc: Mapping) -> "AdaptiveRule":
+        """The rule a protocol document records (``TimingProtocol.to_doc()["adaptive"]``),
+        every field present and of its type: positive integers for the counts (``max_rounds``
+        at least ``min_rounds``), positive numbers for the half-width (a fraction) and
+        ``max_seconds`` (s), ``pairs`` a list of [numerator, denominator] arm names. Raises
+        ValueError naming the first field that is not so."""
+        if not isinstance(doc, Mapping) or set(doc) != set(cls.__dataclass_fields__):
+            raise ValueError(f"the adaptive rule has the fields {sorted(doc) if isinstance(doc, Mapping) else doc!r}; "
+                             f"the engine writes {sorted(cls.__dataclass_fields__)}")
+        for k in ("min_rounds", "max_rounds", "check_every", "resamples"):
+            if isinstance(doc[k], bool) or not isinstance(doc[k], int) or doc[k] < 1:
+                raise ValueError(f"the adaptive rule's {k} is not a positive integer")
+        for k in ("target_rel_half_width", "max_seconds"):
+            if isinstance(doc[k], bool) or not isinstance(doc[k], (int, float)) or not 0 < doc[k] < float("inf"):
+                raise ValueError(f"the adaptive rule's {k} is not a positive number")
+        if doc["max_rounds"] < doc["min_rounds"]:
+            raise ValueError("the adaptive rule's max_rounds is below its min_rounds")
+        pairs = doc["pairs"]
+        if not isinstance(pairs, list) or not all(isinstance(p, list) and len(p) == 2 and all(isinstance(a, str) for a in p)
+                                                  for p in pairs):
+            raise ValueError("the adaptive rule's pairs are not a list of [numerator, denominator] arm names")
+        return cls(**{**doc, "pairs": tuple(tuple(p) for p in pairs)})
+
+
+def is_check_point(n: int, rule: AdaptiveRule) -> bool:
+    """Whether the engine asks ``rule`` whether to stop after ``n`` rounds: from
+    ``min_rounds`` on, every ``check_every`` rounds (and never once ``max_rounds`` ran)."""
+    return n >= rule.min_rounds and n % rule.check_every == 0
+
+
+def pair_ratios(rounds: list[dict], rule: AdaptiveRule) -> dict[str, list[float]]:
+    """``"num/den"`` -> the per-round ratios num/den over ``rounds`` (:func:`stats.paired_ratios`)
+    of every pair ``rule`` compares. Raises InvalidResultsError as that function does."""
+    block = {"rounds": rounds}
+    return {f"{num}/{den}": stats.paired_ratios(block, num, den) for num, den in rule.pairs}
+
+
+def pair_widths(ratios: Mapping[str, Sequence[float]], rule: AdaptiveRule, n: int) -> dict[str, float]:
+    """``"num/den"`` -> the relative half-width (a fraction; inf where undefined) of the
+    bootstrap interval of the median of ``ratios[pair]`` after ``n`` rounds: ``rule.resamples``
+    draws seeded with ``n``."""
+    return {k: stats.relative_half_width(stats.bootstrap_median_ci(v, resamples=rule.resamples, seed=n))
+            for k, v in ratios.items()}
+
+
+def first_over_target(ratios: Mapping[str, Sequence[float]], rule: AdaptiveRule, n: int,
+                      first: Sequence[str] = ()) -> str | None:
+    """The first pair (those in ``first`` before the others) whose width :func:`pair_widths`
+    gives is over ``rule.target_rel_half_width``, or None if none is: decided pair by pair
+    (:func:`stats.half_width_exceeds`, which mostly needs a few of the resamples)."""
+    keys = [k for k in first if k in ratios] + [k for k in ratios if k not in first]
+    return next((k for k in keys if stats.half_width_exceeds(ratios[k], rule.target_rel_half_width,
+                                                             resamples=rule.resamples, seed=n)), None)
+
+
+def within_target(ratios: Mapping[str, Sequence[float]], rule: AdaptiveRule, n: int) -> bool:
+    """Whether every width :func:`pair_widths` gives is at most ``rule.target_rel_half_width``
+    (False without pairs), stopping at the first pair over it (:func:`first_over_target`)."""
+    return bool(ratios) and first_over_target(ratios, rule, n) is None
+
+
+def stop_reason(n: int, rule: AdaptiveRule, elapsed_s: float, within: Callable[[], bool]) -> str | None:
+    """Why an adaptive block stops after ``n`` rounds and ``elapsed_s`` seconds of timing, or
+    None to go on: ``max_rounds``, then ``max_seconds`` (from 2 rounds on), then, from
+    ``min_rounds`` on, ``target_reached`` (``within()`` says every compared pair's interval is
+    narrow enough) or ``no_pairs`` (nothing to compare)."""
+    if n >= rule.max_rounds:
+        return "max_rounds"
+    if elapsed_s >= rule.max_seconds and n >= 2:
+        return "max_seconds"
+    if n >= rule.min_rounds and rule.pairs and within():
+        return "target_reached"
+    if n >= rule.min_rounds and not rule.pairs:
+        return "no_pairs"
+    return None
+
 
 def stopping_state(rounds: list[dict], rule: AdaptiveRule, elapsed_s: float) -> tuple[bool, str | None, dict]:
     """Decide whether an adaptive block may stop. Returns ``(stop, reason, widths)`` where
     ``widths`` maps ``"num/den"`` to the current relative half-width (inf if undefined).
     Pure function of the recorded rounds, so it is testable without a GPU."""
-    from kbrepro.harness import stats
-
     n = len(rounds)
-    widths = {}
-    for num, den in rule.pairs:
-        block = {"rounds": rounds}
-        ci = stats.bootstrap_median_ci(stats.paired_ratios(block, num, den), resamples=rule.resamples, seed=n)
-        widths[f"{num}/{den}"] = stats.relative_half_width(ci)
-    if n >= rule.max_rounds:
-        return True, "max_rounds", widths
-    if elapsed_s >= rule.max_seconds and n >= 2:
-        return True, "max_seconds", widths
-    if n >= rule.min_rounds and widths and all(w <= rule.target_rel_half_width for w in widths.values()):
-        return True, "target_reached", widths
-    if n >= rule.min_rounds and not rule.pairs:
-        return True, "no_pairs", widths
-    return False, None, widths
+    widths = pair_widths(pair_ratios(rounds, rule), rule, n)
+    reason = stop_reason(n, rule, elapsed_s, lambda: all(w <= rule.target_rel_half_width for w in widths.values()))
+    return reason is not None, reason, widths
 
 
 class ClockWatch:
@@ -161,7 +227,7 @@ def run_block(arms: Mapping[str, Callable[[], object]], protocol: TimingProtocol
     t_start = time.perf_counter()
     limit = rule.max_rounds if rule else protocol.rounds
     while len(rounds) < limit:
-        if rule and len(rounds) >= rule.min_rounds and len(rounds) % rule.check_every == 0:
+        if rule and is_check_point(len(rounds), rule):
             stop, reason, widths = stopping_state(rounds, rule, time.perf_counter() - t_start)
             if stop:
                 outcome = {"rounds": len(rounds), "stop_reason": reason, "rel_half_widths": widths}

@@ -5,6 +5,7 @@ import pytest
 
 from kbrepro.bundle import claims
 from conftest import SHARED_RUN
+from kbrepro.errors import InvalidResultsError
 from kbrepro.harness import stats
 
 
@@ -51,13 +52,30 @@ def test_bootstrap_interval_covers_a_known_ratio_and_is_seeded():
     assert ci2["ci_low"] == pytest.approx(0.9) and ci2["ci_high"] == pytest.approx(0.9)
 
 
-def test_row_medians_match_numpy():
+def test_resample_medians_are_numpys_medians_exactly():
     import numpy as np
 
-    x = np.random.default_rng(0).random((100, 7))
-    assert np.allclose(stats._row_medians(x), np.median(x, axis=1))
-    y = np.random.default_rng(1).random((100, 8))
-    assert np.allclose(stats._row_medians(y), np.median(y, axis=1))
+    g = np.random.default_rng(0)
+    for n in (1, 2, 7, 8, 55, 400):
+        for a in (g.random(n), np.round(g.random(n), 1)):  # ties too
+            idx = g.integers(0, n, size=(100, n))
+            assert np.array_equal(stats._resample_medians(a, idx), np.median(a[idx], axis=1))
+
+
+def test_half_width_exceeds_is_the_full_intervals_comparison():
+    import numpy as np
+
+    g = np.random.default_rng(3)
+    for _ in range(300):
+        n = int(g.integers(2, 90))
+        values = list(1 + g.normal(0, 10 ** g.uniform(-4, -1), n))
+        limit, seed = 10 ** g.uniform(-4, -1), int(g.integers(0, 500))
+        resamples = int(g.choice([1000, 300, 2000, 37]))
+        width = stats.relative_half_width(stats.bootstrap_median_ci(values, resamples=resamples, seed=seed))
+        assert stats.half_width_exceeds(values, limit, resamples=resamples, seed=seed) == (width > limit)
+    assert stats.half_width_exceeds([1.0], 0.1) and stats.half_width_exceeds([], 0.1)  # an open interval
+    with pytest.raises(InvalidResultsError):
+        stats.half_width_exceeds([1.0, 2.0], 0.1, resamples=0)
 
 
 def test_summary_quartiles():

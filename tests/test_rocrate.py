@@ -57,9 +57,10 @@ def packed(tmp_path_factory):
 
     d = tmp_path_factory.mktemp("crate")
     kb = str(kernelbench_from_example(d))
-    new = make.make_from_results(RESULTS, d / "f4.tar", kernelbench=kb, with_plots=False)
+    new = make.make_from_results(RESULTS, d / "f4.tar", kernelbench=kb, with_plots=False, bundle_format=4)
     old = make.make_from_results(RESULTS, d / "f3.tar", kernelbench=kb, with_plots=False, bundle_format=3)
-    return {"dir": d, "new": new, "old": old}
+    latest = make.make_from_results(RESULTS, d / "f5.tar", kernelbench=kb, with_plots=False)
+    return {"dir": d, "new": new, "old": old, "latest": latest}
 
 
 def _crate(path: Path) -> dict:
@@ -86,6 +87,20 @@ def test_format_4_adds_the_crate_and_changes_nothing_else_of_the_payload(packed)
                                                   f"{packed['new'].digest}\n")
     assert "Bundle-Format-Version: 4\n" in new["bag-info.txt"].decode()
     assert verify_archive(packed["new"].path, level="static").verdict == "PASS"
+
+
+def test_format_5_changes_only_the_format_number_for_results_without_adaptive_blocks(packed):
+    """Format 5 gives in REPORT.md's timing tables the rounds each block holds; a block without
+    adaptive stopping holds exactly its protocol's rounds, so these results render the same."""
+    assert pack.FORMAT_VERSION == 5
+    _, new = _members(packed["new"].path)
+    _, latest = _members(packed["latest"].path)
+    changed = sorted(k for k in new if k.startswith("data/") and new[k] != latest.get(k))
+    assert changed == ["data/bundle.json", CRATE] and sorted(new) == sorted(latest)
+    a, b = json.loads(new["data/bundle.json"]), json.loads(latest["data/bundle.json"])
+    assert (a.pop("format_version"), b.pop("format_version")) == (4, 5) and a == b
+    assert "Bundle-Format-Version: 5\n" in latest["bag-info.txt"].decode()
+    assert verify_archive(packed["latest"].path, level="static").verdict == "PASS"
 
 
 def test_the_crate_describes_the_bundle_its_files_the_study_the_software_and_the_gpu(packed):

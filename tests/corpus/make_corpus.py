@@ -48,7 +48,8 @@ ESCAPE_PAYLOAD = b'{"escaped": true}\n'
 #: defines ``NAMES`` (its case names, in build order) and ``build(g, kit)`` returning
 #: ``[(Case, archive bytes), ...]`` in that order; ``kit`` is this module, so a case module
 #: uses its helpers (Case, raw_tar, repack, recomputed, edit_json, ...) without importing it.
-EXTRA_MODULES = ("cases_archive", "cases_parsers", "cases_trust", "cases_crosscheck", "cases_redteam")
+EXTRA_MODULES = ("cases_archive", "cases_parsers", "cases_trust", "cases_crosscheck", "cases_redteam",
+                 "cases_derived")
 
 
 def _load_extra_modules() -> list:
