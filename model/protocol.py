@@ -128,9 +128,13 @@ def invocations_per_request(profile_invocations: int, eager_ms: Optional[float])
 
 
 def _median(xs: Sequence[float]) -> float:
-    import numpy as np
-
-    return float(np.percentile(np.asarray(xs, dtype=float), 50))
+    """The median (the mean of the two middle values of an even count), as numpy's 50th
+    percentile gives it up to the last bit (the engine's before this rule was written once)."""
+    v = sorted(float(x) for x in xs)
+    if not v:
+        raise ValueError("no samples")
+    m = len(v) // 2
+    return v[m] if len(v) % 2 else v[m - 1] + (v[m] - v[m - 1]) * 0.5
 
 
 def copy_gbps(bytes_moved: int, rounds: Iterable[Mapping[str, float]], arms: Sequence[str]) -> float:
