@@ -34,31 +34,9 @@ from kbrepro.bundle import pack, scrub
 from kbrepro.errors import InvalidResultsError, OutputPathError, UnreadableInputError, UsageError
 from kbrepro.harness import jsonio
 
-FORMAT = "kbrepro-candidate-bundle"
-#: the candidate bundle format this packer writes: 3 adds the RO-Crate metadata file and,
-#: when signed, the attestations (as study format 4 does); 2 is the format before them
-FORMAT_VERSION = 4
-FORMAT_VERSIONS = (2, 3, 4)
-#: the version of results/candidates.json this product writes: 2, timing protocol 2 (issue 27:
-#: fresh inputs for every timed invocation, every timed output checked, the clock over two
-#: lengths); the verifier reads 1 and 2
-SCHEMA_VERSION = 2
-#: the results/candidates.json schema versions each candidate bundle format holds: 4 is 3's
-#: layout holding timing protocol 2 (issue 27)
-DOC_VERSIONS = {2: (1,), 3: (1,), 4: (2,)}
+from kbrepro.bundle.kinds import (CRATE_SINCE, DOC_VERSIONS, FORMAT, FORMAT_VERSION, FORMAT_VERSIONS,  # noqa: F401
+                                  SCHEMA_VERSION, format_for)
 
-
-def format_for(doc_version: int, asked: int | None) -> int:
-    """The bundle format results of ``doc_version`` are packed in: ``asked``, or the newest that
-    holds them. Raises UsageError where ``asked`` cannot hold them."""
-    if asked is None:
-        return max(f for f, vs in DOC_VERSIONS.items() if doc_version in vs)
-    if doc_version not in DOC_VERSIONS.get(asked, ()):
-        holds = [f for f, vs in DOC_VERSIONS.items() if doc_version in vs]
-        raise UsageError(f"candidate bundle format {asked} cannot hold results of timing protocol {doc_version}",
-                         f"use --bundle-format {' or '.join(map(str, holds))}, or drop --bundle-format")
-    return asked
-CRATE_SINCE = 3
 DOCUMENTS = {"results/candidates.json": "kbrepro/candidates", "results/environment.json": "kbrepro/environment",
              "claims.json": "kbrepro/claims"}
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")

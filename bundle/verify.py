@@ -32,7 +32,7 @@ from typing import Callable, Mapping
 from kbrepro import schemas
 from kbrepro.bundle import archive as arc
 from kbrepro.bundle import claims as claims_mod
-from kbrepro.bundle import pack, validate
+from kbrepro.bundle import kinds, pack, validate
 from kbrepro.bundle.facts import CRATE_FILE
 from kbrepro.harness import fingerprint, jsonio
 from kbrepro.harness.kernelbench import load_lock
@@ -259,9 +259,7 @@ def _tier_archive(path: Path, t: Tier) -> arc.ArchiveContents:
         t.fail("bagit.txt", "unknown BagIt version", expected="BagIt-Version: 1.0",
                found=bagit.decode("utf-8", "replace").splitlines()[:1])
     info = _bag_info(contents.files.get("bag-info.txt", b""))
-    from kbrepro.bundle import candidates as bc
-
-    formats = {pack.FORMAT_NAME: pack.FORMAT_VERSIONS, bc.FORMAT: bc.FORMAT_VERSIONS}
+    formats = {pack.FORMAT_NAME: pack.FORMAT_VERSIONS, kinds.FORMAT: kinds.FORMAT_VERSIONS}
     fmt = info.get("Bundle-Format")
     if fmt not in formats:
         t.fail("bag-info.txt", "not a kbrepro bundle", expected=pack.FORMAT_NAME, found=fmt)
@@ -277,9 +275,7 @@ def _tier_archive(path: Path, t: Tier) -> arc.ArchiveContents:
 def has_crate(info: Mapping) -> bool:
     """Whether the format bag-info.txt names (tier 1 accepted it) carries the RO-Crate file
     and may carry attestations: study format 4, candidate format 3, and later."""
-    from kbrepro.bundle import candidates as bc
-
-    since = {pack.FORMAT_NAME: pack.CRATE_SINCE, bc.FORMAT: bc.CRATE_SINCE}.get(info.get("Bundle-Format"))
+    since = {pack.FORMAT_NAME: pack.CRATE_SINCE, kinds.FORMAT: kinds.CRATE_SINCE}.get(info.get("Bundle-Format"))
     v = info.get("Bundle-Format-Version") or ""
     return since is not None and v.isdigit() and int(v) >= since
 
@@ -2049,9 +2045,7 @@ def verify_archive(path: Path, *, level: str = "auto", profile: str | None = Non
         root = arc.extract_checked(Path(path), tmp, contents)
         b = Bundle(name=contents.top or "", files=contents.files, root=root, digest=rep.digest or "", partial=partial,
                    attestation=rep.signature)
-        from kbrepro.bundle import verify_candidate as vc
-
-        if vc.is_candidate_bundle(contents.files):
+        if _bag_info(contents.files.get("bag-info.txt", b"")).get("Bundle-Format") == kinds.FORMAT:
             code = _candidate_tiers(b, tier, last, level, trust=trust, kernelbench=kernelbench, progress=progress,
                                     ratio_tolerance=ratio_tolerance, prior_failure=failed)
             return finish(1 if failed or code else 0)

@@ -1,0 +1,40 @@
+"""The bundle kinds' format constants, light enough for the verifier's first tier to read any
+bundle's bag-info.txt without importing a kind's records and checks (DESIGN.md section 2,
+``bundle/kinds.py``): the study bundle's are :mod:`kbrepro.bundle.pack`'s, the candidate
+bundle's are here.
+"""
+from __future__ import annotations
+
+from kbrepro.errors import UsageError
+
+FORMAT = "kbrepro-candidate-bundle"
+#: the candidate bundle format this packer writes: 3 adds the RO-Crate metadata file and,
+#: when signed, the attestations (as study format 4 does); 2 is the format before them
+FORMAT_VERSION = 4
+FORMAT_VERSIONS = (2, 3, 4)
+#: the version of results/candidates.json this product writes: 2, timing protocol 2 (issue 27:
+#: fresh inputs for every timed invocation, every timed output checked, the clock over two
+#: lengths); the verifier reads 1 and 2
+SCHEMA_VERSION = 2
+#: the results/candidates.json schema versions each candidate bundle format holds: 4 is 3's
+#: layout holding timing protocol 2 (issue 27)
+DOC_VERSIONS = {2: (1,), 3: (1,), 4: (2,)}
+
+
+def format_for(doc_version: int, asked: int | None) -> int:
+    """The bundle format results of ``doc_version`` are packed in: ``asked``, or the newest that
+    holds them. Raises UsageError where ``asked`` cannot hold them."""
+    if asked is None:
+        return max(f for f, vs in DOC_VERSIONS.items() if doc_version in vs)
+    if doc_version not in DOC_VERSIONS.get(asked, ()):
+        holds = [f for f, vs in DOC_VERSIONS.items() if doc_version in vs]
+        raise UsageError(f"candidate bundle format {asked} cannot hold results of timing protocol {doc_version}",
+                         f"use --bundle-format {' or '.join(map(str, holds))}, or drop --bundle-format")
+    return asked
+
+
+#: candidate bundle formats from which the RO-Crate file (and, signed, the attestations) is there
+CRATE_SINCE = 3
+
+
+__all__ = ["FORMAT", "FORMAT_VERSION", "FORMAT_VERSIONS", "SCHEMA_VERSION", "DOC_VERSIONS", "CRATE_SINCE", "format_for"]
