@@ -227,6 +227,10 @@ def tier_documents(b, t) -> None:
     if doc.get("device", "cuda") != "cuda":
         b.partial.append("the candidates ran without a GPU: no timing, no profiler, no poisoned allocator")
     else:
+        if loaded.doc.schema_version < 2:
+            t.notes.append("timing protocol 1 (candidate bundle format 2 or 3): timed outputs are spot-checked, not "
+                           "all held against the reference; a candidate that tells its timed calls from its checked "
+                           "ones can gain speed unseen (README, limits of protocol 1)")
         for name, why in undecided(loaded):
             t.notes.append(f"candidate {name}: {why}")
             b.partial.append(f"candidate {name}: {why}")

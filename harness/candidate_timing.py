@@ -33,6 +33,7 @@ in docs/timing.md.
 from __future__ import annotations
 
 import random
+import secrets
 import time
 from typing import Any, Mapping
 
@@ -92,10 +93,12 @@ def _collect(c: Ctx) -> None:
     c.proc.request({"cmd": "collect"}, timeout_s=c.cfg.call_timeout_s)
 
 
-def _held_reply(c: Ctx, out_bytes: int) -> dict:
+def _held_reply(c: Ctx, weight_seed: int) -> dict:
     """The candidate's checksums of its last fresh-input request (a request of its own, after
-    the timed one and outside its clock)."""
-    return c.proc.request({"cmd": "held"}, timeout_s=c.cfg.call_timeout_s, max_bytes=64 << 20).header
+    the timed one and outside its clock), with weights from ``weight_seed`` (drawn by the
+    parent after the outputs exist)."""
+    return c.proc.request({"cmd": "held", "weight_seed": weight_seed}, timeout_s=c.cfg.call_timeout_s,
+                          max_bytes=64 << 20).header
 
 
 def _candidate(c: Ctx, seed: int, n: int, flush_bytes: int, per_call: bool = False) -> tuple[Any, float]:
@@ -132,8 +135,11 @@ def _held(cand: Mapping, ref: list, sizes: list, atol: float, rtol: float, rng: 
             ok = protocol.checksum_agrees(rc, rr, m, atol, rtol)
             if ok is False:
                 bad = [i, w, k, rc[0], rc[1], rr[0], rr[1], m]
-                allow = m * atol + rtol * abs(rc[1] or 0) + 1e-300
-                worst = max(worst, abs((rc[0] or 0) - rr[0]) / allow if rc[0] is not None else float("inf"))
+                if None in rc:
+                    worst = float("inf")
+                else:  # the larger deviation of the two sums over the allowance (at least 1 when failing)
+                    allow = m * atol + rtol * rc[1] + protocol.CHECKSUM_FLOAT_SLACK * (rc[1] + rr[1]) + 1e-300
+                    worst = max(worst, abs(rc[0] - rr[0]) / allow, abs(rc[1] - rr[1]) / allow)
                 break
         (failing if bad else passing).append(bad or [i, w, 0, row[0][0], row[0][1], want[0][0], want[0][1], sizes[0]])
     sample = failing[:SAMPLE_FAILING] + rng.sample(passing, min(SAMPLE_PASSING, len(passing)))
@@ -169,19 +175,22 @@ def block(c: Ctx, arms: dict, ft: FreshTimer, *, l2: str, rounds: int, flush_byt
         rng.shuffle(order)
         seed = protocol.pool_seed(cfg.timing_seed, l2, r)
         times, host, cand, ref, sizes, chk_ms = {}, {}, None, None, None, 0.0
+        weight_seed, eager_ys = secrets.randbits(62), None
         for name in order:
             if name == "candidate":
                 rep, times[name] = _candidate(c, seed, inv, flush_bytes)
                 host[name] = rep.host_ms
-                cand = _held_reply(c, io_bytes)
+                cand = _held_reply(c, weight_seed)
             else:
                 pool = ft.draw_pool(c.task, seed, inv)
                 times[name], ys = ft.region(arms[name], pool, inv, flush)
                 if name == "eager":
-                    t0 = time.perf_counter()
-                    ref, sizes = ft.checksums(ys)
-                    chk_ms = (time.perf_counter() - t0) * 1e3
+                    eager_ys = ys
                 del pool, ys
+        t0 = time.perf_counter()
+        ref, sizes = ft.checksums(eager_ys or [], weight_seed)
+        chk_ms = (time.perf_counter() - t0) * 1e3
+        del eager_ys
         outputs = _held(cand, ref or [], sizes or [], c.tol.atol, c.tol.rtol, pick)
         rows.append({"order": order, "times_ms": times, "host_ms": host, "outputs": outputs, "checksum_ms": chk_ms})
     proto = {"mode": "events", "warmups": cfg.warmups, "rounds": rounds, "invocations_per_pair": inv,

@@ -55,6 +55,7 @@ class FreshTimer:
         self._sleep = getattr(torch.cuda, "_sleep", None)
         self._step = getattr(getattr(torch, "compiler", None), "cudagraph_mark_step_begin", None) or (lambda: None)
         self._weights: dict = {}
+        self._seed = WEIGHT_SEED
 
     def busy(self) -> None:
         """Queue a short spin kernel on the current stream (the stream is then busy when the
@@ -131,10 +132,12 @@ class FreshTimer:
         return out, ys
 
     def _w(self, m: int, dtype) -> Any:
-        key = (m, str(dtype))
+        key = (m, str(dtype), self._seed)
         w = self._weights.get(key)
         if w is None:
-            g = self.torch.Generator(device=self.device).manual_seed(WEIGHT_SEED)
+            if len(self._weights) > 64:
+                self._weights.clear()
+            g = self.torch.Generator(device=self.device).manual_seed(self._seed)
             w = self.torch.rand(m, generator=g, device=self.device, dtype=dtype) * 2 - 1
             self._weights[key] = w
         return w
@@ -143,12 +146,15 @@ class FreshTimer:
         ys = y if isinstance(y, (tuple, list)) else (y,)
         return [t for t in ys if isinstance(t, self._Tensor)]
 
-    def checksums(self, ys: Sequence) -> tuple[list, list]:
+    def checksums(self, ys: Sequence, weight_seed: int = WEIGHT_SEED) -> tuple[list, list]:
         """Per output, per chunk: ``[weighted sum, sum of |y|]`` (float64 host values) and the
         chunk's element counts (:func:`kbrepro.model.protocol.checksum_chunks`). Every tensor
-        of a tuple output is checksummed in order; a non-float tensor as float32."""
+        of a tuple output is checksummed in order; a non-float tensor as float32. The weights
+        come from ``weight_seed``, which the parent draws after the outputs exist (so that no
+        output can be shaped to cancel them)."""
         torch = self.torch
         m = protocol.CHECKSUM_CHUNK
+        self._seed = int(weight_seed)
         fast = self._batched(ys, m)
         if fast is not None:
             return fast

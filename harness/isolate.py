@@ -586,7 +586,7 @@ class _Server:
         """The kept outputs of the last fresh-input request: every output's checksums and which
         invocation's answer each output's memory holds (harness/fresh.py). A request of its own,
         outside the parent's clock of the timed one."""
-        sums, sizes = self.fresh_timer.checksums(self.kept)
+        sums, sizes = self.fresh_timer.checksums(self.kept, int(h.get("weight_seed") or 0))
         return {"checksums": sums, "chunk_sizes": sizes, "written_by": self.fresh_timer.written_by(self.kept)}
 
     def collect(self) -> dict:

@@ -130,7 +130,13 @@ def _clock_problems(rec: CandidateRecord, at: str) -> Iterator[Problem]:
     for c in rec.observations.cases:
         st = stage_of.get(c.id, "weights and shapes" if c.kind == "extra_shape" else "checking pass")
         inner[st] += c.host_ms / 1e3
-    inner["timing"] += sum(r.host_ms.get("candidate", 0.0) for b in rec.blocks for r in b.rounds) / 1e3
+    inner["timing"] += sum(r.host_ms.get("candidate", 0.0) + (r.checksum_ms or 0.0) for b in rec.blocks
+                           for r in b.rounds) / 1e3
+    ck, pc = rec.timing.clock, rec.timing.per_call
+    if ck is not None:  # protocol 2: the clock's requests and the per-call times are in the stage too
+        inner["timing"] += (sum(ck.host1_ms) + sum(ck.host2_ms)) / 1e3
+    if pc is not None:
+        inner["timing"] += sum(t for r in (*pc.fresh, *pc.eager_fresh, *pc.repeat) for t in r.times_ms) / 1e3
     for j, s in enumerate(rec.stages):
         if s.seconds + _CLOCK_SLACK_S < inner[s.name]:
             yield _p(P.CONTRADICTS, f"{at}.stages[{j}].seconds", f"is shorter than the {inner[s.name]:.3f} s its "
@@ -377,7 +383,7 @@ def record_problems(doc: CandidatesDoc, i: int, ev: Evidence, custom: Sequence[s
                           "import and after the build"))
     if not cuda:
         if rec.blocks or rec.timing.per_call is not None or rec.timing.roofline is not None or rec.timing.baselines \
-                or obs.profile is not None:
+                or obs.profile is not None or rec.timing.clock is not None:
             out.append(_p(P.CONTRADICTS, f"{at}.timing", "a CPU run has no timing and no profiled call"))
         return out
     if custom_passed and not any(defines(fns, n) and any(in_binary(f, data) for f in fns if defines([f], n))

@@ -16,6 +16,7 @@ from kbrepro.model.candidates import CandidateRecord, CopyBlock
 from kbrepro.model.problems import Problem
 from kbrepro.model.task_inputs import Undecidable, input_specs, parse_digest
 
+
 #: relative difference under which a stated float equals the derived one (the engine computes
 #: it with the same rule; only the last bits of a float may differ)
 FLOAT_REL = 1e-9
@@ -148,8 +149,8 @@ def block_problems(rec: CandidateRecord, at: str, gbps: Optional[float], task_sr
         inv = pr.invocations_per_pair
         eager = protocol.roofline_median_ms([r.times_ms["eager"] for r in b.rounds])
         if fresh != (pr.inputs == "fresh") or fresh != (pr.calibration_ms is not None) or \
-                fresh != (pr.io_bytes is not None) or any(fresh != (r.outputs is not None and r.checksum_ms is not None)
-                                                          for r in b.rounds):
+                fresh != (pr.io_bytes is not None) or any(fresh != (r.outputs is not None) or fresh != (
+                    r.checksum_ms is not None) for r in b.rounds):
             yield _p(P.INCOMPLETE, f"{bp}.protocol", f"is not timing protocol {version}'s: "
                      + ("every invocation on fresh inputs, its calibration, its bytes and every round's held outputs"
                         if fresh else "no field of protocol 2"))
@@ -165,24 +166,14 @@ def block_problems(rec: CandidateRecord, at: str, gbps: Optional[float], task_sr
             yield _p(P.DERIVED, f"{bp}.protocol.invocations_per_pair", "is not what the calibration rule gives for "
                      f"the eager arm's {e:.4g} ms (ceil({protocol.TARGET_REQUEST_MS:g} ms / eager) between "
                      f"{cfg.invocations_per_pair} and {protocol.MAX_INVOCATIONS}, the calibration within a factor "
-                     f"{CALIBRATION_FACTOR:g} of the block's eager median {eager:.4g} ms)", [lo, hi], inv)
+                     f"{CALIBRATION_FACTOR_V2 if fresh else CALIBRATION_FACTOR:g} of the block's eager median "
+                     f"{eager:.4g} ms)", [lo, hi], inv)
         if fresh:
             roof = timing.roofline
             if roof is not None and pr.io_bytes != roof.bytes_moved:
                 yield _p(P.DERIVED, f"{bp}.protocol.io_bytes", "is not the bytes of one invocation's inputs and "
                          "output", roof.bytes_moved, pr.io_bytes)
-            for k, row in enumerate(b.rounds):
-                h = row.outputs
-                if h.n != inv:
-                    yield _p(P.INCOMPLETE, f"{bp}.rounds[{k}].outputs.n", "does not hold every invocation's output",
-                             inv, h.n)
-                    break
-                rederived = [protocol.checksum_agrees(x[3:5], x[5:7], x[7], rec.config.atol, rec.config.rtol)
-                             for x in h.sample if x[2] >= 0]
-                if (h.failing == 0) != (False not in rederived) or len(h.sample) < min(h.failing, 8):
-                    yield _p(P.CONTRADICTS, f"{bp}.rounds[{k}].outputs", "its failing count does not agree with the "
-                             "checksums it records")
-                    break
+            yield from _held_problems(rec, b, bp, inv, cache, task_src)
     pc = timing.per_call
     if pc is None:
         yield _p(P.INCOMPLETE, f"{at}.timing.per_call", "a GPU run times the candidate call by call")
@@ -228,12 +219,68 @@ def block_problems(rec: CandidateRecord, at: str, gbps: Optional[float], task_sr
                  "the run's sizes", want, roof.bytes_moved)
 
 
+def _chunk_sizes(numel: int) -> list:
+    """The element counts of an output's checksum chunks (harness/fresh.py)."""
+    m = protocol.CHECKSUM_CHUNK
+    k, rest = divmod(numel, m)
+    return [m] * k + ([rest] if rest or not numel else [])
+
+
+def _held_problems(rec: CandidateRecord, b, bp: str, inv: int, cache: dict,
+                   task_src: Optional[bytes]) -> Iterator[Problem]:
+    """Protocol 2's held outputs of a block, against what they must be: one per invocation;
+    each sample row's chunk and element count those of the task's output (one output); the
+    counts agreeing with the rows derived again (a row that fails is counted, every counted
+    failure up to 8 is a row, an output of a reused buffer is counted aliased); the worst
+    deviation 0 exactly when nothing fails; and, up to the first round with a failure, the
+    passing rows the ones the seeded draw picks (harness/candidate_timing.py)."""
+    atol, rtol = rec.config.atol, rec.config.rtol
+    tcase = next((c for c in rec.observations.cases if c.id == "timing_input"), None)
+    out = parse_digest(tcase.output.digest) if tcase is not None and tcase.output.digest else None
+    sizes = None
+    if out is not None and (tcase.reference_count or 1) == 1:
+        n = 1
+        for d in out.shape:
+            n *= d
+        sizes = _chunk_sizes(n)
+    cfg = protocol.PROFILES[rec.config.profile]
+    pick = random.Random(cfg.order_seed + (3 if b.l2 == "cold" else 2))
+    seeded = True
+    for k, row in enumerate(b.rounds):
+        h, rp = row.outputs, f"{bp}.rounds[{k}].outputs"
+        if h.n != inv:
+            yield _p(P.INCOMPLETE, f"{rp}.n", "does not hold every invocation's output", inv, h.n)
+            return
+        for x in h.sample:
+            if x[2] >= 0 and sizes is not None and (x[2] >= len(sizes) or x[7] != sizes[x[2]]):
+                yield _p(P.CONTRADICTS, f"{rp}.sample", "a row names a chunk the task's output does not have",
+                         sizes[:4], [x[2], x[7]])
+                return
+        agree = [(x, protocol.held_row_agrees(x, atol, rtol)) for x in h.sample]
+        bad = [x for x, ok in agree if ok is False]
+        aliased = sum(1 for x in h.sample if x[1] != x[0])
+        if len(bad) > h.failing or len(bad) < min(h.failing, 8) or aliased > h.aliased or \
+                (h.failing == 0) != (h.worst == 0) or (h.failing and h.worst <= 1):
+            yield _p(P.CONTRADICTS, rp, "its counts do not agree with the checksums it records (failing, worst, "
+                     "aliased)", None, [h.failing, h.worst, h.aliased])
+            return
+        if h.failing:
+            seeded = False
+        if seeded:
+            want = sorted(pick.sample(range(h.n), min(2, h.n)))
+            got = sorted(x[0] for x, ok in agree if ok is not False)
+            if got != want:
+                yield _p(P.DERIVED, f"{rp}.sample", "its passing rows are not the ones the seeded draw picks", want, got)
+                return
+
+
 def _clock_record_problems(rec: CandidateRecord, at: str, cfg) -> Iterator[Problem]:
     """Protocol 2: eager's per-call times on the fresh sets, and the clock over two lengths of
     the lengths the rule gives (n1 the warm block's, n2 from its median reported time)."""
     pc = rec.timing.per_call
     if pc is not None and (len(pc.eager_fresh) != cfg.fresh_rounds or any(
-            len(r.times_ms) != cfg.fresh_sets for r in pc.eager_fresh)):
+            len(r.times_ms) != cfg.fresh_sets for r in pc.eager_fresh)
+            or [r.round for r in pc.eager_fresh] != list(range(len(pc.eager_fresh)))):
         yield _p(P.INCOMPLETE, f"{at}.timing.per_call.eager_fresh", f"is not {cfg.fresh_rounds} rounds of "
                  f"{cfg.fresh_sets} eager calls on the fresh sets")
     ck = rec.timing.clock
@@ -248,6 +295,10 @@ def _clock_record_problems(rec: CandidateRecord, at: str, cfg) -> Iterator[Probl
     if (ck.n1, ck.n2) != (n1, n2) or not len(ck.host1_ms) == len(ck.host2_ms) == protocol.CLOCK_REPEATS:
         yield _p(P.DERIVED, f"{at}.timing.clock", "its lengths or repeats are not the rule's", [n1, n2, protocol.CLOCK_REPEATS],
                  [ck.n1, ck.n2, len(ck.host1_ms)])
+    rep1, blk = protocol.roofline_median_ms(ck.reported1_ms), med
+    if not blk / protocol.CLOCK_BLOCK_FACTOR <= rep1 <= blk * protocol.CLOCK_BLOCK_FACTOR:
+        yield _p(P.CONTRADICTS, f"{at}.timing.clock.reported1_ms", "the candidate's times in requests of the block's "
+                 "length are not its times in the block", blk, rep1)
     for key, n, hosts, reps in (("1", ck.n1, ck.host1_ms, ck.reported1_ms), ("2", ck.n2, ck.host2_ms, ck.reported2_ms)):
         if any(t * n > h * 1.001 + 0.01 for t, h in zip(reps, hosts)):
             yield _p(P.CONTRADICTS, f"{at}.timing.clock.reported{key}_ms", "claims more time than the parent's clock saw")

@@ -43,10 +43,10 @@ def test_every_class_of_the_red_team_has_cases():
     assert len(cc.CASES) == len(set(cc.NAMES))
 
 
-@pytest.mark.parametrize("example", [cc.QUICK, cc.FULL])
-def test_the_examples_packed_again_with_no_edit_verify_pass(tmp_path, example):
+@pytest.mark.parametrize("example,fmt", [(cc.QUICK, 2), (cc.FULL, 2), (cc.V2, 4)])
+def test_the_examples_packed_again_with_no_edit_verify_pass(tmp_path, example, fmt):
     rep, failing, problems = _verify(fc.forge(EXAMPLES / example, lambda d, f: None, tmp_path / "same.tar",
-                                              bundle_format=2))
+                                              bundle_format=fmt))
     assert rep.verdict == "PASS", problems
 
 

@@ -23,6 +23,8 @@ from kbrepro.model import protocol
 
 QUICK = "candidates-quick-20261201T153437.tar"
 FULL = "candidates-full-20261201T175531.tar"
+#: timing protocol 2 (format 4): a run of KernelBench's example candidates on an H200
+V2 = "formats/candidates-quick-format4.tar"
 
 
 @dataclass(frozen=True)
@@ -326,7 +328,50 @@ RED_TEAM = (
     CandidateCase("c5_eager_skipped", 5, QUICK, _eager_skipped, "documents", "timing.baselines.eager",
                   "the eager baseline marked skipped (its claims vanish) while every reference came from it"),
 )
-CASES = CASES + RED_TEAM
+def _halve_block(doc, files):
+    """The candidate's block times halved, the parent's clock of each request kept consistent:
+    the clock's requests of the same length still report the true times."""
+    for b in _c(doc)["blocks"]:
+        inv = b["protocol"]["invocations_per_pair"]
+        for row in b["rounds"]:
+            t = row["times_ms"]["candidate"]
+            row["times_ms"]["candidate"] = t / 2
+    r = _c(doc)
+    r["timing"]["roofline"]["median_ms"] = statistics.median(x["times_ms"]["candidate"] for x in r["blocks"][0]["rounds"])
+
+
+def _held(doc, k=0):
+    return _c(doc)["blocks"][0]["rounds"][k]["outputs"]
+
+
+PROTOCOL_2 = (
+    CandidateCase("c6_block_times_against_the_clock", 2, V2, _halve_block, "documents", "timing.clock.reported1_ms",
+                  "protocol 2: the block's times halved, the clock's requests of the same length unchanged"),
+    CandidateCase("c6_held_row_beyond_the_output", 3, V2, lambda d, f: _held(d)["sample"][0].__setitem__(2, 7),
+                  "documents", "names a chunk the task's output does not have",
+                  "protocol 2: a held output's row in a chunk the 128-element output does not have"),
+    CandidateCase("c6_held_failure_not_counted", 3, V2, lambda d, f: _held(d)["sample"][0].__setitem__(3, 1e6),
+                  "documents", "its counts do not agree with the checksums it records",
+                  "protocol 2: a row whose checksums fail, in a round that counts no failure"),
+    CandidateCase("c6_held_worst_without_failure", 3, V2, lambda d, f: _held(d).update(worst=5.0), "documents",
+                  "its counts do not agree", "protocol 2: a worst deviation in a round without a failure"),
+    CandidateCase("c6_held_rows_not_the_seeded_ones", 5, V2, lambda d, f: [x.__setitem__(0, x[0] + 1) or
+                                                                           x.__setitem__(1, x[1] + 1)
+                                                                           for x in _held(d)["sample"]],
+                  "documents", "not the ones the seeded draw picks", "protocol 2: passing rows of other invocations"),
+    CandidateCase("c6_eager_per_call_rounds", 5, V2, lambda d, f: [x.update(round=7) for x in _c(d)["timing"][
+        "per_call"]["eager_fresh"]], "documents", "eager_fresh", "protocol 2: eager's per-call rounds misnumbered"),
+    CandidateCase("c6_clock_beyond_the_stage", 5, V2, lambda d, f: _c(d)["timing"]["clock"].update(
+        host1_ms=[1e6] * 5, host2_ms=[2e6] * 5), "documents", "stages[2].seconds",
+                  "protocol 2: clock requests of 1000 s in a timing stage of seconds"),
+    CandidateCase("c6_clock_missing", 5, V2, lambda d, f: _c(d)["timing"].pop("clock"), "documents", "timing.clock",
+                  "protocol 2: the clock over two lengths deleted"),
+    CandidateCase("c6_protocol_1_with_held_outputs", 5, QUICK, lambda d, f: _c(d)["blocks"][0]["rounds"][0].update(
+        outputs={"n": 1, "aliased": 0, "failing": 0, "worst": 0.0, "sample": []}), "documents", "protocol",
+                  "protocol 1 records holding a field of protocol 2"),
+)
+
+CASES = CASES + RED_TEAM + PROTOCOL_2
 NAMES = tuple(c.name for c in CASES)
 
 
