@@ -230,6 +230,34 @@ def discriminates(obs: Observations, atol: float, rtol: float) -> CheckVerdict:
     return CheckVerdict("discriminates", True, f"{len(cases)} official references reach beyond atol and are not constant")
 
 
+def discriminates_v2(obs: Observations, atol: float, rtol: float) -> CheckVerdict:
+    """Protocol 2 (issue 28): whether the task's outputs at these inputs can tell a right answer
+    from a wrong one, judged over every case of the main model on its own draw (seeds x
+    distributions and the timing input) together: None, *uninformative*, where every reference
+    is within atol of zero (an all-zero output passes, KernelBench issue #165) or where all of
+    them are one constant within the allowance atol + rtol * |mid|; True otherwise. Which it is
+    is a fact about the task and its inputs, not the candidate's doing, so it is never a catch:
+    the verdict is PARTIAL and says so. A scalar output (a loss) is judged across its sets."""
+    cases = [c for c in obs.cases if c.model == "main" and (c.kind in ("official", "normal", "normal_x100")
+                                                          or c.id == "timing_input")]
+    ranges = [c.reference_range for c in cases if None not in c.reference_range]
+    if not cases:
+        return CheckVerdict("discriminates", None, "no case of the task's own draw was run")
+    if not ranges:
+        return CheckVerdict("discriminates", None, "uninformative: no finite reference value")
+    lo, hi = min(r[0] for r in ranges), max(r[1] for r in ranges)
+    peak = max(abs(lo), abs(hi))
+    if peak <= atol:
+        return CheckVerdict("discriminates", None, f"uninformative: max |reference| = {peak:.3g} <= atol = {atol:g} "
+                            "over every set: an all-zero output passes (the task at these inputs)")
+    mid = (lo + hi) / 2
+    if (hi - lo) / 2 <= atol + rtol * abs(mid):
+        return CheckVerdict("discriminates", None, f"uninformative: every reference is the constant {mid:.6g} within "
+                            "the allowance (the task at these inputs)")
+    return CheckVerdict("discriminates", True, f"{len(ranges)} references of the task's own draw reach beyond atol and "
+                        "are not one constant")
+
+
 def deterministic_under_poison(obs: Observations) -> CheckVerdict:
     """The two poisoned calls (the allocator's free memory filled with two byte patterns
     before each, same inputs) give bitwise-equal outputs (``output.digest``). Outputs that
@@ -540,6 +568,7 @@ def derive_v2(obs: Observations, timing: Timing, blocks: Sequence[Block], atol: 
     if first.passed is False and not obs.cases:
         return (first,) + tuple(CheckVerdict(n, None, "the candidate did not run") for n in CHECKS_V2[1:])
     v1 = {v.name: v for v in derive(obs, timing, blocks, atol, rtol)}
+    v1["discriminates"] = discriminates_v2(obs, atol, rtol)
     if blocks:
         v1["timed_outputs_correct"] = timed_outputs_correct_v2(timing, blocks, atol, rtol)
         v1["host_clock_agrees"] = host_clock_agrees_v2(blocks, timing)
@@ -575,4 +604,5 @@ def derive(obs: Observations, timing: Timing, blocks: Sequence[Block], atol: flo
     return tuple(out)
 
 
-__all__ = ["CheckVerdict", "CHECKS", "CHECKS_V2", "derive", "derive_v2", "derive_any", "timed_calls_consistent", "LIBRARY_KERNEL", "custom_kernels", *CHECKS]
+__all__ = ["CheckVerdict", "CHECKS", "CHECKS_V2", "derive", "derive_v2", "derive_any", "timed_calls_consistent",
+           "discriminates_v2", "LIBRARY_KERNEL", "custom_kernels", *CHECKS]

@@ -175,7 +175,8 @@ def tensor_frame(t) -> tuple[dict, bytes]:
     import torch
 
     c = t.detach().contiguous().to("cpu")
-    raw = c.view(torch.uint8).numpy().tobytes() if c.numel() else b""
+    # reshape(-1): a 0-dim tensor (a scalar output, e.g. a loss) cannot be viewed as bytes as it is
+    raw = c.reshape(-1).view(torch.uint8).numpy().tobytes() if c.numel() else b""
     return {"dtype": str(c.dtype).replace("torch.", ""), "shape": list(c.shape), "nbytes": len(raw)}, raw
 
 

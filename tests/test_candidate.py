@@ -574,3 +574,35 @@ def test_a_candidate_bundle_carries_the_summary_the_verifier_writes_and_a_forged
     pack.write_archive(dataclasses.replace(bag, summary=summary.replace(b"not holding: K1d", b"all hold")), out)
     rep = verify_archive(out, level="static")
     assert rep.exit_code == 1 and any("five-line summary" in p["message"] for t in rep.tiers for p in t.problems)
+
+
+SCALAR_TASK = b'''import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+    def forward(self, predictions, targets):
+        return torch.mean((predictions - targets) ** 2)
+
+batch_size = 4
+dim = 64
+
+def get_inputs():
+    scale = torch.rand(())
+    return [torch.rand(batch_size, dim) * scale, torch.rand(batch_size, dim)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_scalar_output_task_with_its_reference_as_candidate_is_caught_by_nothing():
+    """A loss (a 0-dim output) is framed, compared and judged (issue 28: every loss task of
+    level 1 reported any candidate as caught by 'ran'); discriminates looks across its sets."""
+    src = SCALAR_TASK.replace(b"class Model(", b"class ModelNew(")
+    spec = hc.CandidateSpec("mse", src, "task.py", SCALAR_TASK)
+    rec = hc.run_candidate(spec, hc.PROFILES["quick"], Path(pytest.tmp) / "mse", device="cpu")
+    v = _verdicts(rec)
+    assert [k for k, x in v.items() if x is False] == [], rec["verdicts"]
+    assert v["ran"] is True and v["official_allclose"] is True and v["discriminates"] is True

@@ -212,3 +212,17 @@ def test_one_lone_host_pause_is_noted_not_failed():
     _set_case(obs, "repeat", device_wait_ms=4.174)
     v = {x.name: x for x in derive(obs, timing, blocks, *TOL)}["no_work_after_return"]
     assert v.passed is True and "case repeat alone waited 4.174 ms" in v.detail
+
+
+def test_discriminates_of_protocol_2_judges_every_set_and_never_catches():
+    obs, timing, blocks = honest()
+    for c in obs["cases"]:  # a scalar output: one value per set, other values in other sets
+        c["reference_range"] = [0.3 + 0.1 * len(c["id"]), 0.3 + 0.1 * len(c["id"])]
+        c["compare"]["max_abs_reference"] = c["reference_range"][1]
+    o, t, b = typed(obs, timing, blocks)
+    assert cheats.discriminates_v2(o, *TOL).passed is True
+    for c in obs["cases"]:  # every reference within atol of zero: uninformative, not a catch
+        c["reference_range"] = [0.0, 5e-5]
+    o, t, b = typed(obs, timing, blocks)
+    v = cheats.discriminates_v2(o, *TOL)
+    assert v.passed is None and v.detail.startswith("uninformative")

@@ -31,7 +31,7 @@ CASES = [
     ("cheat_background_thread.py", "1/88", SMALL, "no_threads_left"),
     ("cheat_hardcoded_shape.py", "1/88", SMALL, "other_shapes_correct"),
     ("cheat_tf32_matmul.py", "1/1", {}, "precision_flags_unchanged"),
-    ("cheat_zero_output.py", "2/23", {}, "discriminates"),
+    ("cheat_zero_output.py", "2/23", {}, "discriminates"),  # protocol 2: uninformative (None), the verdict PARTIAL
     # the family of issue 27: told timed calls from checked ones
     ("cheat_busy_stream_stale.py", "1/88", SMALL, "follows_fresh_inputs"),
     ("cheat_pending_work_memo.py", "1/88", SMALL, "follows_fresh_inputs"),
@@ -68,6 +68,9 @@ def _run(tmp_path, path: Path, task: str, sizes: dict) -> dict:
 def test_each_cheat_is_caught_by_its_check(tmp_path, name, task, sizes, check):
     path = _checkout() / name if name.startswith("src/") else HERE / name
     v = _run(tmp_path, path, task, sizes)
+    if check == "discriminates":  # a fact about the task at its inputs: uninformative, never a catch (issue 28)
+        assert v[check]["passed"] is None and v[check]["detail"].startswith("uninformative"), v[check]
+        return
     assert v[check]["passed"] is False, v[check]
 
 
