@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Callable, Mapping, Optional
 
-from kbrepro.harness import cheats
+from kbrepro.harness import cheats, cheats_v2
 from kbrepro.model import candidate_rules as rules
 from kbrepro.model import candidates as mc
 from kbrepro.model.problems import Problem
@@ -43,7 +43,7 @@ def load(raw_doc: object, files: Mapping[str, bytes], task_source: Callable[[mc.
     out: list[Problem] = list(rules.document_problems(doc, env.get("gpu_name")))
     verdicts: dict[str, tuple] = {}
     for i, rec in enumerate(doc.candidates):
-        vs = cheats.derive_any(doc.schema_version, rec.observations, rec.timing, rec.blocks, doc.predicate.atol,
+        vs = cheats_v2.derive_any(doc.schema_version, rec.observations, rec.timing, rec.blocks, doc.predicate.atol,
                                doc.predicate.rtol)
         verdicts[rec.name] = vs
         custom = dict((v.name, v.passed) for v in vs).get("custom_kernel_ran")

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from kbrepro.errors import CandidateFailure
-from kbrepro.harness import candidate_timing, cheats, kbtask
+from kbrepro.harness import candidate_timing, cheats_v2, kbtask
 from kbrepro.harness.candidate_calls import (CandidateSpec, Ctx, after_timing, case, checked, checking_pass,  # noqa: F401
                                              draw, reference)
 from kbrepro.harness.checks import Tolerance
@@ -330,7 +330,7 @@ def run_candidate(spec: CandidateSpec, cfg: CandidateConfig, workdir: Path, *, d
     # the verdicts, from the typed records (the packer and the verifier derive them again)
     typed = (checked(mc.Observations, obs, "observations"), checked(mc.Timing, timing, "timing record"),
              tuple(checked(mc.Block, b, "timing block") for b in blocks))
-    rec["verdicts"] = [v.to_doc() for v in cheats.derive_v2(*typed, cfg.atol, cfg.rtol)]
+    rec["verdicts"] = [v.to_doc() for v in cheats_v2.derive_v2(*typed, cfg.atol, cfg.rtol)]
     return rec
 
 

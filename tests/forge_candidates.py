@@ -18,14 +18,14 @@ from unittest import mock
 from kbrepro import schemas
 from kbrepro.bundle import candidate_records, pack
 from kbrepro.bundle import candidates as bc
-from kbrepro.harness import cheats, jsonio
+from kbrepro.harness import cheats, cheats_v2, jsonio
 from kbrepro.model import candidates as mc
 
 
 def _lenient(raw_doc, files, task_source, *, prefix=""):
     doc, _ = mc.load(raw_doc)
     if doc is not None:
-        verdicts = {r.name: cheats.derive_any(doc.schema_version, r.observations, r.timing, r.blocks,
+        verdicts = {r.name: cheats_v2.derive_any(doc.schema_version, r.observations, r.timing, r.blocks,
                                               doc.predicate.atol, doc.predicate.rtol) for r in doc.candidates}
     else:
         verdicts = {r.get("name"): tuple(cheats.CheckVerdict(v["name"], v["passed"], v["detail"])

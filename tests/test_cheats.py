@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from kbrepro.harness import cheats
+from kbrepro.harness import cheats, cheats_v2
 from kbrepro.model import candidates as mc
 from kbrepro.model import strict
 
@@ -220,9 +220,9 @@ def test_discriminates_of_protocol_2_judges_every_set_and_never_catches():
         c["reference_range"] = [0.3 + 0.1 * len(c["id"]), 0.3 + 0.1 * len(c["id"])]
         c["compare"]["max_abs_reference"] = c["reference_range"][1]
     o, t, b = typed(obs, timing, blocks)
-    assert cheats.discriminates_v2(o, *TOL).passed is True
+    assert cheats_v2.discriminates_v2(o, *TOL).passed is True
     for c in obs["cases"]:  # every reference within atol of zero: uninformative, not a catch
         c["reference_range"] = [0.0, 5e-5]
     o, t, b = typed(obs, timing, blocks)
-    v = cheats.discriminates_v2(o, *TOL)
+    v = cheats_v2.discriminates_v2(o, *TOL)
     assert v.passed is None and v.detail.startswith("uninformative")

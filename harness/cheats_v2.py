@@ -1,0 +1,158 @@
+"""The named checks of timing protocol 2 (issue 27; candidates.json schema version 2): the
+checks of :mod:`kbrepro.harness.cheats`, with ``timed_outputs_correct`` judging every timed
+output held against eager's, ``host_clock_agrees`` the parent's clock over two request
+lengths, ``discriminates`` a fact about the task at its inputs (never a catch, issue 28), and
+one more check, ``timed_calls_consistent`` (docs/timing.md). Pure functions of typed records,
+as the protocol-1 checks are; :func:`derive_any` picks the checks of a record's version.
+"""
+from __future__ import annotations
+
+import statistics
+from typing import Sequence
+
+from kbrepro.harness.cheats import (CHECKS_V2, HOST_SLACK_FRACTION, HOST_SLACK_MS, CheckVerdict, derive, ran,
+                                    timed_outputs_correct)
+from kbrepro.model import protocol
+from kbrepro.model.candidates import Block, Observations, Timing
+
+
+def discriminates_v2(obs: Observations, atol: float, rtol: float) -> CheckVerdict:
+    """Protocol 2 (issue 28): whether the task's outputs at these inputs can tell a right answer
+    from a wrong one, judged over every case of the main model on its own draw (seeds x
+    distributions and the timing input) together: None, *uninformative*, where every reference
+    is within atol of zero (an all-zero output passes, KernelBench issue #165) or where all of
+    them are one constant within the allowance atol + rtol * |mid|; True otherwise. Which it is
+    is a fact about the task and its inputs, not the candidate's doing, so it is never a catch:
+    the verdict is PARTIAL and says so. A scalar output (a loss) is judged across its sets."""
+    cases = [c for c in obs.cases if c.model == "main" and (c.kind in ("official", "normal", "normal_x100")
+                                                          or c.id == "timing_input")]
+    ranges = [c.reference_range for c in cases if None not in c.reference_range]
+    if not cases:
+        return CheckVerdict("discriminates", None, "no case of the task's own draw was run")
+    if not ranges:
+        return CheckVerdict("discriminates", None, "uninformative: no finite reference value")
+    lo, hi = min(r[0] for r in ranges), max(r[1] for r in ranges)
+    peak = max(abs(lo), abs(hi))
+    if peak <= atol:
+        return CheckVerdict("discriminates", None, f"uninformative: max |reference| = {peak:.3g} <= atol = {atol:g} "
+                            "over every set: an all-zero output passes (the task at these inputs)")
+    mid = (lo + hi) / 2
+    if (hi - lo) / 2 <= atol + rtol * abs(mid):
+        return CheckVerdict("discriminates", None, f"uninformative: every reference is the constant {mid:.6g} within "
+                            "the allowance (the task at these inputs)")
+    return CheckVerdict("discriminates", True, f"{len(ranges)} references of the task's own draw reach beyond atol and "
+                        "are not one constant")
+
+
+def timed_outputs_correct_v2(timing: Timing, blocks: Sequence[Block], atol: float, rtol: float) -> CheckVerdict:
+    """Protocol 2: every timed output of every round, held by the parent against eager's
+    output on the same set (``outputs.failing``; the recorded sample's raw checksums derived
+    again with :func:`~kbrepro.model.protocol.held_row_agrees`), and the spot-checked per-call outputs, pass. Outputs
+    in a reused buffer hold only their last writer's answer and count as aliased (the
+    block-against-per-call check covers them); a sampled output whose reference is not finite
+    cannot be judged (None)."""
+    base = timed_outputs_correct(timing)
+    held = [r.outputs for b in blocks for r in b.rounds if r.outputs is not None]
+    if not held:
+        return CheckVerdict("timed_outputs_correct", None, "no timed output was held against the reference")
+    n = sum(h.n for h in held)
+    rows = [protocol.held_row_agrees(row, atol, rtol) for h in held for row in h.sample]
+    failing = max(sum(h.failing for h in held), rows.count(False))
+    aliased = sum(h.aliased for h in held)
+    if failing:
+        return CheckVerdict("timed_outputs_correct", False, f"{failing} of {n} timed outputs differ from the "
+                            "reference on their own inputs: the timed calls did not compute")
+    if base.passed is False:
+        return base
+    if None in rows:
+        return CheckVerdict("timed_outputs_correct", None, "a sampled timed output's reference is not finite: it "
+                            "cannot be judged")
+    return CheckVerdict("timed_outputs_correct", True, f"all {n} timed outputs held against the reference on their "
+                        f"own inputs" + (f" ({aliased} in a reused buffer)" if aliased else "") +
+                        (f"; {base.detail}" if base.passed else ""))
+
+
+def host_clock_agrees_v2(blocks: Sequence[Block], timing: Timing) -> CheckVerdict:
+    """Protocol 2: no round claims more time than passed, the median shortfall per request
+    stays within :data:`HOST_SLACK_MS` + :data:`HOST_SLACK_FRACTION` of the request, the
+    parent's clock grows with the invocations (a slope at or below zero is no measurement), and
+    the candidate's reported time per invocation is at least (1 - CLOCK_SLOPE_SLACK) of that
+    slope over two request lengths: a timer short by 25% is caught at any request length."""
+    for b in blocks:
+        inv = b.protocol.invocations_per_pair
+        shorts, hosts = [], []
+        for i, r in enumerate(b.rounds):
+            t, h = r.times_ms.get("candidate"), r.host_ms.get("candidate")
+            if t is None or h is None:
+                continue
+            if t * inv > h * 1.001 + 0.01:
+                return CheckVerdict("host_clock_agrees", False, f"block {b.id} round {i}: the candidate claims "
+                                    f"{t * inv:.3f} ms, more than the {h:.3f} ms that passed")
+            shorts.append(h - t * inv)
+            hosts.append(h)
+        if shorts:
+            short, host = statistics.median(shorts), statistics.median(hosts)
+            if short > HOST_SLACK_MS + HOST_SLACK_FRACTION * host:
+                return CheckVerdict("host_clock_agrees", False, f"block {b.id}: the parent's clock sees {short:.3f} ms "
+                                    f"more per request than the candidate reports (median; a request takes {host:.3f} ms): "
+                                    "work done outside its timed region")
+    ck = timing.clock
+    if ck is None or not blocks:
+        return CheckVerdict("host_clock_agrees", None, "no clock over two request lengths")
+    slope = protocol.clock_slope_ms(ck.n1, ck.host1_ms, ck.n2, ck.host2_ms)
+    reported = statistics.median(list(ck.reported1_ms) + list(ck.reported2_ms))
+    if slope <= 0:
+        return CheckVerdict("host_clock_agrees", False, f"the parent's clock does not grow from {ck.n1} to {ck.n2} "
+                            "invocations: no request was clocked as it ran")
+    if reported < (1 - protocol.CLOCK_SLOPE_SLACK) * slope:
+        return CheckVerdict("host_clock_agrees", False, f"the candidate reports {reported:.4g} ms per invocation; the "
+                            f"parent's clock over {ck.n1} and {ck.n2} invocations gives {slope:.4g} ms: its timer is "
+                            "not to be believed")
+    return CheckVerdict("host_clock_agrees", True, f"the parent's clock over {ck.n1} and {ck.n2} invocations gives "
+                        f"{slope:.4g} ms per invocation; the candidate reports {reported:.4g} ms")
+
+
+def timed_calls_consistent(obs: Observations, timing: Timing, blocks: Sequence[Block]) -> CheckVerdict:
+    """Protocol 2: the warm block's time per invocation is not below the candidate's per-call
+    time on fresh inputs by more than the launch overhead measured in this run explains
+    (:func:`~kbrepro.model.protocol.calls_allowance_ms`: eager's, as the parent measured it):
+    a candidate that only cheats when its calls run back to back shows a block far faster
+    than its synchronised calls."""
+    pc = timing.per_call
+    if pc is None or not pc.eager_fresh or not blocks:
+        return CheckVerdict("timed_calls_consistent", None, "no per-call times of the candidate and eager")
+    warm = blocks[0]
+    block_c = protocol.roofline_median_ms([r.times_ms["candidate"] for r in warm.rounds])
+    block_e = protocol.roofline_median_ms([r.times_ms["eager"] for r in warm.rounds if "eager" in r.times_ms])
+    call_c = statistics.median([t for r in pc.fresh for t in r.times_ms])
+    call_e = statistics.median([t for r in pc.eager_fresh for t in r.times_ms])
+    allow = protocol.calls_allowance_ms(call_e, block_e)
+    ok = call_c - block_c <= allow
+    return CheckVerdict("timed_calls_consistent", ok, f"block {block_c:.4g} ms per invocation, {call_c:.4g} ms per "
+                        f"synchronised call (launch overhead allows {allow:.4g} ms)" +
+                        ("" if ok else ": its back-to-back calls are faster than its calls can be"))
+
+
+def derive_v2(obs: Observations, timing: Timing, blocks: Sequence[Block], atol: float,
+              rtol: float) -> tuple[CheckVerdict, ...]:
+    """Every check of :data:`CHECKS_V2`, in order, for a record of timing protocol 2."""
+    first = ran(obs)
+    if first.passed is False and not obs.cases:
+        return (first,) + tuple(CheckVerdict(n, None, "the candidate did not run") for n in CHECKS_V2[1:])
+    v1 = {v.name: v for v in derive(obs, timing, blocks, atol, rtol)}
+    v1["discriminates"] = discriminates_v2(obs, atol, rtol)
+    if blocks:
+        v1["timed_outputs_correct"] = timed_outputs_correct_v2(timing, blocks, atol, rtol)
+        v1["host_clock_agrees"] = host_clock_agrees_v2(blocks, timing)
+    v1["timed_calls_consistent"] = timed_calls_consistent(obs, timing, blocks)
+    return tuple(v1[n] for n in CHECKS_V2)
+
+
+def derive_any(version: int, obs: Observations, timing: Timing, blocks: Sequence[Block], atol: float,
+               rtol: float) -> tuple[CheckVerdict, ...]:
+    """:func:`derive` for a record of schema version 1, :func:`derive_v2` for version 2."""
+    return (derive_v2 if version >= 2 else derive)(obs, timing, blocks, atol, rtol)
+
+
+__all__ = ["derive_v2", "derive_any", "timed_outputs_correct_v2", "host_clock_agrees_v2", "timed_calls_consistent",
+           "discriminates_v2"]
