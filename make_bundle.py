@@ -116,9 +116,10 @@ SHARD_OPTS = ("shards", "engine", "engine_opts", "device")
                    "and bundle-signing-key.pub.pem for verify_bundle.py --public-key); never overwrites; takes no "
                    "other option")
 @click.option("--bundle-format", "bundle_format", type=int, default=None,
-              help="the bundle format to write [default: the newest, 5 (candidates: 3), with the RO-Crate metadata "
-                   "file and, in REPORT.md, the rounds each timing block holds]; 4 gives an adaptive block's minimum "
-                   "rounds there; 3 (candidates: 2) is the layout of the bundles packed before signatures and "
+              help="the bundle format to write [default: the newest, 5, with the RO-Crate metadata file and, in "
+                   "REPORT.md, the rounds each timing block holds; candidates: the newest that holds the results, 4 "
+                   "for timing protocol 2]; 4 gives an adaptive block's minimum rounds there; 3 (candidates: 2 or "
+                   "3 for results of timing protocol 1) is the layout of the bundles packed before signatures and "
                    "RO-Crate, as the committed examples are (cannot be signed)")
 @click.option("--shards", "shards", type=int, default=None,
               help="candidates: run each candidate x task as its own case, at most N at once (local engine: one "
