@@ -33,7 +33,7 @@ from kbrepro.bundle import claims as claims_mod
 from kbrepro.bundle import pack, scrub
 from kbrepro.errors import InvalidResultsError, OutputPathError, UnreadableInputError, UsageError
 from kbrepro.harness import jsonio
-
+from kbrepro.model.provenance_rules import MAX_BUILDS, ninja_commands
 from kbrepro.bundle.kinds import (CRATE_SINCE, DOC_VERSIONS, FORMAT, FORMAT_VERSION, FORMAT_VERSIONS,  # noqa: F401
                                   SCHEMA_VERSION, format_for)
 
@@ -199,6 +199,10 @@ def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelben
                     continue
                 files[f["bundle_path"]] = scrub_provenance_file(f, (prov / f["path"]).read_bytes(),
                                                                 [work, results_dir])
+        # the flags in effect as the bundle holds them: read again from the scrubbed build files
+        rec["provenance"]["builds"] = [{"path": f["path"], **ninja_commands(files[f["bundle_path"]].decode("utf-8", "replace"))}
+                                       for f in rec["provenance"].get("files") or []
+                                       if f.get("bundle_path") and f["path"].rsplit("/", 1)[-1] == "build.ninja"][:MAX_BUILDS]
         for b in rec["provenance"].get("binaries") or []:
             if b.get("sass_file"):
                 b["sass_file"] = f"provenance/{name}/{b['sass_file']}"

@@ -48,6 +48,7 @@ from kbrepro.harness.checks import Tolerance
 from kbrepro.harness.isolate import CandidateProcess
 from kbrepro.model import candidates as mc
 from kbrepro.model.protocol import BASELINES, PROFILES, CandidateConfig  # noqa: F401 (the engine's names)
+from kbrepro.model.provenance_rules import MAX_BUILDS, ninja_commands
 
 #: the largest provenance file copied into a bundle, and the most per candidate
 MAX_PROVENANCE_FILE = 32 * 1024 * 1024
@@ -71,22 +72,6 @@ def _tool_version(cmd: list[str], line: int = -1) -> str | None:
         return None
     out = [ln for ln in (p.stdout or p.stderr).strip().splitlines() if ln.strip()]
     return out[line][:200] if out else None
-
-
-def _ninja_commands(text: str) -> dict:
-    """The variables of a ``build.ninja`` torch writes that make the command lines: the
-    compilers, their flags, the link flags, and the rule lines themselves."""
-    keep = ("cxx", "nvcc", "cflags", "post_cflags", "cuda_cflags", "cuda_post_cflags", "cuda_dlink_post_cflags",
-            "ldflags")
-    out, rules = {}, []
-    for line in text.splitlines():
-        k, sep, v = line.partition(" = ")
-        if sep and k.strip() in keep:
-            out[k.strip()] = v.strip()
-        elif line.strip().startswith("command = "):
-            rules.append(line.strip()[len("command = "):])
-    out["commands"] = rules
-    return out
 
 
 def _triton_version() -> str | None:
@@ -171,8 +156,8 @@ def collect_provenance(name: str, ext_dir: Path, triton_dir: Path, out_dir: Path
                 total += len(data)
                 rec["copied"] = True
             files.append(rec)
-            if p.name == "build.ninja" and data is not None and len(builds) < 20:
-                builds.append({"path": rel, **_ninja_commands(data.decode("utf-8", "replace"))})
+            if p.name == "build.ninja" and rec["copied"] and len(builds) < MAX_BUILDS:
+                builds.append({"path": rel, **ninja_commands(data.decode("utf-8", "replace"))})
     binaries = []
     cuobjdump = tools.get("cuobjdump")
     for rec in [f for f in files if f["copied"] and (f["path"].endswith(".so") or f["path"].endswith(".cubin"))][:200]:

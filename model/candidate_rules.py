@@ -28,8 +28,8 @@ from typing import Iterator, Mapping, Optional, Sequence
 from kbrepro.model import problems as P
 from kbrepro.model import protocol
 from kbrepro.model.candidates import CandidateRecord, CandidatesDoc, Case
-from kbrepro.model.provenance_rules import (binaries_with_sass, binary_problems, defines, in_binary,  # noqa: F401
-                                            kernel_base_name, sass_functions)
+from kbrepro.model.provenance_rules import (binaries_with_sass, binary_problems, build_problems, defines,  # noqa: F401
+                                            in_binary, kernel_base_name, sass_functions)
 from kbrepro.model.timing_rules import (COPY_PEAK_SLACK, _close, _p, _specs, block_problems, copy_block_problems,
                                         derived_gbps, gpu_peak_gbps)
 from kbrepro.model.problems import Problem
@@ -372,6 +372,7 @@ def record_problems(doc: CandidatesDoc, i: int, ev: Evidence, custom: Sequence[s
     out += _summary_problems(rec, at, doc.predicate.atol)
     out += _input_problems(rec, at, task_src, shapes, cache)
     out += binary_problems(rec, at, ev.files)
+    out += build_problems(rec, at, ev.files)
     built = sorted({"load_inline" for _ in rec.provenance.builds} | {
         "triton" for f in rec.provenance.files if f.path.startswith("triton/") and f.path.endswith(".cubin")})
     if list(rec.provenance.built_with) != built:

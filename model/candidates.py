@@ -88,6 +88,8 @@ class Output:
     def _invariants(self) -> Iterator[tuple[str, str]]:
         if self.digest is not None and None in (self.type, self.plain, self.device, self.layout):
             yield "", "a tensor output (it has a digest) without its type, device or layout"
+        if self.plain and self.type != "torch.Tensor":
+            yield ".plain", f"is true for an output of type {self.type!r} (a plain tensor is a torch.Tensor)"
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,7 @@ class Case:
     stream_wait_ms: MS
     device_wait_ms: MS
     flags_after_call: FLAGS
-    host_ms: MS
+    host_ms: POSITIVE_MS
     compare: Compare
     reference_count: Optional[Annotated[int, Num(ge=1, le=16)]] = None
     held_over: Optional[CASE_ID] = None

@@ -85,8 +85,29 @@ class FullCompare:
                 yield f".{k}.pass", "is false with no failing element"
             if r.worst_ratio is None and n:
                 yield f".{k}.worst_ratio", "is null for a compared output"
-        if self.bit_identical_count == n and n and (self.official.failing_count or (self.max_abs_error or 0) > 0):
+        # bit-identical NaN pairs fail the official predicate (equal_nan False): nothing else may
+        if self.bit_identical_count == n and n and (self.official.failing_count > self.nonfinite.nan_both
+                                                    or (self.max_abs_error or 0) > 0):
             yield "", "every element is bit-identical, yet an element fails or differs"
+        nf = self.nonfinite
+        ref_nf = nf.reference_nan + nf.reference_posinf + nf.reference_neginf
+        cand_nf = nf.candidate_nan + nf.candidate_posinf + nf.candidate_neginf
+        if max(ref_nf, cand_nf, nf.mismatched) > n or nf.nan_both > min(nf.reference_nan, nf.candidate_nan):
+            yield ".nonfinite", f"counts more non-finite values than the {n} elements hold, or more NaN pairs than NaNs"
+            return
+        if (self.max_abs_reference is None) != (ref_nf == n):
+            yield ".max_abs_reference", "is null exactly when the reference has no finite value"
+        if (ref_nf + cand_nf < n and self.max_abs_error is None) or (
+                max(ref_nf, cand_nf) == n and self.max_abs_error is not None):
+            yield ".max_abs_error", "is null exactly when no pair of finite values exists"
+        # a NaN pair fails the official predicate (equal_nan False) and passes the stress one
+        # (equal_nan True); every other element is judged alike by both (harness/checks.py)
+        if self.equal_nan_stress.failing_count != self.official.failing_count - nf.nan_both:
+            yield ".equal_nan_stress.failing_count", (f"is {self.equal_nan_stress.failing_count}, not the official "
+                                                      f"predicate's {self.official.failing_count} less the "
+                                                      f"{nf.nan_both} NaN pairs")
+        if min(self.official.failing_count, self.legacy.failing_count) < nf.mismatched:
+            yield ".nonfinite.mismatched", "counts more mismatched non-finite elements than a predicate fails"
 
 
 @dataclass(frozen=True)

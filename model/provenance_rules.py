@@ -79,6 +79,65 @@ def defines(functions: Iterable[str], profiled: str) -> bool:
 _SASS_FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)\s*$", re.MULTILINE)
 
 
+#: the variables of a ``build.ninja`` torch writes for ``load_inline`` that make its command lines
+NINJA_KEYS = ("cxx", "nvcc", "cflags", "post_cflags", "cuda_cflags", "cuda_post_cflags", "cuda_dlink_post_cflags",
+              "ldflags")
+#: the most build records one candidate holds
+MAX_BUILDS = 20
+
+
+def ninja_commands(text: str) -> dict:
+    """The compilers, flags and rule command lines of a ``build.ninja`` torch wrote: each
+    ``<key> = <value>`` line of :data:`NINJA_KEYS` (last one wins) and every rule's
+    ``command = ...`` line in order (``commands``)."""
+    out: dict = {}
+    rules = []
+    for line in text.splitlines():
+        k, sep, v = line.partition(" = ")
+        if sep and k.strip() in NINJA_KEYS:
+            out[k.strip()] = v.strip()
+        elif line.strip().startswith("command = "):
+            rules.append(line.strip()[len("command = "):])
+    out["commands"] = rules
+    return out
+
+
+def _flags(value) -> object:
+    """A command line with every word that names a path (holds ``/`` or ``<``) masked: packing
+    scrubs the machine's paths from the bundled build file, so the flags are compared, and the
+    folders they name are not (bundles packed before the records were derived from the
+    scrubbed file hold the unscrubbed paths)."""
+    if isinstance(value, (list, tuple)):
+        return [_flags(v) for v in value]
+    if not isinstance(value, str):
+        return value
+    return " ".join("<path>" if ("/" in w or "<" in w) else w for w in value.split())
+
+
+def build_problems(rec: CandidateRecord, at: str, files: Mapping[str, bytes]) -> Iterator[Problem]:
+    """The compiler flags in effect are derived from the bundled ``build.ninja`` files: one
+    build record per copied ``build.ninja`` (in file order, at most :data:`MAX_BUILDS`), each
+    equal to :func:`ninja_commands` of the bundled bytes (paths masked, :func:`_flags`). A
+    record of a file that is not bundled fails: its flags are the run's word alone."""
+    ninjas = [f for f in rec.provenance.files if f.path.rsplit("/", 1)[-1] == "build.ninja" and f.copied
+              and f.bundle_path is not None][:MAX_BUILDS]
+    paths = [b.path for b in rec.provenance.builds]
+    if paths != [f.path for f in ninjas]:
+        yield _p(P.DERIVED, f"{at}.provenance.builds", "are not one record per bundled build.ninja",
+                 [f.path for f in ninjas], paths)
+        return
+    for j, (b, f) in enumerate(zip(rec.provenance.builds, ninjas)):
+        data = files.get(f.bundle_path)
+        if data is None:
+            yield _p(P.INCOMPLETE, f"{at}.provenance.builds[{j}]", "its build.ninja is not in the bundle", f.bundle_path)
+            continue
+        derived = ninja_commands(data.decode("utf-8", "replace"))
+        for k in ("commands",) + NINJA_KEYS:
+            if _flags(getattr(b, k)) != _flags(derived.get(k)):
+                yield _p(P.DERIVED, f"{at}.provenance.builds[{j}].{k}", "is not what the bundled build.ninja says",
+                         derived.get(k), getattr(b, k))
+
+
 def sass_functions(sass_texts: Iterable[str]) -> frozenset[str]:
     """The kernel names cuobjdump's SASS listings define (``Function : name`` lines)."""
     out: set[str] = set()
@@ -87,4 +146,4 @@ def sass_functions(sass_texts: Iterable[str]) -> frozenset[str]:
     return frozenset(out)
 
 
-__all__ = ["binary_problems", "binaries_with_sass", "in_binary", "kernel_base_name", "defines", "sass_functions"]
+__all__ = ["NINJA_KEYS", "MAX_BUILDS", "ninja_commands", "build_problems", "binary_problems", "binaries_with_sass", "in_binary", "kernel_base_name", "defines", "sass_functions"]

@@ -255,8 +255,9 @@ def _weaken_claim(payload):
 TAMPER = {
     "a verdict turned to pass": (_edit_doc("results/candidates.json", lambda d: d["candidates"][0]["verdicts"][1].update(
         detail="all fine")), 3, "not what its observations give"),
-    "an observation edited": (_edit_doc("results/candidates.json", lambda d: d["candidates"][0]["observations"]["cases"][0][
-        "compare"]["official"].update({"pass": False, "failing_count": 3})), 3, "verdict"),
+    "an observation edited": (_edit_doc("results/candidates.json", lambda d: [d["candidates"][0]["observations"]["cases"][0][
+        "compare"][k].update({"pass": False, "failing_count": 3}) for k in ("official", "equal_nan_stress")]), 3,
+        "verdict"),
     "the candidate file swapped": (lambda p: p.update({"inputs/candidates/ln_honest.py": b"class ModelNew: pass\n"}), 3,
                                    "not the one that ran"),
     "the task file swapped": (lambda p: p.update({"inputs/kernelbench/KernelBench/level1/40_LayerNorm.py": b"x=1\n"}), 3,

@@ -1,6 +1,7 @@
 """The numerical contract: predicate direction, NaN/Inf, subnormals, bit identity, flags."""
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -120,3 +121,30 @@ def test_margin_rule_is_sound_on_random_cases():
             assert verdict == r["official"]["pass"]
     assert decided > 200
     assert math.isfinite(decided)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_every_compare_of_random_outputs_with_nonfinite_values_meets_the_records_invariants(seed):
+    """The invariants the verifier holds a compare record to (model.compare_records) are
+    true of everything harness.checks.compare writes: NaN, infinities, all-NaN outputs,
+    empty ones, exact and near copies."""
+    from kbrepro.harness import jsonio
+    from kbrepro.model import strict
+    from kbrepro.model.compare_records import Compare
+
+    g = torch.Generator().manual_seed(seed)
+    n = int(torch.randint(0, 9, (1,), generator=g))
+    ref = torch.randn(n, generator=g)
+    cand = ref + torch.randn(n, generator=g) * 10 ** float(torch.randint(-8, 0, (1,), generator=g))
+    specials = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, 1e-40])
+    for t in (ref, cand):
+        for i in range(n):
+            if int(torch.randint(0, 3, (1,), generator=g)) == 0:
+                t[i] = specials[int(torch.randint(0, 5, (1,), generator=g))]
+    if seed % 10 == 0:
+        cand = torch.full_like(ref, float("nan"))
+    elif seed % 10 == 1:
+        cand = ref.clone()  # bit-identical, NaN included
+    doc = json.loads(jsonio.dumps(compare(ref, cand, Tolerance(1e-4, 1e-4))))
+    rec, problems = strict.build(Compare, doc)
+    assert rec is not None and problems == [], (doc, problems)

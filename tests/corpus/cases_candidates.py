@@ -371,7 +371,36 @@ PROTOCOL_2 = (
                   "protocol 1 records holding a field of protocol 2"),
 )
 
-CASES = CASES + RED_TEAM + PROTOCOL_2
+def _ninja_file(doc):
+    return next(f for f in _c(doc)["provenance"]["files"] if f["path"].endswith("/build.ninja"))
+
+
+def _ninja_not_bundled(doc, files):
+    f = _ninja_file(doc)
+    files.pop(f.pop("bundle_path"))
+    f["copied"] = False
+
+
+#: found by mutating the committed examples with the forger's packer (tests/corpus/mutate_candidates.py)
+MUTATION = (
+    CandidateCase("c2_build_flags_edited", 2, QUICK, lambda d, f: _c(d)["provenance"]["builds"][0].update(
+        cuda_cflags=_c(d)["provenance"]["builds"][0]["cuda_cflags"] + " --use_fast_math"), "documents",
+        "builds[0].cuda_cflags", "the compiler flags in effect as the record states them, not the bundled build.ninja"),
+    CandidateCase("c3_build_record_dropped", 3, QUICK, lambda d, f: _c(d)["provenance"].update(builds=[]),
+                  "documents", "provenance.builds", "a bundled build.ninja with no build record"),
+    CandidateCase("c3_build_ninja_not_bundled", 3, QUICK, _ninja_not_bundled, "documents", "provenance.builds",
+                  "a build record whose build.ninja is not in the bundle: flags nobody can read"),
+    CandidateCase("c3_plain_output_of_another_type", 3, QUICK, lambda d, f: _case(d, "s0/official")["output"].update(
+        type="mymodule.Tensor"), "documents", "output.plain", "a plain tensor of another type"),
+    CandidateCase("c4_max_abs_error_nulled", 4, QUICK, lambda d, f: _case(d, "s0/official")["compare"].update(
+        max_abs_error=None), "documents", "max_abs_error", "a statistic nulled where finite pairs exist"),
+    CandidateCase("c4_nan_pairs_without_nans", 4, QUICK, lambda d, f: _case(d, "s0/official")["compare"][
+        "nonfinite"].update(nan_both=3), "documents", "nonfinite", "NaN pairs counted where neither side has a NaN"),
+    CandidateCase("c3_request_clock_zero", 3, QUICK, lambda d, f: _case(d, "s0/official").update(host_ms=0),
+                  "documents", "host_ms", "a checked call the parent's clock never saw"),
+)
+
+CASES = CASES + RED_TEAM + PROTOCOL_2 + MUTATION
 NAMES = tuple(c.name for c in CASES)
 
 
