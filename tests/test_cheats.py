@@ -36,7 +36,7 @@ def derive(obs, timing, blocks, *tol):
     return cheats.derive(*typed(obs, timing, blocks), *tol)
 
 
-def _cmp(ok=True, bits=False, n=100):
+def _cmp(ok=True, bits=False, n=128):
     return {"element_count": n, "bit_identical_count": n if bits else n - 3, "shape_match": True,
             "official": {"pass": ok, "failing_count": 0 if ok else 5, "worst_ratio": 0.5 if ok else 3.0},
             "legacy": {"pass": ok, "failing_count": 0 if ok else 5, "worst_ratio": 0.5 if ok else 3.0},

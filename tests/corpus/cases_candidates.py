@@ -396,6 +396,10 @@ MUTATION = (
         max_abs_error=None), "documents", "max_abs_error", "a statistic nulled where finite pairs exist"),
     CandidateCase("c4_nan_pairs_without_nans", 4, QUICK, lambda d, f: _case(d, "s0/official")["compare"][
         "nonfinite"].update(nan_both=3), "documents", "nonfinite", "NaN pairs counted where neither side has a NaN"),
+    CandidateCase("c3_output_digest_nulled", 3, QUICK, lambda d, f: _case(d, "s0/official")["output"].update(
+        digest=None), "documents", "compare", "a compared output whose digest is gone"),
+    CandidateCase("c4_element_count_edited", 4, QUICK, lambda d, f: _case(d, "s0/official")["compare"].update(
+        element_count=256), "documents", "element_count", "a compare over more elements than the output holds"),
     CandidateCase("c3_request_clock_zero", 3, QUICK, lambda d, f: _case(d, "s0/official").update(host_ms=0),
                   "documents", "host_ms", "a checked call the parent's clock never saw"),
 )
