@@ -379,9 +379,9 @@ def record_problems(doc: CandidatesDoc, i: int, ev: Evidence, custom: Sequence[s
         out.append(_p(P.DERIVED, f"{at}.provenance.built_with", "is not what its provenance files show", built,
                       list(rec.provenance.built_with)))
     if obs.failure is None:
-        if obs.build is None or not obs.build.flags_before or not obs.build.flags_after_build:
+        if obs.build is None or not obs.build.flags_before or not obs.build.flags_after_build or obs.build.torch is None:
             out.append(_p(P.INCOMPLETE, f"{at}.observations.build", "a build records the precision flags before the "
-                          "import and after the build"))
+                          "import and after the build, and the child's torch"))
     if not cuda:
         if rec.blocks or rec.timing.per_call is not None or rec.timing.roofline is not None or rec.timing.baselines \
                 or obs.profile is not None or rec.timing.clock is not None:

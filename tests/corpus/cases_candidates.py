@@ -399,7 +399,11 @@ MUTATION = (
     CandidateCase("c3_output_digest_nulled", 3, QUICK, lambda d, f: _case(d, "s0/official")["output"].update(
         digest=None), "documents", "compare", "a compared output whose digest is gone"),
     CandidateCase("c4_element_count_edited", 4, QUICK, lambda d, f: _case(d, "s0/official")["compare"].update(
-        element_count=256), "documents", "element_count", "a compare over more elements than the output holds"),
+        element_count=256), "documents", "compared element count", "a compare over more elements than the output holds"),
+    CandidateCase("c4_reference_range_collapsed", 4, QUICK, lambda d, f: _case(d, "s0/official").update(
+        reference_range=[0.0, 0.0]), "documents", "max_abs_reference", "a reference range that is not the compare's"),
+    CandidateCase("c3_build_torch_nulled", 3, QUICK, lambda d, f: _c(d)["observations"]["build"].update(torch=None),
+                  "documents", "observations.build", "a complete build that does not say which torch it ran"),
     CandidateCase("c3_request_clock_zero", 3, QUICK, lambda d, f: _case(d, "s0/official").update(host_ms=0),
                   "documents", "host_ms", "a checked call the parent's clock never saw"),
 )
