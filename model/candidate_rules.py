@@ -171,14 +171,17 @@ def _case_problems(rec: CandidateRecord, at: str, cuda: bool, shapes: list) -> I
         return
     ids = [c.id for c in rec.observations.cases]
     poison = [c for c in rec.observations.cases if c.kind == "poison"]
+    shared = protocol.same_buffers_reference(cfg)  # a reference kept under a key that may be no case's id
     for j, c in enumerate(rec.observations.cases):
+        others = set(ids) | ({shared} if "same_buffers" in ids[:j + 1] else set())
         if (c.set, c.model) != protocol.case_set_and_model(cfg, c.id):
             yield _p(P.CONTRADICTS, f"{at}.observations.cases[{j}]", "its input set and model are not the ones the "
                      "protocol calls for this case", list(protocol.case_set_and_model(cfg, c.id)), [c.set, c.model])
         if c.held_over is not None and c.held_over not in ids[:j]:
             yield _p(P.CONTRADICTS, f"{at}.observations.cases[{j}].held_over", "names no earlier case")
-        if c.matches_other is not None and not set(c.matches_other) <= set(ids) - {c.id}:
-            yield _p(P.CONTRADICTS, f"{at}.observations.cases[{j}].matches_other", "names a case that is not another case")
+        if c.matches_other is not None and not set(c.matches_other) <= others - {c.id}:
+            yield _p(P.CONTRADICTS, f"{at}.observations.cases[{j}].matches_other", "names a case that is not another case "
+                     "(or the same-buffers case's reference)")
         if len(c.digests_before) != len(c.digests_parent) or len(c.digests_after) != len(c.digests_parent):
             yield _p(P.INCOMPLETE, f"{at}.observations.cases[{j}]", "its child and parent digests are not one per input")
     for i, c in enumerate(poison):
