@@ -87,3 +87,58 @@ def test_a_quick_run_that_matches_the_same_buffers_reference_is_a_valid_record(t
     assert "s1/official" not in [c["id"] for c in cases]
     assert "follows_fresh_inputs" in _caught(rec)
     assert problems == [], problems
+
+
+# --------------------------------------------- GPU records: the committed format-4 example
+ROOT = Path(__file__).resolve().parent.parent
+GPU_EXAMPLE = ROOT / "examples" / "formats" / "candidates-quick-format4.tar"
+
+
+def _example_payload() -> dict[str, bytes]:
+    import tarfile
+
+    with tarfile.open(GPU_EXAMPLE) as tf:
+        files = {m.name.split("/", 1)[1]: tf.extractfile(m).read() for m in tf if m.isfile()}
+    return {k[len("data/"):]: v for k, v in files.items() if k.startswith("data/")}
+
+
+def _rules_of(doc: dict, payload: dict, i: int = 0) -> list[str]:
+    from kbrepro.harness import cheats
+    from kbrepro.model import candidate_rules as rules
+    from kbrepro.model import candidates as mc
+
+    typed, problems = mc.load(json.loads(jsonio.dumps(doc)))
+    assert typed is not None, problems
+    rec = typed.candidates[i]
+    env = json.loads(payload["results/environment.json"])["fields"]
+    ev = rules.Evidence(payload[f"inputs/kernelbench/{rec.task}"], payload, env["l2_cache_bytes"]["value"],
+                        env["gpu_name"]["value"])
+    custom = {v.name: v.passed for v in rec.verdicts}.get("custom_kernel_ran")
+    return [f"{p.path} {p.message}" for p in rules.record_problems(typed, i, ev, cheats.custom_kernels(rec.observations),
+                                                                   custom)]
+
+
+def test_a_timed_candidate_whose_output_has_another_shape_is_a_valid_record():
+    """A candidate whose output has the reference's elements in another shape (``(128,)`` for
+    ``(1, 128)``) fails its checks yet runs through every stage, the timing stage too: its timing
+    input's comparison is a mismatch (harness.checks.compare), and the roofline's bytes are the
+    reference's (harness/candidate_timing.py). The rule demanded a compared output to derive them
+    from and called the record incomplete."""
+    import torch
+
+    from kbrepro.harness import kbtask
+    from kbrepro.harness.checks import Tolerance, compare
+
+    payload = _example_payload()
+    doc = json.loads(payload["results/candidates.json"])
+    assert _rules_of(doc, payload) == []
+    rec = doc["candidates"][0]
+    case = next(c for c in rec["observations"]["cases"] if c["id"] == "timing_input")
+    ref = torch.randn(1, 128)
+    out = ref.reshape(128)
+    case["compare"] = json.loads(jsonio.dumps(compare(ref, out, Tolerance(1e-4, 1e-4))))
+    case["output"]["digest"] = kbtask.fingerprint(out)
+    assert case["compare"]["shape_match"] is False
+    assert _rules_of(doc, payload) == []
+    rec["timing"]["roofline"]["bytes_moved"] += 4  # not the bytes of any output of 128 elements
+    assert any("roofline.bytes_moved" in p for p in _rules_of(doc, payload))
