@@ -208,7 +208,7 @@ def checking_pass(c: Ctx) -> None:
     sid0, s0, d0 = first
     s1 = c.cfg.seeds[1] if len(c.cfg.seeds) > 1 else s0 + 1
     xs = draw(c, sid0, s1, "official", into=sid0)  # new values in the first set's tensors
-    key = f"s{s1}/official"
+    key = protocol.same_buffers_reference(c.cfg)
     refs.setdefault(key, reference(c.model, xs))
     case(c, "same_buffers", "same_buffers", xs, refs[key], set_id=sid0, others=refs)
     xs = draw(c, "repeat", s0, d0)

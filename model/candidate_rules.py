@@ -51,6 +51,14 @@ class Evidence:
     gpu_name: Optional[str]
 
 
+def case_gpu(doc: CandidatesDoc, rec: CandidateRecord, gpu_name: Optional[str]) -> Optional[str]:
+    """The GPU a record ran on: for a case of a sharded run, the one its ``ran_on`` names (the
+    environment record is the first finished case's, and the cases of a plan may run on other
+    GPUs: bundle/shard.py), else ``gpu_name``, the environment's."""
+    ran = next((c.ran_on for c in doc.cases or () if rec.case is not None and c.id == rec.case.id), None)
+    return ran.gpu_name if ran is not None and ran.gpu_name else gpu_name
+
+
 def document_problems(doc: CandidatesDoc, gpu_name: Optional[str] = None) -> list[Problem]:
     """Rules over the whole document: the predicate is the profile's; the run ends after it
     starts; the run's copy bandwidth is derived from its raw block (a GPU run always measures
@@ -63,14 +71,15 @@ def document_problems(doc: CandidatesDoc, gpu_name: Optional[str] = None) -> lis
         if c.ran_on is not None and c.ran_on.device != doc.device:
             out.append(_p(P.CONTRADICTS, f"$.cases[{j}].ran_on.device", "is not the run's device", doc.device,
                           c.ran_on.device))
-    peak = gpu_peak_gbps(gpu_name) * COPY_PEAK_SLACK
-    blocks = [("$.bandwidth.block", doc.bandwidth.block)] + [(f"$.candidates[{i}].case.bandwidth_block", r.case.bandwidth_block)
-                                                             for i, r in enumerate(doc.candidates) if r.case]
-    for path, blk in blocks:
+    blocks = [("$.bandwidth.block", doc.bandwidth.block, gpu_name)] + [
+        (f"$.candidates[{i}].case.bandwidth_block", r.case.bandwidth_block, case_gpu(doc, r, gpu_name))
+        for i, r in enumerate(doc.candidates) if r.case]
+    for path, blk, gpu in blocks:
+        peak = gpu_peak_gbps(gpu) * COPY_PEAK_SLACK
         g = derived_gbps(blk) if blk is not None else None
         if g is not None and g > peak:
             out.append(_p(P.CONTRADICTS, path, f"gives a copy bandwidth of {g:.0f} GB/s, more than the "
-                          f"{gpu_name or 'unnamed GPU'} can move ({peak:.0f} GB/s with {COPY_PEAK_SLACK - 1:.0%} slack)"))
+                          f"{gpu or 'unnamed GPU'} can move ({peak:.0f} GB/s with {COPY_PEAK_SLACK - 1:.0%} slack)"))
     base = protocol.PROFILES[doc.profile]
     if doc.predicate.atol != base.atol or doc.predicate.rtol != base.rtol:
         out.append(_p(P.CONTRADICTS, "$.predicate", f"atol/rtol are not the {doc.profile} profile's "
@@ -171,14 +180,17 @@ def _case_problems(rec: CandidateRecord, at: str, cuda: bool, shapes: list) -> I
         return
     ids = [c.id for c in rec.observations.cases]
     poison = [c for c in rec.observations.cases if c.kind == "poison"]
+    shared = protocol.same_buffers_reference(cfg)  # a reference kept under a key that may be no case's id
     for j, c in enumerate(rec.observations.cases):
+        others = set(ids) | ({shared} if "same_buffers" in ids[:j + 1] else set())
         if (c.set, c.model) != protocol.case_set_and_model(cfg, c.id):
             yield _p(P.CONTRADICTS, f"{at}.observations.cases[{j}]", "its input set and model are not the ones the "
                      "protocol calls for this case", list(protocol.case_set_and_model(cfg, c.id)), [c.set, c.model])
         if c.held_over is not None and c.held_over not in ids[:j]:
             yield _p(P.CONTRADICTS, f"{at}.observations.cases[{j}].held_over", "names no earlier case")
-        if c.matches_other is not None and not set(c.matches_other) <= set(ids) - {c.id}:
-            yield _p(P.CONTRADICTS, f"{at}.observations.cases[{j}].matches_other", "names a case that is not another case")
+        if c.matches_other is not None and not set(c.matches_other) <= others - {c.id}:
+            yield _p(P.CONTRADICTS, f"{at}.observations.cases[{j}].matches_other", "names a case that is not another case "
+                     "(or the same-buffers case's reference)")
         if len(c.digests_before) != len(c.digests_parent) or len(c.digests_after) != len(c.digests_parent):
             yield _p(P.INCOMPLETE, f"{at}.observations.cases[{j}]", "its child and parent digests are not one per input")
     for i, c in enumerate(poison):
@@ -402,8 +414,10 @@ def record_problems(doc: CandidatesDoc, i: int, ev: Evidence, custom: Sequence[s
                           gbps, rec.case.bandwidth_gbps))
     else:
         gbps = derived_gbps(doc.bandwidth.block) if doc.bandwidth.block is not None else None
-    out += block_problems(rec, at, gbps, task_src, cache, ev.l2_cache_bytes, doc.schema_version)
+    # a case that ran on another GPU than the environment's: the L2 its cold block flushed is not recorded (0)
+    l2 = 0 if ev.gpu_name and case_gpu(doc, rec, ev.gpu_name) != ev.gpu_name else ev.l2_cache_bytes
+    out += block_problems(rec, at, gbps, task_src, cache, l2, doc.schema_version)
     return out
 
 
-__all__ = ["Evidence", "gpu_peak_gbps", "document_problems", "record_problems", "derived_gbps", "sass_functions", "defines", "kernel_base_name"]
+__all__ = ["Evidence", "case_gpu", "gpu_peak_gbps", "document_problems", "record_problems", "derived_gbps", "sass_functions", "defines", "kernel_base_name"]

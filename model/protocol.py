@@ -111,6 +111,14 @@ def case_set_and_model(cfg: CandidateConfig, case_id: str) -> tuple[str, str]:
     return case_id, "main"
 
 
+def same_buffers_reference(cfg: CandidateConfig) -> str:
+    """The key of the reference the same-buffers case is compared with (harness/candidate_calls.py):
+    the official draw of the second seed, or of the first seed + 1 where the profile has one seed
+    (the quick profile), which is then no case's id. A failing case's ``matches_other`` may name it
+    from the same-buffers case on."""
+    return f"s{cfg.seeds[1] if len(cfg.seeds) > 1 else cfg.seeds[0] + 1}/official"
+
+
 def default_extra_shapes(size_globals: Mapping[str, int]) -> list[dict]:
     """The extra shape checked when none is given: half the batch (``batch_size // 2``) where
     the task's batch size (after the run's overrides) is at least 2; none otherwise."""
@@ -261,6 +269,6 @@ def bytes_moved(input_bytes: Iterable[int], output_bytes: Iterable[int]) -> int:
 
 
 __all__ = ["CandidateConfig", "PROFILES", "BASELINES", "DISTRIBUTIONS", "STAGES", "TARGET_REQUEST_MS",
-           "MAX_INVOCATIONS", "COPY_PROTOCOL", "expected_cases", "case_set_and_model", "default_extra_shapes", "invocations_per_request", "copy_gbps",
+           "MAX_INVOCATIONS", "COPY_PROTOCOL", "expected_cases", "case_set_and_model", "same_buffers_reference", "default_extra_shapes", "invocations_per_request", "copy_gbps",
            "roofline_median_ms", "bytes_moved", "pool_seed", "invocations_with_pool", "checksum_chunks",
            "checksum_agrees", "clock_slope_ms", "clock_extra_invocations", "calls_allowance_ms", "USER_FIELDS", "LIMIT_FIELDS"]

@@ -14,7 +14,7 @@ from kbrepro.model import problems as P
 from kbrepro.model import protocol
 from kbrepro.model.candidates import CandidateRecord, CopyBlock
 from kbrepro.model.problems import Problem
-from kbrepro.model.task_inputs import Undecidable, input_specs, parse_digest
+from kbrepro.model.task_inputs import ELEMENT_BYTES, Undecidable, input_specs, parse_digest
 
 
 #: relative difference under which a stated float equals the derived one (the engine computes
@@ -136,6 +136,8 @@ def block_problems(rec: CandidateRecord, at: str, gbps: Optional[float], task_sr
         if (pr.mode, pr.warmups, pr.rounds, pr.order_seed, pr.l2) != ("events", cfg.warmups, len(b.rounds), seed, b.l2):
             yield _p(P.CONTRADICTS, f"{bp}.protocol", "is not the profile's protocol for this block")
         want_flush = None if b.l2 == "warm" else (2 * l2_cache_bytes if l2_cache_bytes else -1)
+        if b.l2 == "cold" and l2_cache_bytes == 0 and b.flush_bytes and b.flush_bytes % 2 == 0:
+            want_flush = b.flush_bytes  # a sharded case on another GPU than the environment's: twice its own L2
         if b.flush_bytes != want_flush:
             yield _p(P.DERIVED, f"{bp}.flush_bytes", "a cold block flushes twice the L2 the environment records, a "
                      "warm one does not flush", want_flush, b.flush_bytes)
@@ -207,14 +209,24 @@ def block_problems(rec: CandidateRecord, at: str, gbps: Optional[float], task_sr
         specs = _specs(task_src, dict(rec.config.sizes), cache)
     except Undecidable:
         return  # reported by the input rule
+    cm, single = tcase.compare, (tcase.reference_count or 1) == 1
     out = parse_digest(tcase.output.digest) if tcase.output.digest else None
-    if out is None or not tcase.compare.shape_match:
+    n_in = [s.nbytes for s in specs if s is not None]
+    if not cm.shape_match and cm.element_count is not None:
+        # an output that could not be compared (another shape or dtype, or none) still ran through the
+        # timing stage: the bytes are the reference's, its element count (recorded) times an element size
+        sizes = sorted(set(ELEMENT_BYTES.values()))
+        wants = [protocol.bytes_moved(n_in, [cm.element_count * e]) for e in sizes]
+        if single and roof.bytes_moved not in wants or roof.bytes_moved < wants[0]:
+            yield _p(P.DERIVED, f"{at}.timing.roofline.bytes_moved", "is not the bytes of the task's inputs and an "
+                     f"output of the reference's {cm.element_count} elements at the run's sizes", wants, roof.bytes_moved)
+        return
+    if out is None or not cm.shape_match:
         yield _p(P.INCOMPLETE, f"{at}.observations.cases", "the timing input's output has no recorded dtype and shape "
                  "to derive the bytes moved from")
         return
-    n_in = [s.nbytes for s in specs if s is not None]
     want = protocol.bytes_moved(n_in, [out.nbytes])
-    if (tcase.reference_count or 1) == 1 and roof.bytes_moved != want or roof.bytes_moved < want:
+    if single and roof.bytes_moved != want or roof.bytes_moved < want:
         yield _p(P.DERIVED, f"{at}.timing.roofline.bytes_moved", "is not the bytes of the task's inputs and output at "
                  "the run's sizes", want, roof.bytes_moved)
 
