@@ -33,7 +33,9 @@ from kbrepro.bundle import claims as claims_mod
 from kbrepro.bundle import pack, scrub
 from kbrepro.errors import InvalidResultsError, OutputPathError, UnreadableInputError, UsageError
 from kbrepro.harness import jsonio
+from kbrepro.model.protocol import shape_problems
 from kbrepro.model.provenance_rules import MAX_BUILDS, ninja_commands
+from kbrepro.model.task_inputs import size_globals
 from kbrepro.bundle.kinds import (CRATE_SINCE, DOC_VERSIONS, FORMAT, FORMAT_VERSION, FORMAT_VERSIONS,  # noqa: F401
                                   SCHEMA_VERSION, format_for)
 
@@ -136,6 +138,10 @@ def _utc() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+def _shape_text(shape) -> str:
+    return ",".join(f"{k}={v}" for k, v in shape)
+
+
 def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelbench: str | None,
                    results_dir: Path, progress: Callable[[str], None] | None = None,
                    extra_shapes: tuple = (), sizes: Mapping[str, int] | None = None, device: str = "cuda",
@@ -164,6 +170,12 @@ def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelben
     paths = [task_path(t, pin) for _, t in items]
     checkout = KernelBenchCheckout(resolve_checkout(kernelbench), pin)
     checkout.verify(sorted(set(paths) | {"LICENSE"}))
+    for tp in sorted(set(paths)):  # the rule the verifier holds a record to, before the run spends the GPU
+        bad = shape_problems(size_globals(checkout.read_verified(tp)), dict(cfg.sizes), [dict(s) for s in cfg.extra_shapes])
+        if bad:
+            what = "--size" if bad[0][0] is None else f"--extra-shape {_shape_text(cfg.extra_shapes[bad[0][0]])}"
+            raise UsageError(f"{what} {bad[0][1]} ({tp})", "give sizes the task names and extra shapes that differ "
+                             "from the run's")
     names = list(names) if names is not None else candidate_names([p for p, _ in items])
     if len(names) != len(items) or len(set(names)) != len(names) or not all(NAME_RE.match(n) for n in names):
         raise UsageError("candidate names must be distinct bundle-safe names, one per candidate",

@@ -352,22 +352,16 @@ def record_problems(doc: CandidatesDoc, i: int, ev: Evidence, custom: Sequence[s
         out.append(_p(P.CONTRADICTS, f"{at}.observations.cases", "the references are not all on the run's device",
                       doc.device, sorted(devices)))
     glob = size_globals(task_src) if task_src is not None else None
-    if glob is not None:
-        unknown = sorted(set(cfg.sizes) - set(glob))
-        for extra in cfg.extra_shapes:
-            unknown += sorted(set(extra) - set(glob))
-        if unknown:
-            out.append(_p(P.CONTRADICTS, f"{at}.config.sizes", f"names {', '.join(unknown[:4])}, not a size of the task"))
-            return out
     shapes = [dict(s) for s in cfg.extra_shapes]
-    if not shapes and glob is not None:
-        shapes = protocol.default_extra_shapes({**glob, **dict(cfg.sizes)})
     if glob is not None:
-        run_sizes = {**glob, **dict(cfg.sizes)}
-        for j, x in enumerate(shapes):
-            if not x or all(run_sizes.get(k) == v for k, v in x.items()):
-                out.append(_p(P.CONTRADICTS, f"{at}.config.extra_shapes[{j}]", "changes no size of the run: it checks "
-                              "the main shape again, not another one", None, x))
+        bad = protocol.shape_problems(glob, dict(cfg.sizes), shapes)
+        if bad and bad[0][0] is None:
+            out.append(_p(P.CONTRADICTS, f"{at}.config.sizes", bad[0][1]))
+            return out
+        if not shapes:
+            shapes = protocol.default_extra_shapes({**glob, **dict(cfg.sizes)})
+        for j, why in bad:
+            out.append(_p(P.CONTRADICTS, f"{at}.config.extra_shapes[{j}]", why, None, shapes[j]))
     obs = rec.observations
     if obs.extra_shapes is not None and [dict(s) for s in obs.extra_shapes] != shapes:
         out.append(_p(P.DERIVED, f"{at}.observations.extra_shapes", "are not the extra shapes the configuration and the "

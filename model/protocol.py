@@ -126,6 +126,24 @@ def default_extra_shapes(size_globals: Mapping[str, int]) -> list[dict]:
     return [{"batch_size": b // 2}] if isinstance(b, int) and b >= 2 else []
 
 
+def shape_problems(size_globals: Mapping[str, int], sizes: Mapping[str, int],
+                   extra_shapes: Sequence[Mapping[str, int]]) -> list[tuple[Optional[int], str]]:
+    """What is wrong with a run's size overrides against its task's module-level integer sizes
+    ``size_globals``: ``(j, reason)`` pairs, ``j`` the extra shape's index or None for the sizes.
+    A size the task does not name is refused (then nothing else is judged); an extra shape that
+    changes no size of the run (``sizes`` applied) checks the main shape again, not another one.
+    The one copy of this rule: the run refuses such a request before it starts, and the verifier
+    refuses a record that holds one."""
+    unknown = sorted(set(sizes) - set(size_globals))
+    for extra in extra_shapes:
+        unknown += sorted(set(extra) - set(size_globals))
+    if unknown:
+        return [(None, f"names {', '.join(unknown[:4])}, not a size of the task")]
+    run_sizes = {**size_globals, **dict(sizes)}
+    return [(j, "changes no size of the run: it checks the main shape again, not another one")
+            for j, x in enumerate(extra_shapes) if not x or all(run_sizes.get(k) == v for k, v in x.items())]
+
+
 def invocations_per_request(profile_invocations: int, eager_ms: Optional[float]) -> int:
     """Invocations per timed request: at least the profile's, and enough that eager PyTorch
     (``eager_ms`` per invocation, timed by the parent; None where eager did not run) fills

@@ -195,3 +195,21 @@ def test_a_sharded_run_whose_cases_ran_on_two_gpu_models_is_a_valid_record():
     assert _rules_of(doc, payload, 1) == []
     doc["candidates"][1]["blocks"][1]["flush_bytes"] += 1  # not twice an L2 size
     assert any("flush_bytes" in p for p in _rules_of(doc, payload, 1))
+
+
+def test_an_extra_shape_that_changes_no_size_is_refused_before_the_run(tmp_path):
+    """``--extra-shape batch_size=2`` on a run at batch_size 2 checks the main shape again; the
+    rules refuse the record it makes (config.extra_shapes "changes no size of the run"), so an
+    honest author learnt it only once the run was over: the run refuses it before it starts."""
+    from kbrepro.bundle import candidates as bc
+    from kbrepro.errors import UsageError
+
+    from test_candidate import LN_HONEST, SIZES, _kernelbench
+
+    kb = _kernelbench(tmp_path)
+    (tmp_path / "ln.py").write_bytes(LN_HONEST)
+    with pytest.raises(UsageError, match="changes no size"):
+        bc.run_candidates([(tmp_path / "ln.py", "1/40")], profile="quick", kernelbench=str(kb),
+                          results_dir=tmp_path / "res", sizes=SIZES, extra_shapes=({"batch_size": SIZES["batch_size"]},),
+                          device="cpu")
+    assert not (tmp_path / "res" / "results").exists()
