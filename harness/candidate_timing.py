@@ -21,8 +21,10 @@ nothing but the invocations (and the cold-L2 flush, as before) runs inside it.
   slope of the parent's clock over the two lengths cancels a request's fixed cost and is the
   time per invocation the candidate's own timer must agree with, at any request length.
 Every arm keeps its outputs (eager's are the reference the candidate's are held against);
-before each invocation the loop marks a CUDA-graph step, so a CUDA-graph baseline may reuse its
-static outputs, which are kept and never read.
+before each invocation of a baseline that replays CUDA graphs (:data:`GRAPHED`) the loop marks a
+CUDA-graph step, so it may reuse its static outputs, which are kept and never read. No other arm,
+and never the candidate, gets the mark: it costs host time per invocation (a launch-bound
+ratio moves with it) and loads torch's compiler.
 
 * **Per call on fresh sets**, candidate and eager alike (each call synchronised alone), with
   one output per round spot-checked in full; and on one repeated set.
@@ -45,6 +47,9 @@ from kbrepro.harness.isolate import frame_tensor
 from kbrepro.model import candidates as mc
 from kbrepro.model import protocol
 
+#: the baselines that replay CUDA graphs (torch.compile's max-autotune mode): a CUDA-graph step
+#: is marked before each of their timed invocations
+GRAPHED = ("compile_max_autotune",)
 #: the most failing and passing invocations a round's sample records
 SAMPLE_FAILING = 8
 SAMPLE_PASSING = 2
@@ -157,8 +162,8 @@ def block(c: Ctx, arms: dict, ft: FreshTimer, *, l2: str, rounds: int, flush_byt
     flush = torch.empty(flush_bytes, dtype=torch.uint8, device=c.dev) if flush_bytes else None
     warm, nw = protocol.pool_seed(cfg.timing_seed, f"{l2}-warmup", 0), max(1, cfg.warmups)
     pool = ft.draw_pool(c.task, warm, nw)
-    for fn in arms.values():
-        ft.region(fn, pool, nw, flush)
+    for name, fn in arms.items():
+        ft.region(fn, pool, nw, flush, graph_steps=name in GRAPHED)
     _candidate(c, warm, nw, flush_bytes)
     # invocations per request: enough that eager fills TARGET_REQUEST_MS (timed here, on fresh
     # sets), capped so that every invocation's inputs and output fit the pool
@@ -183,7 +188,7 @@ def block(c: Ctx, arms: dict, ft: FreshTimer, *, l2: str, rounds: int, flush_byt
                 cand = _held_reply(c, weight_seed)
             else:
                 pool = ft.draw_pool(c.task, seed, inv)
-                times[name], ys = ft.region(arms[name], pool, inv, flush)
+                times[name], ys = ft.region(arms[name], pool, inv, flush, graph_steps=name in GRAPHED)
                 if name == "eager":
                     eager_ys = ys
                 del pool, ys

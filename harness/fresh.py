@@ -77,11 +77,16 @@ class FreshTimer:
                     out.append([x.to(dev) if isinstance(x, self._Tensor) else x for x in task.get_inputs()])
         return out
 
-    def region(self, fn: Callable, pool: Sequence[Sequence], n: int, flush=None, keep: bool = True) -> tuple[float, list]:
+    def region(self, fn: Callable, pool: Sequence[Sequence], n: int, flush=None, keep: bool = True,
+               graph_steps: bool = False) -> tuple[float, list]:
         """``fn(*pool[i])`` for ``i < n``, back to back between two CUDA events (``flush``
         written before each invocation inside the region); returns the time per invocation
         (ms) and the outputs, all kept (``keep``; else each dropped once the next call is
-        made, as a CUDA-graph baseline needs: its outputs live in one static buffer)."""
+        made). ``graph_steps`` marks a CUDA-graph step before each invocation, as a baseline
+        that replays CUDA graphs needs (its outputs live in static buffers, which we keep and
+        never read); no other arm gets the mark, which costs host time and loads torch's
+        compiler (the candidate's child: its checked calls get no mark either)."""
+        step = self._step if graph_steps else None
         torch = self.torch
         ys = []
         self._sync()
@@ -91,7 +96,8 @@ class FreshTimer:
             for i in range(n):
                 if flush is not None:
                     flush.fill_(i & 0xFF)
-                self._step()  # a CUDA-graph baseline may reuse its static outputs (we keep, never read, them)
+                if step is not None:
+                    step()
                 y = fn(*pool[i])
                 if keep:
                     ys.append(y)

@@ -107,3 +107,32 @@ def test_small_outputs_checksummed_in_one_batch_agree_with_one_by_one():
     one_by_one, s2 = ft.checksums(shared + [shared[0]], 8)  # a shared buffer: each apart
     assert sizes == s2 == [1500]
     assert all(protocol.checksum_agrees(c[0], r[0], 1500, *TOL) for c, r in zip(one_by_one, batched))
+
+
+class _Event:
+    def __init__(self, enable_timing=False):
+        pass
+
+    def record(self):
+        pass
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, other):
+        return 1.0
+
+
+def test_only_a_graph_replaying_arm_gets_a_cuda_graph_step_mark():
+    """A step mark costs host time per invocation and loads torch's compiler: the candidate
+    (whose checked calls get none) and the eager arms get none; compile_max_autotune one per
+    invocation."""
+    ft = _ft()
+    marks = []
+    ft._Event, ft._sync, ft._step = _Event, (lambda: None), (lambda: marks.append(1))
+    pool = ft.draw_pool(_Task, 5, 3)
+    ms, ys = ft.region(lambda x: x + 1, pool, 3)
+    assert marks == [] and len(ys) == 3 and ms == pytest.approx(1 / 3)
+    ft.region(lambda x: x + 1, pool, 3, graph_steps=True)
+    assert marks == [1, 1, 1]
+    assert ct.GRAPHED == ("compile_max_autotune",) and set(ct.GRAPHED) <= set(protocol.BASELINES)

@@ -19,6 +19,8 @@ SMALL = {"batch_size": 1024}
 #: (candidate, task, sizes, the check that must catch it); measured on the H200 (issue 11 note)
 CASES = [
     ("cheat_empty_output.py", "1/88", SMALL, "deterministic_under_poison"),
+    # a 512-byte output, served from the allocator's small pool (poisoned in 1 MiB blocks since issue 27)
+    ("cheat_empty_output.py", "1/88", {"batch_size": 2, "dim": 64}, "deterministic_under_poison"),
     ("cheat_overwrite_input.py", "1/88", SMALL, "inputs_unchanged"),
     ("cheat_side_stream.py", "1/88", SMALL, "single_stream"),
     ("cheat_pointer_cache.py", "1/88", SMALL, "follows_fresh_inputs"),
