@@ -43,8 +43,9 @@ DOCUMENTS = {"results/candidates.json": "kbrepro/candidates", "results/environme
              "claims.json": "kbrepro/claims"}
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")
 DIGEST_SUFFIX = ".sha256-digest"
-#: the most files and bytes a results folder of candidates may hold
-MAX_FILES = 2000
+#: the most files and bytes a results folder of candidates may hold (a whole level: up to 256
+#: records of about 10 to 30 provenance files each; the archive reader takes 10,000 members)
+MAX_FILES = 8000
 #: provenance files read as text and scrubbed before packing (sources, build scripts, metadata)
 TEXT_SUFFIXES = (".ninja", ".cu", ".cpp", ".cuh", ".h", ".json", ".source", ".ptx", ".llir", ".ttir", ".ttgir",
                  ".txt", ".py", ".sass")
@@ -176,6 +177,8 @@ def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelben
             what = "--size" if bad[0][0] is None else f"--extra-shape {_shape_text(cfg.extra_shapes[bad[0][0]])}"
             raise UsageError(f"{what} {bad[0][1]} ({tp})", "give sizes the task names and extra shapes that differ "
                              "from the run's")
+    # each task's reference runs at the sizes and extra shapes before any candidate does
+    cfgs = {tp: hc.task_config(checkout.read_verified(tp), tp, cfg, device, say) for tp in sorted(set(paths))}
     names = list(names) if names is not None else candidate_names([p for p, _ in items])
     if len(names) != len(items) or len(set(names)) != len(names) or not all(NAME_RE.match(n) for n in names):
         raise UsageError("candidate names must be distinct bundle-safe names, one per candidate",
@@ -196,7 +199,7 @@ def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelben
         task_src = checkout.read_verified(tp)
         spec = hc.CandidateSpec(name, src, tp, task_src)
         work = results_dir / "work" / name
-        rec = hc.run_candidate(spec, cfg, work, device=device, progress=say, bandwidth_gbps=gbps)
+        rec = hc.run_candidate(spec, cfgs[tp], work, device=device, progress=say, bandwidth_gbps=gbps)
         rec["file"] = f"inputs/candidates/{name}.py"
         records.append(rec)
         files[rec["file"]] = src
@@ -340,7 +343,8 @@ def build_payload(files: Mapping[str, bytes], *, extra_claims: Mapping | None = 
     payload = dict(files)
     payload["inputs/claims.yaml"] = spec_raw
     canon = {"candidates": json.loads(jsonio.dumps(doc)), "environment": env}
-    claims_doc = claims_mod.evaluate(claims_mod.parse_spec(spec_raw, "inputs/claims.yaml"), canon, source="recorded")
+    claims_doc = claims_mod.evaluate(claims_mod.parse_spec(spec_raw, "inputs/claims.yaml", claims_mod.record_count(canon)),
+                                     canon, source="recorded")
     claims_doc["spec"] = {"file": "inputs/claims.yaml", "sha256": claims_mod.spec_sha256(spec_raw)}
     payload["claims.json"] = jsonio.dumps(claims_doc).encode()
     stamp = re.sub(r"[^0-9T]", "", doc.get("started_utc") or "")[:15]

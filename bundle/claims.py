@@ -75,6 +75,12 @@ MAX_EVALUATION_DRAWS = 250_000_000
 #: JMESPath steps (see :func:`harness.bounded.search`) shared by all selectors of one
 #: :func:`evaluate`; the committed spec takes about 78 000 on the committed documents.
 MAX_EVALUATION_STEPS = 1_000_000
+#: a candidate bundle's claims grow with its records (six default claims each, selectors that
+#: filter the records by name): per record, this many more bytes and nodes of claims YAML and
+#: JMESPath steps are allowed over the bounds above (the model holds at most 256 records)
+SPEC_BYTES_PER_RECORD = 4096
+SPEC_NODES_PER_RECORD = 200
+STEPS_PER_RECORD = 20_000
 _CUT = 300
 
 
@@ -99,7 +105,7 @@ def _check_bootstrap(boot, where: str) -> None:
         raise UsageError(f"{where}: bootstrap seed {_cut(sd, 40)} is not an integer in [0, 2**63)", hint)
 
 
-def parse_spec(raw: bytes, where: str = "claims") -> dict:
+def parse_spec(raw: bytes, where: str = "claims", records: int = 0) -> dict:
     """Parse and validate claims-spec bytes (YAML), treating them as hostile.
 
     The YAML is read by :func:`harness.bounded.load_yaml` (size, depth, node count; no
@@ -107,11 +113,15 @@ def parse_spec(raw: bytes, where: str = "claims") -> dict:
     :func:`harness.bounded.compile_query` (length, AST size and depth); the bootstrap must
     lie within :data:`MAX_RESAMPLES`. Raises UnreadableInputError (not YAML, or out of
     bounds) or UsageError (schema violations, bad or oversized JMESPath, bootstrap out of
-    bounds); every message is one line per problem and names ``where``.
+    bounds); every message is one line per problem and names ``where``. ``records``: the
+    candidate records the claims are about (:data:`SPEC_BYTES_PER_RECORD` and
+    :data:`SPEC_NODES_PER_RECORD` more each).
     """
     from kbrepro import schemas
 
-    spec = bounded.load_yaml(raw, where)
+    n = max(0, int(records))
+    spec = bounded.load_yaml(raw, where, max_bytes=bounded.MAX_YAML_BYTES + n * SPEC_BYTES_PER_RECORD,
+                             max_nodes=bounded.MAX_YAML_NODES + n * SPEC_NODES_PER_RECORD)
     problems = schemas.validate(spec, "claims-spec")
     if problems:
         raise UsageError(f"{where} is not a valid claims spec:\n" + "\n".join(f"  {_cut(p)}" for p in problems[:20]),
@@ -533,12 +543,19 @@ class _Root(dict):
         return super().get(key, default)
 
 
+def record_count(documents: Mapping[str, Any]) -> int:
+    """The candidate records of ``documents`` (``candidates.candidates``), 0 for a study."""
+    doc = documents.get("candidates") if isinstance(documents, Mapping) else None
+    recs = doc.get("candidates") if isinstance(doc, Mapping) else None
+    return len(recs) if isinstance(recs, list) else 0
+
+
 def evaluate(spec: Mapping, documents: Mapping[str, Any], *, source: str = "recorded") -> dict:
     """Evaluate every claim of ``spec`` on ``documents`` (document name -> document).
     Returns the ``claims`` document (schemas/claims.schema.json).
 
     Selectors run within the budgets of :func:`harness.bounded.search` and share
-    :data:`MAX_EVALUATION_STEPS` steps; the bootstrap within
+    :data:`MAX_EVALUATION_STEPS` steps (and :data:`STEPS_PER_RECORD` per candidate record); the bootstrap within
     :data:`MAX_RESAMPLES`, :data:`MAX_INTERVAL_DRAWS` and :data:`MAX_EVALUATION_DRAWS`.
     Raises :class:`harness.bounded.QueryBudgetError` (InvalidResultsError) when a selector
     exceeds its budget, UsageError for a bad selector or a bootstrap out of bounds, and
@@ -550,7 +567,7 @@ def evaluate(spec: Mapping, documents: Mapping[str, Any], *, source: str = "reco
     check_selectors(spec, documents, "claims spec")
     memo: dict = {}
     spent = [0]
-    shared = bounded.StepBudget(MAX_EVALUATION_STEPS)
+    shared = bounded.StepBudget(MAX_EVALUATION_STEPS + STEPS_PER_RECORD * record_count(documents))
     out = []
     for c in spec["claims"]:
         results = []

@@ -319,7 +319,7 @@ def _claims(b, t) -> None:
         t.fail("data/inputs/claims.yaml", "missing")
         return
     try:
-        spec = claims_mod.parse_spec(raw, "data/inputs/claims.yaml")
+        spec = claims_mod.parse_spec(raw, "data/inputs/claims.yaml", claims_mod.record_count(b.documents))
     except ReproError as exc:
         t.fail("data/inputs/claims.yaml", exc.message)
         return
@@ -429,6 +429,8 @@ def tier_replay(b, t, *, trust: bool, kernelbench: str | None, ratio_tolerance: 
         cfg0 = doc["candidates"][0]["config"] if doc["candidates"] else {}
         sizes = cfg0.get("sizes") if isinstance(cfg0.get("sizes"), dict) else {}
         shapes = tuple(x for x in cfg0.get("extra_shapes") or [] if isinstance(x, dict))
+        if any(r["config"].get("extra_shapes") != cfg0.get("extra_shapes") for r in doc["candidates"]):
+            shapes = ()  # shapes the run chose per task (the reference raised at the default): it chooses again
         bc.run_candidates(items, profile=doc["profile"], kernelbench=kernelbench, results_dir=Path(tmp), progress=say,
                           sizes=sizes or None, extra_shapes=shapes, names=[r["name"] for r in doc["candidates"]])
         again = jsonio.loads_strict((Path(tmp) / "results" / "candidates.json").read_bytes(), "replayed results")
@@ -448,7 +450,8 @@ def tier_replay(b, t, *, trust: bool, kernelbench: str | None, ratio_tolerance: 
                 t.fail("data/results/candidates.json", f"candidate {old['name']}: {vo['name']} was "
                        f"{'pass' if vo['passed'] else 'FAIL'} when packed and is {'pass' if vn['passed'] else 'FAIL'} "
                        f"on replay: {vn['detail']}")
-    mine = claims_mod.evaluate(claims_mod.parse_spec(b.files["data/inputs/claims.yaml"], "claims"),
+    mine = claims_mod.evaluate(claims_mod.parse_spec(b.files["data/inputs/claims.yaml"], "claims",
+                                                     claims_mod.record_count(b.documents)),
                                {"candidates": again, "environment": {}}, source="replayed")
     rec = {c["id"]: c["verdict"] for c in json.loads(b.files["data/claims.json"])["claims"]}
     claim_changes = [{"id": c["id"], "recorded": rec.get(c["id"]), "replayed": c["verdict"]}

@@ -26,6 +26,7 @@ Imports only the standard library, ``yaml``, ``jmespath`` and ``kbrepro.errors``
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -252,6 +253,10 @@ class StepBudget:
     def __init__(self, total: int):
         self.total = int(total)
         self.used = 0
+        # what the searches of one evaluation share, over data that does not change meanwhile:
+        # tree sizes (id -> (value kept alive, size)) and the name indexes of filters
+        self.weights: dict[int, tuple[Any, int]] = {}
+        self.indexes: dict[tuple[int, str], tuple[Any, dict]] = {}
 
     @property
     def left(self) -> int:
@@ -295,6 +300,14 @@ def _literal_items(value) -> int:
     return n
 
 
+@functools.lru_cache(maxsize=8192)
+def _parsed(expr: str) -> dict:
+    """The AST of ``expr`` (read, never changed, by every Query made from it): a claims spec of
+    250 records names 1,500 selectors, each compiled three times by the verifier, and
+    JMESPath's own cache keeps 128."""
+    return jmespath.compile(expr).parsed
+
+
 def compile_query(expr: str, where: str, *, max_chars: int = MAX_QUERY_CHARS, max_nodes: int = MAX_QUERY_NODES,
                   max_depth: int = MAX_QUERY_DEPTH) -> Query:
     """Compile JMESPath ``expr`` (from ``where``, e.g. ``"claims.yaml: claim C03"``).
@@ -312,7 +325,7 @@ def compile_query(expr: str, where: str, *, max_chars: int = MAX_QUERY_CHARS, ma
         raise UsageError(f"{where}: JMESPath {_shown(expr)} is {len(expr)} characters, more than the "
                          f"{max_chars} allowed", hint)
     try:
-        ast = jmespath.compile(expr).parsed
+        ast = _parsed(expr)
     except jmespath.exceptions.JMESPathError as exc:
         raise UsageError(f"{where}: bad JMESPath {_shown(expr)}: {_one_line(exc)[:200]}", hint) from exc
     except (RecursionError, ValueError, TypeError) as exc:
@@ -346,7 +359,9 @@ class _BoundedInterpreter(jmespath.visitor.TreeInterpreter):
         self._max_steps = max_steps if shared is None else min(max_steps, shared.left)
         self.steps = 0
         self.largest = 0
-        self._weights: dict[int, tuple[Any, int]] = {}  # id -> (value kept alive, tree size)
+        # id -> (value kept alive, tree size); shared by the searches of one evaluation
+        self._weights: dict[int, tuple[Any, int]] = shared.weights if shared is not None else {}
+        self._indexes: dict[tuple[int, str], tuple[Any, dict]] = shared.indexes if shared is not None else {}
 
     def _over(self, what: str):
         raise QueryBudgetError(
@@ -425,6 +440,38 @@ class _BoundedInterpreter(jmespath.visitor.TreeInterpreter):
         if not ((_is_number(left) and _is_number(right)) or (isinstance(left, str) and isinstance(right, str))):
             return None
         return func(left, right)
+
+    def visit_filter_projection(self, node, value):
+        """``base[?field == 'text']`` (a claims selector picking one record by name) through an
+        index of the base list by that field's string values, built once per list and search
+        group: the same elements in the same order as JMESPath's scan (a string equals only an
+        equal string), at one step per element of the list instead of a comparison each
+        (250 records, 1,500 selectors: 375,000 comparisons before). Any other filter scans."""
+        cmp = node["children"][2]
+        kids = cmp.get("children") or []
+        if not (cmp.get("type") == "comparator" and cmp.get("value") == "eq" and len(kids) == 2
+                and kids[0].get("type") == "field" and kids[1].get("type") == "literal"
+                and isinstance(kids[1].get("value"), str)):
+            return super().visit_filter_projection(node, value)
+        base = self.visit(node["children"][0], value)
+        if not isinstance(base, list):
+            return None
+        self._charge(len(base))
+        key = (id(base), kids[0]["value"])
+        got = self._indexes.get(key)
+        if got is None:
+            index: dict = {}
+            for i, el in enumerate(base):
+                v = el.get(kids[0]["value"]) if isinstance(el, dict) else None
+                if isinstance(v, str):
+                    index.setdefault(v, []).append(i)
+            got = self._indexes[key] = (base, index)
+        collected = []
+        for i in got[1].get(kids[1]["value"], ()):
+            current = self.visit(node["children"][1], base[i])
+            if current is not None:
+                collected.append(current)
+        return collected
 
     def visit_function_expression(self, node, value):
         args = [self.visit(child, value) for child in node["children"]]

@@ -40,13 +40,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Mapping
 
-from kbrepro.errors import CandidateFailure
+from kbrepro.errors import CandidateFailure, UsageError
 from kbrepro.harness import candidate_timing, cheats_v2, kbtask
 from kbrepro.harness.candidate_calls import (CandidateSpec, Ctx, after_timing, case, checked, checking_pass,  # noqa: F401
                                              draw, reference)
 from kbrepro.harness.checks import Tolerance
 from kbrepro.harness.isolate import CandidateProcess
 from kbrepro.model import candidates as mc
+from kbrepro.model import protocol
 from kbrepro.model.protocol import BASELINES, PROFILES, CandidateConfig  # noqa: F401 (the engine's names)
 from kbrepro.model.provenance_rules import MAX_BUILDS, ninja_commands
 
@@ -203,8 +204,6 @@ def candidate_uid() -> int | None:
     """The user id of ``$KBREPRO_CANDIDATE_UID`` (e.g. 65534, nobody), or None where unset.
     Raises UsageError for a value that is not a positive integer or a parent that is not root
     (only root can start a process as another user)."""
-    from kbrepro.errors import UsageError
-
     v = os.environ.get(UID_ENV)
     if not v:
         return None
@@ -319,10 +318,52 @@ def run_candidate(spec: CandidateSpec, cfg: CandidateConfig, workdir: Path, *, d
     return rec
 
 
+def task_config(task_src: bytes, task_path: str, cfg: CandidateConfig, device: str,
+                progress: Callable[[str], None] | None = None) -> CandidateConfig:
+    """``cfg`` for one task, after its reference ran once at the run's sizes and at each extra
+    shape on ``device`` (:func:`kbrepro.harness.kbtask.reference_error`), before any candidate
+    runs. Where the reference raises at the default extra shape, the fallback shape
+    (:func:`kbrepro.model.protocol.fallback_extra_shapes`) is taken and written into the
+    configuration's extra shapes. Raises UsageError where the reference raises at the sizes,
+    at an extra shape the user gave, or at the default and the fallback alike: what the task
+    itself cannot do is never a candidate's failure."""
+    say = progress or (lambda m: None)
+    sizes = dict(cfg.sizes)
+    err = kbtask.reference_error(task_src, sizes, cfg.seeds[0], device)
+    if err:
+        given = ", ".join(f"{k}={v}" for k, v in sorted(sizes.items())) or "the task's own sizes"
+        raise UsageError(f"the reference of {task_path} raises at {given}: {err}",
+                         "give sizes at which the task's own Model runs (--size NAME=VALUE)")
+    if cfg.extra_shapes:
+        for shape in cfg.extra_shapes:
+            err = kbtask.reference_error(task_src, {**sizes, **dict(shape)}, cfg.seeds[0], device)
+            if err:
+                raise UsageError(f"--extra-shape {','.join(f'{k}={v}' for k, v in shape)}: the reference of "
+                                 f"{task_path} raises there: {err}", "give an extra shape at which the task's own Model runs")
+        return cfg
+    task = kbtask.load_task(task_src, "kbrepro_preflight_sizes")
+    run_sizes = {**kbtask.size_globals(task), **sizes}
+    default = protocol.default_extra_shapes(run_sizes)
+    for shape in default:
+        err = kbtask.reference_error(task_src, {**sizes, **shape}, cfg.seeds[0], device)
+        if err is None:
+            continue
+        for alt in protocol.fallback_extra_shapes(run_sizes):
+            if kbtask.reference_error(task_src, {**sizes, **alt}, cfg.seeds[0], device) is None:
+                say(f"{task_path}: the reference raises at the default extra shape "
+                    f"{', '.join(f'{k}={v}' for k, v in shape.items())} ({err}); checking at "
+                    f"{', '.join(f'{k}={v}' for k, v in alt.items())} instead")
+                return with_overrides(cfg, extra_shapes=(tuple(sorted(alt.items())),))
+        raise UsageError(f"the reference of {task_path} raises at the default extra shape "
+                         f"{', '.join(f'{k}={v}' for k, v in shape.items())}: {err}",
+                         "give an extra shape at which the task's own Model runs (--extra-shape NAME=VALUE)")
+    return cfg
+
+
 def with_overrides(cfg: CandidateConfig, **kw) -> CandidateConfig:
     """A copy of ``cfg`` with fields replaced (the CLI's options)."""
     return replace(cfg, **kw)
 
 
 __all__ = ["CandidateConfig", "CandidateSpec", "PROFILES", "BASELINES", "run_candidate", "collect_provenance",
-           "with_overrides"]
+           "with_overrides", "task_config"]

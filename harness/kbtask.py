@@ -85,6 +85,34 @@ def build_model(task: types.ModuleType, cls, seed: int, device: str):
     return cls(*init).to(device)
 
 
+def reference_error(src: bytes, sizes: Mapping[str, int], seed: int, device: str) -> str | None:
+    """Why the task's own ``Model`` cannot run at ``sizes`` (the task loaded from ``src``, its
+    model built and called once on the official inputs of ``seed``, on ``device``): a one-line
+    ``Type: message``, or None where it runs. What the reference does there is the task's
+    fact, never a candidate's: the run refuses such sizes before any candidate runs."""
+    import torch
+
+    def once() -> None:  # its model, inputs and outputs are freed when it returns
+        task = load_task(src, "kbrepro_preflight_task")
+        apply_overrides(task, sizes)
+        model = build_model(task, task.Model, seed, device)
+        xs = draw_inputs(task, seed, "official", device)
+        with torch.no_grad():
+            model(*xs)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    try:
+        once()
+    except Exception as exc:  # the task's own code raised: reported, not ours to judge
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return f"{type(exc).__name__}: {msg}"[:300]
+    finally:
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()
+    return None
+
+
 #: fixed column weights of :func:`fingerprint` (odd 61-bit constants of a simple LCG, seed 1)
 def _weights(n: int = 1024) -> list[int]:
     out, x = [], 1

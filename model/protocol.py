@@ -126,6 +126,15 @@ def default_extra_shapes(size_globals: Mapping[str, int]) -> list[dict]:
     return [{"batch_size": b // 2}] if isinstance(b, int) and b >= 2 else []
 
 
+def fallback_extra_shapes(size_globals: Mapping[str, int]) -> list[dict]:
+    """The extra shape tried when the reference itself raises at :func:`default_extra_shapes`'
+    (BatchNorm in training mode at a batch of one): one more than the run's batch
+    (``batch_size + 1``) where the batch is at least 2; none otherwise. The run records the one
+    it takes in ``config.extra_shapes``, as if the user had given it."""
+    b = size_globals.get("batch_size", 0)
+    return [{"batch_size": b + 1}] if isinstance(b, int) and b >= 2 else []
+
+
 def shape_problems(size_globals: Mapping[str, int], sizes: Mapping[str, int],
                    extra_shapes: Sequence[Mapping[str, int]]) -> list[tuple[Optional[int], str]]:
     """What is wrong with a run's size overrides against its task's module-level integer sizes
@@ -287,6 +296,6 @@ def bytes_moved(input_bytes: Iterable[int], output_bytes: Iterable[int]) -> int:
 
 
 __all__ = ["CandidateConfig", "PROFILES", "BASELINES", "DISTRIBUTIONS", "STAGES", "TARGET_REQUEST_MS",
-           "MAX_INVOCATIONS", "COPY_PROTOCOL", "expected_cases", "case_set_and_model", "same_buffers_reference", "default_extra_shapes", "invocations_per_request", "copy_gbps",
+           "MAX_INVOCATIONS", "COPY_PROTOCOL", "expected_cases", "case_set_and_model", "same_buffers_reference", "default_extra_shapes", "fallback_extra_shapes", "shape_problems", "invocations_per_request", "copy_gbps",
            "roofline_median_ms", "bytes_moved", "pool_seed", "invocations_with_pool", "checksum_chunks",
            "checksum_agrees", "clock_slope_ms", "clock_extra_invocations", "calls_allowance_ms", "USER_FIELDS", "LIMIT_FIELDS"]

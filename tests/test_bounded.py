@@ -458,3 +458,47 @@ def test_timings_schema_refuses_zero_and_negative_times_and_accepts_the_committe
     assert any("rounds[1]" in p and "-1.5" in p for p in found)
     blk["rounds"] = [blk["rounds"][2]] * 10001
     assert any("is too long" in str(p) for p in schemas.validate(doc, "timings"))
+
+
+def test_the_indexed_name_filter_gives_what_jmespath_gives_on_random_lists():
+    """``base[?field == 'text']`` runs through an index (harness/bounded.py); on random lists of
+    records, strings, numbers, nulls and nested values it returns exactly JMESPath's answer,
+    in JMESPath's order, also when a budget shares the index between searches."""
+    import random
+
+    import jmespath as jp
+
+    from kbrepro.harness import bounded
+
+    rng = random.Random(28)
+    words = ["a", "b", "c", "", "1", "true", "null"]
+    for trial in range(300):
+        def value():
+            return rng.choice([rng.choice(words), rng.randint(0, 3), None, True, 1.0, [rng.choice(words)],
+                               {"name": rng.choice(words)}])
+        recs = [rng.choice([{"name": value(), "v": i}, {"v": i}, value()]) for i in range(rng.randint(0, 12))]
+        data = {"candidates": {"candidates": recs}}
+        shared = bounded.StepBudget(10 ** 6)
+        for w in words:
+            for expr in (f"candidates.candidates[?name=='{w}']", f"candidates.candidates[?name=='{w}'].v",
+                         f"candidates.candidates[?name=='{w}'] | [0]", f"candidates.candidates[?name==`\"{w}\"`].name"):
+                want = jp.search(expr, data)
+                assert bounded.search(expr, data) == want, (expr, recs)
+                assert bounded.search(expr, data, shared=shared) == want, (expr, recs)
+
+
+def test_a_claims_spec_may_grow_with_its_records_and_no_further():
+    from kbrepro.bundle import claims as cm
+
+    (b,) = (Path(__file__).resolve().parent.parent / "examples").glob("candidates-quick-*.tar")
+    with tarfile.open(b) as tf:
+        spec = json.loads(next(tf.extractfile(m).read() for m in tf if m.name.endswith("data/inputs/claims.yaml")))
+    first = spec["claims"][0]
+    spec["claims"] = [{**first, "id": f"K{i}a", "sentence": first["sentence"] + " " + "x" * 1200} for i in range(250)]
+    raw = json.dumps(spec).encode()
+    assert len(raw) > bounded.MAX_YAML_BYTES
+    with pytest.raises(UnreadableInputError, match="more than"):
+        cm.parse_spec(raw, "claims")
+    assert len(cm.parse_spec(raw, "claims", records=250)["claims"]) == 250
+    with pytest.raises(UnreadableInputError, match="more than"):
+        cm.parse_spec(raw, "claims", records=20)

@@ -1,0 +1,75 @@
+"""Blame where it belongs (issue 28): what the task's own reference cannot do is found before
+any candidate runs. Sizes at which the reference raises, or an extra shape the user gave at which
+it raises, are a usage error; where it raises at the default extra shape (BatchNorm in training
+mode at a batch of one), the fallback shape is checked instead and written into the record's
+configuration, which the verifier's rules accept."""
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from kbrepro.errors import UsageError  # noqa: E402
+from kbrepro.harness import candidate as hc  # noqa: E402
+from kbrepro.harness import kbtask  # noqa: E402
+from kbrepro.model import protocol  # noqa: E402
+
+BN_TASK = b'''import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.lin = nn.Linear(n, n)
+        self.bn = nn.BatchNorm1d(n)
+    def forward(self, x):
+        return self.bn(self.lin(x))
+
+batch_size = 2
+n = 8
+
+def get_inputs():
+    return [torch.rand(batch_size, n)]
+
+def get_init_inputs():
+    return [n]
+'''
+
+#: a task whose model raises whenever n is not 8
+PICKY_TASK = BN_TASK.replace(b"        return self.bn(self.lin(x))",
+                             b"        assert x.shape[1] == 8, 'n must be 8'\n        return self.bn(self.lin(x))")
+
+
+def test_the_reference_raising_at_the_default_extra_shape_takes_the_fallback_shape():
+    said = []
+    cfg = hc.task_config(BN_TASK, "bn.py", protocol.PROFILES["quick"], "cpu", said.append)
+    assert cfg.extra_shapes == ((("batch_size", 3),),)
+    assert "batch_size=1" in said[0] and "Expected more than 1 value per channel" in said[0]
+    assert protocol.shape_problems(kbtask.size_globals(kbtask.load_task(BN_TASK)), {}, [{"batch_size": 3}]) == []
+    big = hc.with_overrides(protocol.PROFILES["quick"], sizes=(("batch_size", 4),))
+    assert hc.task_config(BN_TASK, "bn.py", big, "cpu") is big  # batch 2 runs: the default stays
+
+
+def test_sizes_or_a_given_extra_shape_at_which_the_reference_raises_are_a_usage_error():
+    quick = protocol.PROFILES["quick"]
+    with pytest.raises(UsageError, match="raises at n=9: AssertionError: n must be 8") as e:
+        hc.task_config(PICKY_TASK, "picky.py", hc.with_overrides(quick, sizes=(("n", 9),)), "cpu")
+    assert "--size" in e.value.hint
+    with pytest.raises(UsageError, match="--extra-shape batch_size=1: the reference of bn.py raises there"):
+        hc.task_config(BN_TASK, "bn.py", hc.with_overrides(quick, extra_shapes=((("batch_size", 1),),)), "cpu")
+
+
+def test_no_extra_shape_the_reference_runs_at_is_a_usage_error_naming_the_option():
+    one = BN_TASK.replace(b"batch_size = 2", b"batch_size = 2\nn_unused = 1").replace(
+        b"        return self.bn(self.lin(x))", b"        assert x.shape[0] % 2 == 0, 'even batches only'\n"
+        b"        return self.bn(self.lin(x))")
+    with pytest.raises(UsageError, match="default extra shape batch_size=1") as e:
+        hc.task_config(one, "one.py", protocol.PROFILES["quick"], "cpu")
+    assert "--extra-shape" in e.value.hint
+
+
+def test_the_reference_error_is_one_line_and_none_where_it_runs():
+    assert kbtask.reference_error(BN_TASK, {}, 0, "cpu") is None
+    err = kbtask.reference_error(PICKY_TASK, {"n": 3}, 0, "cpu")
+    assert err == "AssertionError: n must be 8"
+    assert kbtask.reference_error(b"this is not python", {}, 0, "cpu") == "NameError: name 'this' is not defined"
