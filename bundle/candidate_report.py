@@ -155,9 +155,15 @@ def _md(text) -> str:
     return inert.md(text)
 
 
+#: a report of more candidates than this opens with a summary table and folds the claims and
+#: each candidate's details (``<details>``); one of this many or fewer reads as before
+FOLD_AT = 10
+
+
 def render_report(meta: Mapping, doc: Mapping, claims_doc: Mapping) -> str:
     """REPORT.md of a candidate bundle, from the packed documents only (the verifier renders
-    it again and compares bytes)."""
+    it again and compares bytes). Over :data:`FOLD_AT` candidates (a level), a summary table
+    comes first and the details are folded."""
     from kbrepro.harness import stats
 
     lines = [f"# {meta['name']}", "", f"KernelBench candidates, profile `{meta.get('profile')}`; KernelBench pinned at "
@@ -165,8 +171,21 @@ def render_report(meta: Mapping, doc: Mapping, claims_doc: Mapping) -> str:
              f"atol={doc['predicate']['atol']:g}, rtol={doc['predicate']['rtol']:g})`.", ""]
     caught = {r["name"]: [v["name"] for v in r.get("verdicts") or [] if v.get("passed") is False]
               for r in doc.get("candidates") or []}
+    recs = doc.get("candidates") or []
+    fold = len(recs) > FOLD_AT
     lines += ["## Verdict", ""]
-    for r in doc.get("candidates") or []:
+    if fold:  # a level: one table first, every candidate's details folded below
+        n_caught = sum(1 for r in recs if caught[r["name"]])
+        lines += [f"{len(recs)} candidates: {len(recs) - n_caught} pass every check that can decide, {n_caught} caught.",
+                  "", "| candidate | task | verdict | candidate / eager (warm L2, median) |", "|---|---|---|---|"]
+        for r in recs:
+            bad = caught[r["name"]]
+            warm = next((b for b in r.get("blocks") or [] if b.get("l2") == "warm" and "eager" in (b.get("arms") or [])),
+                        None)
+            rs = stats.paired_ratios(warm, "candidate", "eager") if warm else []
+            lines.append(f"| {r['name']} | {_md(r['task'])} | " + ("passes" if not bad else "**CAUGHT** by " + ", ".join(bad))
+                         + f" | {_fmt(statistics.median(rs)) if rs else '-'} |")
+    for r in recs if not fold else []:
         bad = caught[r["name"]]
         lines.append(f"- **{r['name']}** ({_md(r['task'])}): " + ("passes every check that can decide" if not bad else
                                                                  "CAUGHT by " + ", ".join(bad)))
@@ -174,8 +193,19 @@ def render_report(meta: Mapping, doc: Mapping, claims_doc: Mapping) -> str:
 
     # the claims the product writes from the results are its own; any other came with --claims
     own = frozenset(c["id"] for c in default_claims(doc)["claims"])
-    lines += ["", report.claims_section(claims_doc, own).rstrip("\n")]
-    for r in doc.get("candidates") or []:
+    section = report.claims_section(claims_doc, own).rstrip("\n")
+    if fold:
+        counts = {}
+        for c in claims_doc.get("claims") or []:
+            counts[c.get("verdict")] = counts.get(c.get("verdict"), 0) + 1
+        section = (f"<details><summary>Claims ({len(claims_doc.get('claims') or [])}: "
+                   + ", ".join(f"{_md(k)} {v}" for k, v in sorted(counts.items(), key=lambda kv: str(kv[0])))
+                   + ")</summary>\n\n" + section + "\n\n</details>")
+    lines += ["", section]
+    for r in recs:
+        if fold:
+            lines += ["", f"<details><summary>{r['name']}: " + ("passes every check that can decide"
+                      if not caught[r["name"]] else "CAUGHT by " + ", ".join(caught[r["name"]])) + "</summary>"]
         lines += ["", f"## {r['name']}", "", f"Task `{r['task']}` (sha256 `{r['task_sha256'][:16]}...`); candidate "
                   f"sha256 `{r['source_sha256'][:16]}...`; compile {_fmt(r.get('compile_seconds'), 3)} s, whole "
                   f"check {_fmt(r.get('seconds'), 3)} s; built with {_md(', '.join((r.get('provenance') or {}).get('built_with') or [])) or 'nothing we could trace'}.",
@@ -199,6 +229,8 @@ def render_report(meta: Mapping, doc: Mapping, claims_doc: Mapping) -> str:
                     rs = stats.paired_ratios(b, "candidate", arm)
                     ratio = _fmt(statistics.median(rs)) if rs else "-"
                 lines.append(f"| {arm} | {_fmt(s['median_ms'])} | {_fmt(s.get('iqr_ms'))} | {ratio} |")
+        if fold:
+            lines += ["", "</details>"]
     lines += where_cases_ran(doc)
     lines += ["", "What these checks cannot catch is listed in the README (section on candidates).", ""]
     return "\n".join(lines)

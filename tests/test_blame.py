@@ -5,10 +5,17 @@ mode at a batch of one), the fallback shape is checked instead and written into 
 configuration, which the verifier's rules accept."""
 from __future__ import annotations
 
+import copy
+import json
+import re
+import tarfile
+from pathlib import Path
+
 import pytest
 
 torch = pytest.importorskip("torch")
 
+from kbrepro.bundle import candidate_report as cr  # noqa: E402
 from kbrepro.errors import UsageError  # noqa: E402
 from kbrepro.harness import candidate as hc  # noqa: E402
 from kbrepro.harness import kbtask  # noqa: E402
@@ -73,3 +80,26 @@ def test_the_reference_error_is_one_line_and_none_where_it_runs():
     err = kbtask.reference_error(PICKY_TASK, {"n": 3}, 0, "cpu")
     assert err == "AssertionError: n must be 8"
     assert kbtask.reference_error(b"this is not python", {}, 0, "cpu") == "NameError: name 'this' is not defined"
+
+
+def test_a_report_of_a_level_opens_with_a_table_and_folds_the_details():
+    """REPORT.md of more than FOLD_AT candidates: a summary table first (one row each, the
+    caught ones named), claims and each candidate's details folded; FOLD_AT or fewer read as
+    before (the committed bundles' reports are unchanged)."""
+    (b,) = (Path(__file__).resolve().parent.parent / "examples").glob("candidates-quick-*.tar")
+    with tarfile.open(b) as tf:
+        get = {m.name.split("/", 1)[1]: m for m in tf if m.isfile()}
+        doc, meta, claims_doc, report = (tf.extractfile(get[k]).read() for k in (
+            "data/results/candidates.json", "data/bundle.json", "data/claims.json", "data/REPORT.md"))
+    doc, meta, claims_doc = json.loads(doc), json.loads(meta), json.loads(claims_doc)
+    assert cr.render_report(meta, doc, claims_doc) == report.decode()
+    rec = doc["candidates"][1]
+    many = dict(doc, candidates=[dict(copy.deepcopy(rec), name=f"c{i:02d}") for i in range(cr.FOLD_AT + 1)])
+    many["candidates"][3]["verdicts"][0]["passed"] = False
+    text = cr.render_report(meta, many, claims_doc)
+    head = text.split("<details>")[0]
+    assert f"{cr.FOLD_AT + 1} candidates: {cr.FOLD_AT} pass every check that can decide, 1 caught." in head
+    assert "| c03 | src/kernelbench/prompts/model_ex_add.py | **CAUGHT** by ran |" in head
+    assert len(re.findall(r"^\| c\d\d \|", head, re.M)) == cr.FOLD_AT + 1 and "## c00" not in head
+    assert text.count("<details><summary>c") == cr.FOLD_AT + 1 and "<details><summary>Claims (" in text
+    assert text.count("<details>") == text.count("</details>")
