@@ -11,7 +11,8 @@ line passes through).
 
 Exit codes (DESIGN.md section 6): 0 ok, 1 invalid results / verification failed,
 2 usage error, 3 unreadable, unsafe or unknown-format input, 4 no GPU or missing dependency,
-5 (verify only) PARTIAL: verified in part, 130 interrupted.
+5 (verify only) PARTIAL: verified in part, 6 harness error (our code raised while it checked a
+candidate, which is not blamed), 130 interrupted.
 """
 from __future__ import annotations
 
@@ -69,6 +70,14 @@ class CandidateFailure(ReproError):
     only where no verdict can hold it."""
 
     exit_code = 1
+
+
+class HarnessError(ReproError):
+    """Our own code raised while it checked a candidate (not the candidate's process, not its
+    reply): the candidate is not blamed, no verdict of it is recorded, and the run stops with
+    exit code 6 (a sharded run lists the case as failed with this message)."""
+
+    exit_code = 6
 
 
 class KernelBenchPinError(UnreadableInputError):

@@ -40,7 +40,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Mapping
 
-from kbrepro.errors import CandidateFailure, UsageError
+from kbrepro.errors import CandidateFailure, HarnessError, ReproError, UsageError
 from kbrepro.harness import candidate_timing, cheats_v2, kbtask
 from kbrepro.harness.candidate_calls import (CandidateSpec, Ctx, after_timing, case, checked, checking_pass,  # noqa: F401
                                              draw, reference)
@@ -268,11 +268,17 @@ def run_candidate(spec: CandidateSpec, cfg: CandidateConfig, workdir: Path, *, d
                 obs["failure"] = f"{name}: {exc.message}"[:400]
                 say(f"{spec.name}: {name} failed: {exc.message}")
                 return False
-            except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
-                # a reply of the right shape whose values still broke our handling of it
-                obs["failure"] = f"{name}: a malformed reply: {type(exc).__name__}: {str(exc)[:160]}"[:400]
-                say(f"{spec.name}: {name} failed: {obs['failure']}")
-                return False
+            except ReproError:
+                raise
+            except Exception as exc:
+                # Replies are checked where they are read (isolate's reply shapes, the model's
+                # types: a value the child reported that the model refuses is a CandidateFailure),
+                # so what still raises here is our code: a harness error, never the candidate's
+                # failure (a scalar output once read as "caught by ran")
+                msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                raise HarnessError(f"harness error in the {name} stage of {spec.name}: {type(exc).__name__}: "
+                                   f"{msg}"[:400], "the candidate is not blamed; please report this (rerun with "
+                                   "KBREPRO_DEBUG=1 for the traceback)") from exc
             finally:
                 rec["stages"].append({"name": name, "seconds": time.perf_counter() - t0})
 

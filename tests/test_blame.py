@@ -103,3 +103,21 @@ def test_a_report_of_a_level_opens_with_a_table_and_folds_the_details():
     assert len(re.findall(r"^\| c\d\d \|", head, re.M)) == cr.FOLD_AT + 1 and "## c00" not in head
     assert text.count("<details><summary>c") == cr.FOLD_AT + 1 and "<details><summary>Claims (" in text
     assert text.count("<details>") == text.count("</details>")
+
+
+def test_our_code_raising_is_a_harness_error_never_the_candidates_failure(tmp_path, monkeypatch):
+    """What raises in the parent's own code (here the reference's range, read for every case)
+    stops the run as a HarnessError (exit code 6): no record, no verdict blames the candidate.
+    Before, a TypeError or ValueError of ours was recorded as "caught by ran: a malformed
+    reply"."""
+    from kbrepro.errors import HarnessError
+    from kbrepro.harness import candidate_calls
+
+    def boom(ref):
+        raise TypeError("a bug of ours")
+
+    monkeypatch.setattr(candidate_calls, "ref_range", boom)
+    spec = hc.CandidateSpec("c", BN_TASK + b"\nModelNew = Model\n", "bn.py", BN_TASK)
+    with pytest.raises(HarnessError, match="harness error in the checking pass stage of c: TypeError: a bug of ours") as e:
+        hc.run_candidate(spec, protocol.PROFILES["quick"], tmp_path / "w", device="cpu")
+    assert e.value.exit_code == 6 and "not blamed" in e.value.hint
