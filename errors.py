@@ -389,7 +389,8 @@ class EdgeMixin:
             missing = (exc.name or "").split(".")[0]
             if missing and missing != "kbrepro":  # a dependency that is not installed: 4, like any
                 _err(f"error: a required package is not installed: {missing} ({exc})")
-                _err("  -> install the project with its dependencies: pip install -e . (README, 'On a fresh machine')")
+                _err(f"  -> pip install {missing}, or the project with its dependencies: pip install -e . "
+                     "(README, 'On a fresh machine')")
                 code = EnvironmentUnavailableError.exit_code
             else:  # a part of this product that does not import: a defect
                 _internal(exc)

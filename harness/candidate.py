@@ -40,7 +40,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Mapping
 
-from kbrepro.errors import CandidateFailure, HarnessError, ReproError, UsageError
+from kbrepro.errors import CandidateFailure, EnvironmentUnavailableError, HarnessError, ReproError, UsageError
 from kbrepro.harness import candidate_timing, cheats_v2, kbtask
 from kbrepro.harness.candidate_calls import (CandidateSpec, Ctx, after_timing, case, checked, checking_pass,  # noqa: F401
                                              draw, reference)
@@ -330,11 +330,22 @@ def task_config(task_src: bytes, task_path: str, cfg: CandidateConfig, device: s
     shape on ``device`` (:func:`kbrepro.harness.kbtask.reference_error`), before any candidate
     runs. Where the reference raises at the default extra shape, the fallback shape
     (:func:`kbrepro.model.protocol.fallback_extra_shapes`) is taken and written into the
-    configuration's extra shapes. Raises UsageError where the reference raises at the sizes,
+    configuration's extra shapes. Raises EnvironmentUnavailableError where the task imports a
+    package that is not installed (named, with its install command), UsageError where the
+    reference raises at the sizes,
     at an extra shape the user gave, or at the default and the fallback alike: what the task
     itself cannot do is never a candidate's failure."""
     say = progress or (lambda m: None)
     sizes = dict(cfg.sizes)
+    try:
+        task = kbtask.load_task(task_src, "kbrepro_preflight_sizes")
+    except ModuleNotFoundError as exc:  # a package the task imports: named, with the command that installs it
+        name = (exc.name or "").split(".")[0] or "?"
+        raise EnvironmentUnavailableError(f"{task_path} imports {name}, which is not installed here",
+                                          f"pip install {name} (the pinned tasks' own imports come with the "
+                                          "project: pip install -e .)") from None
+    except Exception:
+        task = None  # reported by the reference's own run, below
     err = kbtask.reference_error(task_src, sizes, cfg.seeds[0], device)
     if err:
         given = ", ".join(f"{k}={v}" for k, v in sorted(sizes.items())) or "the task's own sizes"
@@ -347,7 +358,6 @@ def task_config(task_src: bytes, task_path: str, cfg: CandidateConfig, device: s
                 raise UsageError(f"--extra-shape {','.join(f'{k}={v}' for k, v in shape)}: the reference of "
                                  f"{task_path} raises there: {err}", "give an extra shape at which the task's own Model runs")
         return cfg
-    task = kbtask.load_task(task_src, "kbrepro_preflight_sizes")
     run_sizes = {**kbtask.size_globals(task), **sizes}
     default = protocol.default_extra_shapes(run_sizes)
     for shape in default:

@@ -121,3 +121,21 @@ def test_our_code_raising_is_a_harness_error_never_the_candidates_failure(tmp_pa
     with pytest.raises(HarnessError, match="harness error in the checking pass stage of c: TypeError: a bug of ours") as e:
         hc.run_candidate(spec, protocol.PROFILES["quick"], tmp_path / "w", device="cpu")
     assert e.value.exit_code == 6 and "not blamed" in e.value.hint
+
+
+def test_a_package_the_task_imports_is_named_with_its_install_command():
+    from kbrepro.errors import EnvironmentUnavailableError
+
+    task = b"import kbrepro_no_such_package_28\n" + BN_TASK
+    with pytest.raises(EnvironmentUnavailableError, match="t.py imports kbrepro_no_such_package_28, which is not "
+                       "installed here") as e:
+        hc.task_config(task, "t.py", protocol.PROFILES["quick"], "cpu")
+    assert e.value.hint.startswith("pip install kbrepro_no_such_package_28") and e.value.exit_code == 4
+
+
+def test_every_package_a_pinned_task_imports_installs_with_the_project():
+    """einops (level 3, tasks 48 and 49) is a dependency: the tasks of levels 1 to 3 at the pin
+    import nothing else outside torch, numpy and the standard library."""
+    text = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text()
+    deps = text.split("dependencies = [", 1)[1].split("]", 1)[0]
+    assert re.search(r'^\s*"einops>=', deps, re.M)
