@@ -503,7 +503,7 @@ def selector_problems(expr: str, documents: Mapping[str, Any]) -> list[str]:
             root["properties"][n] = {}
     bad = _Unlisted()
     bad.unlisted = []
-    ast = jmespath.compile(expr).parsed
+    ast = bounded.parsed_ast(expr)
     _walk(ast, (root, root), "", bad)
     if bad.unlisted:
         absent: set = set()

@@ -301,7 +301,7 @@ def _literal_items(value) -> int:
 
 
 @functools.lru_cache(maxsize=8192)
-def _parsed(expr: str) -> dict:
+def parsed_ast(expr: str) -> dict:
     """The AST of ``expr`` (read, never changed, by every Query made from it): a claims spec of
     250 records names 1,500 selectors, each compiled three times by the verifier, and
     JMESPath's own cache keeps 128."""
@@ -325,7 +325,7 @@ def compile_query(expr: str, where: str, *, max_chars: int = MAX_QUERY_CHARS, ma
         raise UsageError(f"{where}: JMESPath {_shown(expr)} is {len(expr)} characters, more than the "
                          f"{max_chars} allowed", hint)
     try:
-        ast = _parsed(expr)
+        ast = parsed_ast(expr)
     except jmespath.exceptions.JMESPathError as exc:
         raise UsageError(f"{where}: bad JMESPath {_shown(expr)}: {_one_line(exc)[:200]}", hint) from exc
     except (RecursionError, ValueError, TypeError) as exc:
@@ -515,6 +515,6 @@ def search(compiled: Query | str, data: Any, *, max_steps: int = MAX_STEPS, max_
             shared.used += interp.steps
 
 
-__all__ = ["load_yaml", "compile_query", "search", "Query", "QueryBudgetError", "StepBudget", "MAX_YAML_BYTES",
+__all__ = ["load_yaml", "compile_query", "parsed_ast", "search", "Query", "QueryBudgetError", "StepBudget", "MAX_YAML_BYTES",
            "MAX_YAML_DEPTH", "MAX_YAML_NODES", "MAX_QUERY_CHARS", "MAX_QUERY_NODES", "MAX_QUERY_DEPTH",
            "MAX_STEPS", "MAX_ITEMS"]
