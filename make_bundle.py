@@ -97,6 +97,9 @@ SHARD_OPTS = ("shards", "engine", "engine_opts", "device")
 @click.option("--no-plots", is_flag=True, help="draw no renderings (the figures' data are packed all the same; the digest does not change)")
 @click.option("--candidate", "candidates", multiple=True, type=click.Path(),
               help="a KernelBench candidate file (defines ModelNew); repeat for several; needs --task")
+@click.option("--candidate-dir", "candidate_dir", type=click.Path(), default=None,
+              help="a folder of candidates, one file per task named <level>_<task>[_name].py (e.g. 1_19.py): "
+                   "a whole level in one run and one bundle; instead of --candidate and --task")
 @click.option("--task", "tasks", multiple=True,
               help="the task a --candidate solves: LEVEL/TASK (e.g. 1/88) or a KernelBench path of the pin; "
                    "one for all candidates or one per --candidate, in order")
@@ -136,8 +139,8 @@ SHARD_OPTS = ("shards", "engine", "engine_opts", "device")
               help="only run the harness self-tests (known-bad kernels it must catch) on this GPU; takes no other option")
 @click.pass_context
 def main(ctx, study, profile, out, kernelbench, from_results, results_dir, claims, cache_dir, name, no_plots,
-         candidates, tasks, sizes, extra_shapes, allow_failing, sign, keygen, bundle_format, shards, engine, engine_opts,
-         device, self_test) -> None:
+         candidates, candidate_dir, tasks, sizes, extra_shapes, allow_failing, sign, keygen, bundle_format, shards, engine,
+         engine_opts, device, self_test) -> None:
     """Run the study, validate every result, and pack a deterministic, verifiable bundle."""
     from click.core import ParameterSource
 
@@ -166,6 +169,15 @@ def main(ctx, study, profile, out, kernelbench, from_results, results_dir, claim
     from kbrepro.errors import check_input_dir, check_input_file, check_input_path, prepare_output_dir, remove_created
 
     sharding = [p.opts[0] for p in given if p.name in SHARD_OPTS]
+    if candidate_dir is not None:
+        if candidates or tasks or from_results:
+            raise UsageError("--candidate-dir names the candidates and their tasks: drop --candidate, --task and "
+                             "--from-results", "e.g. python make_bundle.py --candidate-dir my_level1/ --profile quick")
+        from kbrepro.bundle import candidates as bc
+
+        check_input_dir(candidate_dir, "--candidate-dir", "pass a folder of <level>_<task>.py candidate files")
+        pairs = bc.candidates_in(Path(candidate_dir))
+        candidates, tasks = tuple(str(p) for p, _ in pairs), tuple(t for _, t in pairs)
     if candidates or tasks or sizes or extra_shapes or (from_results and _candidate_results(from_results)):
         _candidates_main(given, candidates, tasks, sizes, extra_shapes, allow_failing, profile, out, kernelbench,
                          from_results, results_dir, claims, name, sign, bundle_format,

@@ -120,6 +120,32 @@ def candidate_names(paths: Sequence[Path]) -> list[str]:
     return out
 
 
+#: a file of a candidate folder: ``<level>_<task>.py`` or ``<level>_<task>_<anything>.py``
+#: (``1_19.py``, ``2_39_gemm_bn.py``)
+CANDIDATE_FILE = re.compile(r"^(\d{1,2})_(\d{1,4})(?:_[A-Za-z0-9_.-]*)?\.py$")
+
+
+def candidates_in(folder: Path) -> list[tuple[Path, str]]:
+    """Every ``(candidate file, task)`` of a candidate folder, in level and task order: each
+    ``*.py`` file named as :data:`CANDIDATE_FILE` says solves task ``<level>/<task>``. Raises
+    UsageError for a ``.py`` file named otherwise (nothing is silently left out) or a folder
+    without one."""
+    files = sorted(p for p in Path(folder).iterdir() if p.suffix == ".py" and p.is_file())
+    odd = [p.name for p in files if not CANDIDATE_FILE.match(p.name)]
+    if odd:
+        raise UsageError(f"{len(odd)} file(s) of the candidate folder are not named <level>_<task>[_name].py: "
+                         + ", ".join(odd[:4]), "rename them (e.g. 1_19.py for KernelBench level 1 task 19), or "
+                         "move them out of the folder")
+    if not files:
+        raise UsageError(f"no candidate file in {Path(folder).name}/ (named <level>_<task>[_name].py)",
+                         "put one ModelNew file per task in the folder, e.g. 1_19.py")
+    keyed = []
+    for p in files:
+        m = CANDIDATE_FILE.match(p.name)
+        keyed.append(((int(m.group(1)), int(m.group(2)), p.name), p, f"{int(m.group(1))}/{int(m.group(2))}"))
+    return [(p, t) for _, p, t in sorted(keyed, key=lambda k: k[0])]
+
+
 def safe_relpath(path: str) -> str:
     """A build file's path as a bundle path: each part starts with a letter or digit (``x``
     put in front of ``.ninja_log`` or ``__triton_launcher...``), other characters than
@@ -171,14 +197,23 @@ def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelben
     paths = [task_path(t, pin) for _, t in items]
     checkout = KernelBenchCheckout(resolve_checkout(kernelbench), pin)
     checkout.verify(sorted(set(paths) | {"LICENSE"}))
+    cfgs = {}
     for tp in sorted(set(paths)):  # the rule the verifier holds a record to, before the run spends the GPU
-        bad = shape_problems(size_globals(checkout.read_verified(tp)), dict(cfg.sizes), [dict(s) for s in cfg.extra_shapes])
+        glob = size_globals(checkout.read_verified(tp))
+        # over several tasks (a level), a size applies to the tasks that name it
+        own = {k: v for k, v in cfg.sizes if k in glob} if len(set(paths)) > 1 else dict(cfg.sizes)
+        cfgs[tp] = hc.with_overrides(cfg, sizes=tuple(sorted(own.items())))
+        bad = shape_problems(glob, own, [dict(s) for s in cfg.extra_shapes])
         if bad:
             what = "--size" if bad[0][0] is None else f"--extra-shape {_shape_text(cfg.extra_shapes[bad[0][0]])}"
             raise UsageError(f"{what} {bad[0][1]} ({tp})", "give sizes the task names and extra shapes that differ "
                              "from the run's")
+    unused = sorted(set(dict(cfg.sizes)) - {k for c in cfgs.values() for k, _ in c.sizes})
+    if unused:
+        raise UsageError(f"--size {', '.join(unused)}: no task of the run has such a size", "check the name (a "
+                         "module-level integer of the task file)")
     # each task's reference runs at the sizes and extra shapes before any candidate does
-    cfgs = {tp: hc.task_config(checkout.read_verified(tp), tp, cfg, device, say) for tp in sorted(set(paths))}
+    cfgs = {tp: hc.task_config(checkout.read_verified(tp), tp, c, device, say) for tp, c in cfgs.items()}
     names = list(names) if names is not None else candidate_names([p for p, _ in items])
     if len(names) != len(items) or len(set(names)) != len(names) or not all(NAME_RE.match(n) for n in names):
         raise UsageError("candidate names must be distinct bundle-safe names, one per candidate",

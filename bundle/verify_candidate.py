@@ -427,7 +427,9 @@ def tier_replay(b, t, *, trust: bool, kernelbench: str | None, ratio_tolerance: 
                                    "elapsed_s": time.perf_counter() - t0})) if progress else None
         # the run's own sizes and extra shapes (the user's options, recorded in every record's configuration)
         cfg0 = doc["candidates"][0]["config"] if doc["candidates"] else {}
-        sizes = cfg0.get("sizes") if isinstance(cfg0.get("sizes"), dict) else {}
+        sizes = {}  # the user's sizes, each applied to the tasks that name it: their union
+        for r in doc["candidates"]:
+            sizes.update(r["config"].get("sizes") if isinstance(r["config"].get("sizes"), dict) else {})
         shapes = tuple(x for x in cfg0.get("extra_shapes") or [] if isinstance(x, dict))
         if any(r["config"].get("extra_shapes") != cfg0.get("extra_shapes") for r in doc["candidates"]):
             shapes = ()  # shapes the run chose per task (the reference raised at the default): it chooses again

@@ -16,9 +16,11 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from kbrepro.bundle import candidate_report as cr  # noqa: E402
+from kbrepro.bundle import candidates as bc  # noqa: E402
+from kbrepro.bundle.verify import verify_archive  # noqa: E402
 from kbrepro.errors import UsageError  # noqa: E402
 from kbrepro.harness import candidate as hc  # noqa: E402
-from kbrepro.harness import kbtask  # noqa: E402
+from kbrepro.harness import jsonio, kbtask  # noqa: E402
 from kbrepro.model import protocol  # noqa: E402
 
 BN_TASK = b'''import torch
@@ -139,3 +141,56 @@ def test_every_package_a_pinned_task_imports_installs_with_the_project():
     text = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text()
     deps = text.split("dependencies = [", 1)[1].split("]", 1)[0]
     assert re.search(r'^\s*"einops>=', deps, re.M)
+
+
+def _two_task_checkout(dest: Path) -> Path:
+    """The pinned tasks 1/40 and 1/88 and LICENSE, from two committed example bundles."""
+    kb = dest / "kb"
+    root = Path(__file__).resolve().parent.parent / "examples"
+    for pattern in ("layernorm-l1-40-full-*.tar", "candidates-full-*.tar"):
+        (b,) = root.glob(pattern)
+        with tarfile.open(b) as tf:
+            for m in tf:
+                rel = m.name.split("/", 1)[1] if "/" in m.name else ""
+                if m.isfile() and rel.startswith("data/inputs/kernelbench/") and not rel.endswith(".json"):
+                    out = kb / rel[len("data/inputs/kernelbench/"):]
+                    out.parent.mkdir(parents=True, exist_ok=True)
+                    out.write_bytes(tf.extractfile(m).read())
+    return kb
+
+
+def test_a_candidate_folder_pairs_files_with_tasks_and_refuses_other_names(tmp_path):
+    for n in ("2_39_gemm.py", "1_19.py", "1_100.py", "notes.txt"):
+        (tmp_path / n).write_text("x")
+    assert [(p.name, t) for p, t in bc.candidates_in(tmp_path)] == [("1_19.py", "1/19"), ("1_100.py", "1/100"),
+                                                                     ("2_39_gemm.py", "2/39")]
+    (tmp_path / "my_kernel.py").write_text("x")
+    with pytest.raises(UsageError, match="not named <level>_<task>"):
+        bc.candidates_in(tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(UsageError, match="no candidate file"):
+        bc.candidates_in(empty)
+
+
+def test_over_several_tasks_a_size_applies_to_the_tasks_that_name_it(tmp_path):
+    """A level run with --size: each record's configuration holds the sizes its task names (the
+    verifier's rule), the run checks each task at them, and a size no task names is refused."""
+    kb = _two_task_checkout(tmp_path)
+    items = []
+    for rel, task in (("KernelBench/level1/40_LayerNorm.py", "1/40"), ("KernelBench/level1/88_MinGPTNewGelu.py", "1/88")):
+        f = tmp_path / f"ref_{task.replace('/', '_')}.py"
+        f.write_bytes((kb / rel).read_bytes() + b"\nModelNew = Model\n")
+        items.append((f, task))
+    sizes = {"batch_size": 2, "features": 4, "dim1": 8, "dim2": 8, "dim": 64}
+    res = bc.run_candidates(items, profile="quick", kernelbench=str(kb), results_dir=tmp_path / "res", sizes=sizes,
+                            device="cpu")
+    doc = jsonio.loads_strict((res / "results" / "candidates.json").read_bytes(), "candidates.json")
+    assert [c["config"]["sizes"] for c in doc["candidates"]] == [
+        {"batch_size": 2, "dim1": 8, "dim2": 8, "features": 4}, {"batch_size": 2, "dim": 64}]
+    assert all(v["passed"] is not False for c in doc["candidates"] for v in c["verdicts"])
+    made = bc.pack_results(res, tmp_path / "b.tar")
+    assert verify_archive(made.path, level="static").verdict in ("PASS", "PARTIAL")
+    with pytest.raises(UsageError, match="--size heads: no task of the run has such a size"):
+        bc.run_candidates(items, profile="quick", kernelbench=str(kb), results_dir=tmp_path / "res2",
+                          sizes={**sizes, "heads": 2}, device="cpu")
