@@ -8,6 +8,8 @@ from __future__ import annotations
 import copy
 import json
 import re
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -194,3 +196,18 @@ def test_over_several_tasks_a_size_applies_to_the_tasks_that_name_it(tmp_path):
     with pytest.raises(UsageError, match="--size heads: no task of the run has such a size"):
         bc.run_candidates(items, profile="quick", kernelbench=str(kb), results_dir=tmp_path / "res2",
                           sizes={**sizes, "heads": 2}, device="cpu")
+
+
+def test_the_candidate_folder_cli_refuses_mixed_options_and_odd_names(tmp_path):
+    root = Path(__file__).resolve().parent.parent
+    (tmp_path / "1_19.py").write_text("x")
+    for args, fragment in (
+            (["--candidate-dir", tmp_path, "--candidate", tmp_path / "1_19.py"], "--candidate-dir names the candidates"),
+            (["--candidate-dir", tmp_path / "nope"], "--candidate-dir")):
+        p = subprocess.run([sys.executable, str(root / "make_bundle.py"), *map(str, args)], capture_output=True,
+                           text=True, timeout=120)
+        assert p.returncode in (2, 3) and fragment in p.stderr and "Traceback" not in p.stderr, p.stderr
+    (tmp_path / "mine.py").write_text("x")
+    p = subprocess.run([sys.executable, str(root / "make_bundle.py"), "--candidate-dir", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "not named <level>_<task>[_name].py: mine.py" in p.stderr, p.stderr
