@@ -59,6 +59,8 @@ def main(out, levels, only):
     if only:
         want = set(only.split(","))
         tasks = [t for t in tasks if t[0] in want]
+    if not tasks:
+        raise click.ClickException(f"no task found under {kb}/KernelBench (levels {levels}, only {only or 'all'})")
     with open(out, "a") as log:
         for task, f in tasks:
             if task in done:

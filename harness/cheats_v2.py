@@ -10,10 +10,42 @@ from __future__ import annotations
 import statistics
 from typing import Sequence
 
-from kbrepro.harness.cheats import (CHECKS_V2, HOST_SLACK_FRACTION, HOST_SLACK_MS, CheckVerdict, derive, ran,
-                                    timed_outputs_correct)
+from kbrepro.harness.cheats import (CHECKS_V2, HOST_SLACK_FRACTION, HOST_SLACK_MS, MAIN_KINDS, CheckVerdict, _cases,
+                                    derive, official_allclose, ran, timed_outputs_correct)
 from kbrepro.model import protocol
 from kbrepro.model.candidates import Block, Observations, Timing
+
+
+def _nan_only(c) -> bool:
+    """A case that fails only where the reference and the output are both NaN."""
+    cmp = c.compare
+    nf = getattr(cmp, "nonfinite", None)
+    return (cmp is not None and not cmp.official.passed and nf is not None and nf.nan_both > 0
+            and cmp.official.failing_count == nf.nan_both)
+
+
+def official_allclose_v2(obs: Observations) -> CheckVerdict:
+    """:func:`~kbrepro.harness.cheats.official_allclose`, where a case that fails only at NaN
+    pairs (the reference NaN there, the output NaN at the same elements: ``log`` of the
+    ``normal`` draw's negative inputs, KernelBench 1/98) is the task's, not a failure: KernelBench's
+    predicate has ``equal_nan`` False, so there even the reference fails against itself. The
+    verdict is None where no other main case passes (the task at these inputs)."""
+    cases = _cases(obs, MAIN_KINDS)
+    nan_only = [c for c in cases if _nan_only(c)]
+    if not nan_only:
+        return official_allclose(obs)
+    rest = [c for c in cases if not _nan_only(c)]
+    bad = [c.id for c in rest if not (c.compare is not None and c.compare.official.passed)]
+    if bad:
+        return CheckVerdict("official_allclose", False, f"{len(bad)} of {len(cases)} main case(s) fail the official "
+                            f"check: {', '.join(bad[:4])}")
+    ids = ", ".join(c.id for c in nan_only[:4])
+    if not rest:
+        return CheckVerdict("official_allclose", None, f"uninformative: every main case's reference is NaN where the "
+                            f"output is, and the official check fails NaN pairs ({ids}; the task at these inputs)")
+    return CheckVerdict("official_allclose", True, f"{len(rest)} main case(s) pass torch.allclose(reference, "
+                        f"candidate); {len(nan_only)} fail only where the reference is NaN and so is the output ({ids}: "
+                        "the task at these inputs)")
 
 
 def discriminates_v2(obs: Observations, atol: float, rtol: float) -> CheckVerdict:
@@ -141,6 +173,7 @@ def derive_v2(obs: Observations, timing: Timing, blocks: Sequence[Block], atol: 
         return (first,) + tuple(CheckVerdict(n, None, "the candidate did not run") for n in CHECKS_V2[1:])
     v1 = {v.name: v for v in derive(obs, timing, blocks, atol, rtol)}
     v1["discriminates"] = discriminates_v2(obs, atol, rtol)
+    v1["official_allclose"] = official_allclose_v2(obs)
     if blocks:
         v1["timed_outputs_correct"] = timed_outputs_correct_v2(timing, blocks, atol, rtol)
         v1["host_clock_agrees"] = host_clock_agrees_v2(blocks, timing)
@@ -154,5 +187,5 @@ def derive_any(version: int, obs: Observations, timing: Timing, blocks: Sequence
     return (derive_v2 if version >= 2 else derive)(obs, timing, blocks, atol, rtol)
 
 
-__all__ = ["derive_v2", "derive_any", "timed_outputs_correct_v2", "host_clock_agrees_v2", "timed_calls_consistent",
+__all__ = ["derive_v2", "derive_any", "official_allclose_v2", "timed_outputs_correct_v2", "host_clock_agrees_v2", "timed_calls_consistent",
            "discriminates_v2"]

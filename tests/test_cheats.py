@@ -228,3 +228,31 @@ def test_discriminates_of_protocol_2_judges_every_set_and_never_catches():
     o, t, b = typed(obs, timing, blocks)
     v = cheats_v2.discriminates_v2(o, *TOL)
     assert v.passed is None and v.detail.startswith("uninformative")
+
+
+def _nan_cmp(failing=5, nan_both=5):
+    """A compare whose only failing elements are ``nan_both`` NaN pairs (reference and output NaN)."""
+    c = _cmp(ok=False)
+    c["official"]["failing_count"] = c["legacy"]["failing_count"] = failing
+    c["equal_nan_stress"] = {"pass": failing == nan_both, "failing_count": failing - nan_both}
+    c["nonfinite"].update(reference_nan=nan_both, candidate_nan=nan_both, nan_both=nan_both)
+    return c
+
+
+def test_a_case_failing_only_where_the_reference_is_nan_is_the_tasks_not_a_catch():
+    """KernelBench 1/98 takes log of its inputs: at the normal draw the reference is NaN and so
+    is the honest output, which allclose (equal_nan False) fails. official_allclose (protocol 2)
+    passes such a case, judges the others, and is undecided where no other main case is left;
+    a NaN that is not the reference's is still a catch."""
+    obs, timing, blocks = copy.deepcopy(honest())
+    _set_case(obs, "s0/normal", compare=_nan_cmp())
+    o = typed(obs, timing, blocks)[0]
+    assert cheats_v2.official_allclose_v2(o).passed is True and "s0/normal" in cheats_v2.official_allclose_v2(o).detail
+    assert cheats.official_allclose(o).passed is False  # protocol 1's rule, unchanged
+    assert {v.name: v.passed for v in cheats_v2.derive_v2(*typed(obs, timing, blocks), *TOL)}["official_allclose"] is True
+    _set_case(obs, "repeat", compare=_nan_cmp(failing=6, nan_both=5))  # one more failing element: a catch
+    assert cheats_v2.official_allclose_v2(typed(obs, timing, blocks)[0]).passed is False
+    for c in obs["cases"]:
+        if c["kind"] in cheats.MAIN_KINDS:
+            c["compare"] = _nan_cmp()
+    assert cheats_v2.official_allclose_v2(typed(obs, timing, blocks)[0]).passed is None
