@@ -20,6 +20,7 @@ gives them.
 """
 from __future__ import annotations
 
+import ast
 import types
 from typing import Any, Mapping
 
@@ -30,9 +31,14 @@ _NORMAL_OFFSET = 7919
 MAX_OVERRIDE = 1 << 24
 
 
+#: module attributes of a loaded task: its source, and the sizes set so far
+_SOURCE, _SIZES = "__kbrepro_source__", "__kbrepro_sizes__"
+
+
 def load_task(src: bytes, name: str = "kbrepro_task") -> types.ModuleType:
     """Execute a task file's bytes as a fresh module. Raises whatever the file raises."""
     mod = types.ModuleType(name)
+    mod.__dict__[_SOURCE], mod.__dict__[_SIZES] = bytes(src), {}
     exec(compile(bytes(src), f"{name}.py", "exec"), mod.__dict__)
     for need in ("Model", "get_inputs", "get_init_inputs"):
         if not hasattr(mod, need):
@@ -46,15 +52,36 @@ def size_globals(task: types.ModuleType) -> dict[str, int]:
 
 
 def apply_overrides(task: types.ModuleType, overrides: Mapping[str, int]) -> None:
-    """Set the task's size globals (``{"batch_size": 8}``). Raises ValueError for a name that
-    is not one of :func:`size_globals` or a value that is not a positive int."""
+    """Set the task's size globals (``{"batch_size": 8}``), on top of those set before, and
+    compute again every module global derived from them (``bias_shape = (out_channels, 1, 1)``,
+    ``input_shape = (dim,)``): the task's module-level code runs again with each overridden
+    assignment followed by ``name = value``, as :func:`kbrepro.model.task_inputs.input_specs`
+    reads it. Raises ValueError for a name that is not one of :func:`size_globals` or a value
+    that is not a positive int; whatever the task's code raises at those sizes."""
     known = size_globals(task)
     for k, v in overrides.items():
         if k not in known:
             raise ValueError(f"the task has no integer size global {k!r} (it has {', '.join(sorted(known)) or 'none'})")
         if type(v) is not int or not 0 < v <= MAX_OVERRIDE:
             raise ValueError(f"size {k}={v!r} is not a positive integer")
-        setattr(task, k, v)
+    sizes = {**(vars(task).get(_SIZES) or {}), **dict(overrides)}
+    src = vars(task).get(_SOURCE)
+    if src is None or not overrides:
+        for k, v in overrides.items():
+            setattr(task, k, v)
+        return
+    tree = ast.parse(src)
+    body = []
+    for st in tree.body:
+        body.append(st)
+        if isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            names = {n.id for t in (st.targets if isinstance(st, ast.Assign) else [st.target])
+                     for n in ast.walk(t) if isinstance(n, ast.Name)}
+            body += [ast.Assign(targets=[ast.Name(k, ast.Store())], value=ast.Constant(sizes[k]))
+                     for k in sorted(names & set(sizes))]
+    tree.body = body
+    exec(compile(ast.fix_missing_locations(tree), f"{task.__name__}.py", "exec"), task.__dict__)
+    task.__dict__[_SIZES] = sizes
 
 
 def draw_inputs(task: types.ModuleType, seed: int, distribution: str, device: str) -> list[Any]:

@@ -4,8 +4,9 @@ The verifier holds a candidate record's recorded input shapes (the parent's dige
 ``dtype|shape|sums``) against what the pinned task's ``get_inputs()`` gives at the run's sizes,
 and derives the roofline's bytes from them; it does so with no torch and no execution of the
 task. :func:`input_specs` interprets the small part of Python that KernelBench's ``get_inputs``
-functions use: module-level integer, float and tuple globals (then the run's size overrides,
-set after import exactly as ``harness.kbtask.apply_overrides`` sets them), local assignments,
+functions use: module-level integer, float and tuple globals (each size override set right after its own
+assignment, so that globals derived from it follow, as ``harness.kbtask.apply_overrides``
+runs the task again), local assignments,
 ``torch.rand``/``randn``/``randint``/``zeros``/``ones``/``empty``/``full`` and their ``_like``
 forms, ``torch.triu``/``tril``, shape-keeping tensor methods (``.float()``, ``.softmax(...)``,
 ``.cuda()``, ``.to(dtype)``...), arithmetic with scalars and broadcasting, ``x.shape``, starred
@@ -13,7 +14,8 @@ sizes and list returns. Anything else raises :class:`Undecidable` with the const
 a task the rule cannot read is a problem for the verifier, never a shape it guessed.
 
 ``tests/test_task_inputs.py`` holds the rule against ``get_inputs()`` run on torch's ``meta``
-device for every task of levels 1 to 3 and KernelBench's example models at the pin.
+device, at reduced sizes, for every task of levels 1 to 3 at the pin (where a checkout is
+present) and for task sources written for the test.
 """
 from __future__ import annotations
 
@@ -280,9 +282,12 @@ class _Eval:
 _UNKNOWN = object()
 
 
-def _globals(tree: ast.Module) -> dict:
-    """Module-level assignments, evaluated in order; what the rule cannot evaluate is unknown
-    (an error only where a shape uses it)."""
+def _globals(tree: ast.Module, sizes: Optional[Mapping[str, int]] = None) -> dict:
+    """Module-level assignments, evaluated in order, each overridden name set to its size
+    right after its own assignment (so globals derived from it follow: ``harness.kbtask.
+    apply_overrides``); what the rule cannot evaluate is unknown (an error only where a shape
+    uses it)."""
+    sizes = dict(sizes or {})
     env: dict = {}
     ev = _Eval(env)
     for st in tree.body:
@@ -302,6 +307,10 @@ def _globals(tree: ast.Module) -> dict:
                             else _UNKNOWN
                     except (Undecidable, ArithmeticError, ValueError, TypeError, IndexError, OverflowError):
                         env[tg.id] = _UNKNOWN
+            for tg in st.targets:
+                for n in ast.walk(tg):
+                    if isinstance(n, ast.Name) and n.id in sizes:
+                        env[n.id] = sizes[n.id]
         elif isinstance(st, (ast.FunctionDef, ast.ClassDef)):
             env[st.name] = _UNKNOWN
     return env
@@ -331,7 +340,7 @@ def input_specs(src: bytes, sizes: Mapping[str, int]) -> Tuple[Optional[TensorSp
         tree = ast.parse(bytes(src))
     except (SyntaxError, ValueError) as exc:
         raise Undecidable(f"the task does not parse: {type(exc).__name__}") from None
-    env = _globals(tree)
+    env = _globals(tree, sizes)
     env.update({k: v for k, v in sizes.items()})
     fn = next((st for st in tree.body if isinstance(st, ast.FunctionDef) and st.name == "get_inputs"), None)
     if fn is None or fn.args.args or fn.args.vararg or fn.args.kwonlyargs:
