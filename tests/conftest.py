@@ -40,20 +40,22 @@ def _compile_cache_off(monkeypatch):
     monkeypatch.setenv("CUDA_CACHE_DISABLE", os.environ.get("CUDA_CACHE_DISABLE", "1"))
 
 
-def kernelbench_from_example(dest: Path) -> Path:
+def kernelbench_from_example(dest: Path, *patterns: str) -> Path:
     """A KernelBench checkout (the pinned files, without git metadata) made in ``dest/kb`` from
-    the files the committed example bundle carries; the lock check verifies every byte of it."""
+    the files the committed example bundles matching ``patterns`` carry (default: the study's
+    full example); the lock check verifies every byte of it."""
     import tarfile
 
-    (bundle,) = (ROOT / "examples").glob("pointwise-fusion-ftz-full-*.tar")
     kb = Path(dest) / "kb"
-    with tarfile.open(bundle) as tf:
-        for m in tf:
-            rel = m.name.split("/", 1)[1] if "/" in m.name else ""
-            if m.isfile() and rel.startswith("data/inputs/kernelbench/") and not rel.endswith(".lock.json"):
-                out = kb / rel[len("data/inputs/kernelbench/"):]
-                out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_bytes(tf.extractfile(m).read())
+    for pattern in patterns or ("pointwise-fusion-ftz-full-*.tar",):
+        (bundle,) = (ROOT / "examples").glob(pattern)
+        with tarfile.open(bundle) as tf:
+            for m in tf:
+                rel = m.name.split("/", 1)[1] if "/" in m.name else ""
+                if m.isfile() and rel.startswith("data/inputs/kernelbench/") and not rel.endswith(".lock.json"):
+                    out = kb / rel[len("data/inputs/kernelbench/"):]
+                    out.parent.mkdir(parents=True, exist_ok=True)
+                    out.write_bytes(tf.extractfile(m).read())
     return kb
 
 

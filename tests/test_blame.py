@@ -25,6 +25,8 @@ from kbrepro.harness import candidate as hc  # noqa: E402
 from kbrepro.harness import jsonio, kbtask  # noqa: E402
 from kbrepro.model import protocol  # noqa: E402
 
+from conftest import kernelbench_from_example  # noqa: E402 (tests/ is on the path)
+
 BN_TASK = b'''import torch
 import torch.nn as nn
 
@@ -145,22 +147,6 @@ def test_every_package_a_pinned_task_imports_installs_with_the_project():
     assert re.search(r'^\s*"einops>=', deps, re.M)
 
 
-def _two_task_checkout(dest: Path) -> Path:
-    """The pinned tasks 1/40 and 1/88 and LICENSE, from two committed example bundles."""
-    kb = dest / "kb"
-    root = Path(__file__).resolve().parent.parent / "examples"
-    for pattern in ("layernorm-l1-40-full-*.tar", "candidates-full-*.tar"):
-        (b,) = root.glob(pattern)
-        with tarfile.open(b) as tf:
-            for m in tf:
-                rel = m.name.split("/", 1)[1] if "/" in m.name else ""
-                if m.isfile() and rel.startswith("data/inputs/kernelbench/") and not rel.endswith(".json"):
-                    out = kb / rel[len("data/inputs/kernelbench/"):]
-                    out.parent.mkdir(parents=True, exist_ok=True)
-                    out.write_bytes(tf.extractfile(m).read())
-    return kb
-
-
 def test_a_candidate_folder_pairs_files_with_tasks_and_refuses_other_names(tmp_path):
     for n in ("2_39_gemm.py", "1_19.py", "1_100.py", "notes.txt"):
         (tmp_path / n).write_text("x")
@@ -178,7 +164,7 @@ def test_a_candidate_folder_pairs_files_with_tasks_and_refuses_other_names(tmp_p
 def test_over_several_tasks_a_size_applies_to_the_tasks_that_name_it(tmp_path):
     """A level run with --size: each record's configuration holds the sizes its task names (the
     verifier's rule), the run checks each task at them, and a size no task names is refused."""
-    kb = _two_task_checkout(tmp_path)
+    kb = kernelbench_from_example(tmp_path, "layernorm-l1-40-full-*.tar", "candidates-full-*.tar")
     items = []
     for rel, task in (("KernelBench/level1/40_LayerNorm.py", "1/40"), ("KernelBench/level1/88_MinGPTNewGelu.py", "1/88")):
         f = tmp_path / f"ref_{task.replace('/', '_')}.py"
