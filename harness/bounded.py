@@ -253,7 +253,8 @@ class StepBudget:
     def __init__(self, total: int):
         self.total = int(total)
         self.used = 0
-        # what the searches of one evaluation share, over data that does not change meanwhile:
+        # what the searches of one evaluation share, over data that does not change meanwhile
+        # (a caller that changes the data between searches must use a budget per search):
         # tree sizes (id -> (value kept alive, size)) and the name indexes of filters
         self.weights: dict[int, tuple[Any, int]] = {}
         self.indexes: dict[tuple[int, str], tuple[Any, dict]] = {}

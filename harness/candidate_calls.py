@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from kbrepro.errors import CandidateFailure, InvalidResultsError
 from kbrepro.harness import jsonio, kbtask
@@ -113,6 +113,18 @@ def failing(ref) -> dict:
             "legacy": {"pass": False, "failing_count": n, "worst_ratio": None}}
 
 
+def worst_compare(cmps: Sequence[Mapping]) -> Mapping:
+    """The record of a case of several outputs (``harness.checks.compare`` of each): the failing
+    one with the most failing elements that are not NaN pairs, then the most failing elements
+    (a NaN-only failure of one output must not stand for a wrong other one: protocol 2 passes a
+    NaN-only case); the first where every output passes."""
+    bad = [x for x in cmps if not x["official"]["pass"]]
+    if not bad:
+        return cmps[0]
+    return max(bad, key=lambda x: (x["official"]["failing_count"] - (x.get("nonfinite") or {}).get("nan_both", 0),
+                                   x["official"]["failing_count"]))
+
+
 def case(c: Ctx, cid: str, kind: str, xs_parent: list, ref, *, set_id: str, model: str = "main",
           poison: int | None = None, profile: bool = False, others: Mapping | None = None) -> dict:
     """One call of the candidate on the child's set ``set_id`` (the same values as
@@ -160,7 +172,7 @@ def case(c: Ctx, cid: str, kind: str, xs_parent: list, ref, *, set_id: str, mode
         case["compare"] = failing(ref)
     else:
         cmps = [compare(r.detach(), g.to(r.device), c.tol) for r, g in zip(refs, got)]
-        case["compare"] = next((x for x in cmps if not x["official"]["pass"]), cmps[0])
+        case["compare"] = worst_compare(cmps)
         out = got[0].to(ref.device)
         if not case["compare"]["official"]["pass"] and others:
             firsts = {k: (r[0] if isinstance(r, tuple) else r) for k, r in others.items()}
@@ -244,5 +256,5 @@ def after_timing(c: Ctx, task_src: bytes) -> None:
         torch.cuda.empty_cache() if c.dev.startswith("cuda") else None
 
 
-__all__ = ["CandidateSpec", "Ctx", "case", "draw", "reference", "checking_pass", "after_timing", "checked", "first", "sync", "clone",
+__all__ = ["CandidateSpec", "Ctx", "case", "worst_compare", "draw", "reference", "checking_pass", "after_timing", "checked", "first", "sync", "clone",
            "CHILD_FIELDS"]

@@ -197,3 +197,22 @@ def test_the_candidate_folder_cli_refuses_mixed_options_and_odd_names(tmp_path):
     p = subprocess.run([sys.executable, str(root / "make_bundle.py"), "--candidate-dir", str(tmp_path)],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "not named <level>_<task>[_name].py: mine.py" in p.stderr, p.stderr
+
+
+def test_a_case_of_several_outputs_is_recorded_by_its_worst_one():
+    """An output failing only at NaN pairs must not stand for a wrong other output (a red-team
+    helper's finding: the first failing output was recorded, and protocol 2 passes a NaN-only
+    case)."""
+    from kbrepro.harness.candidate_calls import worst_compare
+    from kbrepro.harness.checks import Tolerance, compare
+
+    tol = Tolerance(1e-4, 1e-4)
+    nan = float("nan")
+    ref0, ref1 = torch.tensor([nan, 1.0, 2.0]), torch.tensor([1.0, 2.0, 3.0])
+    cmps = [compare(ref0, ref0.clone(), tol), compare(ref1, torch.tensor([100.0, 200.0, 300.0]), tol)]
+    assert worst_compare(cmps) is cmps[1]
+    assert worst_compare(cmps[::-1]) is cmps[1]
+    ok = compare(ref1, ref1.clone(), tol)
+    assert worst_compare([ok, cmps[0]]) is cmps[0] and worst_compare([ok, ok]) is ok
+    odd = compare(ref1, torch.tensor([[1.0, 2.0, 3.0]]), tol)  # another shape: no NaN counts
+    assert worst_compare([cmps[0], odd]) is odd
