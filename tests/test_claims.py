@@ -192,7 +192,7 @@ def test_a_selector_whose_root_is_no_document_is_an_error_naming_the_claim_and_t
 
 
 def test_a_field_a_closed_schema_forbids_is_reported_and_open_ones_are_not_judged():
-    from kbrepro.bundle import claims as cm
+    from kbrepro.bundle import claim_selectors as cm
 
     root = {"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {}},
                                                    "additionalProperties": False}}, "additionalProperties": False}
