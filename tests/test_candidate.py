@@ -16,6 +16,7 @@ from kbrepro.harness import candidate as hc
 from kbrepro.harness import jsonio
 
 import forge_candidates  # noqa: E402 (tests/ is on the path)
+from conftest import kernelbench_from_example  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -168,16 +169,7 @@ def test_a_candidate_cannot_move_the_reference_by_editing_its_inputs():
 
 def _kernelbench(dest: Path) -> Path:
     """The pinned level 1 task 40 and LICENSE, from the committed LayerNorm example bundle."""
-    (b,) = (ROOT / "examples").glob("layernorm-l1-40-full-*.tar")
-    kb = dest / "kb"
-    with tarfile.open(b) as tf:
-        for m in tf:
-            rel = m.name.split("/", 1)[1] if "/" in m.name else ""
-            if m.isfile() and rel.startswith("data/inputs/kernelbench/") and not rel.endswith(".json"):
-                out = kb / rel[len("data/inputs/kernelbench/"):]
-                out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_bytes(tf.extractfile(m).read())
-    return kb
+    return kernelbench_from_example(dest, "layernorm-l1-40-full-*.tar")
 
 
 LN_HONEST = b'''import torch

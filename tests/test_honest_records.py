@@ -18,25 +18,7 @@ from kbrepro.harness import candidate as hc
 from kbrepro.harness import jsonio
 from kbrepro.harness.checks import PREDICATES
 
-TASK = b'''import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    def __init__(self, n):
-        super().__init__()
-        self.lin = nn.Linear(n, n)
-    def forward(self, x):
-        return torch.relu(self.lin(x))
-
-batch_size = 8
-n = 16
-
-def get_inputs():
-    return [torch.rand(batch_size, n)]
-
-def get_init_inputs():
-    return [n]
-'''
+from test_candidate import TASK  # noqa: E402 (tests/ is on the path; the same small task)
 
 
 def _utc() -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import shard_runners
+from conftest import kernelbench_from_example
 from kbrepro.bundle import candidates as bc
 from kbrepro.bundle import pack, shard
 from kbrepro.bundle.verify import _bag_info, verify_archive
@@ -343,16 +344,7 @@ SIZES = {"batch_size": 2, "features": 4, "dim1": 8, "dim2": 8}
 
 
 def _kb(dest: Path) -> Path:
-    (b,) = (ROOT / "examples").glob("layernorm-l1-40-full-*.tar")
-    kb = dest / "kb"
-    with tarfile.open(b) as tf:
-        for m in tf:
-            rel = m.name.split("/", 1)[1] if "/" in m.name else ""
-            if m.isfile() and rel.startswith("data/inputs/kernelbench/") and not rel.endswith(".json"):
-                out = kb / rel[len("data/inputs/kernelbench/"):]
-                out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_bytes(tf.extractfile(m).read())
-    return kb
+    return kernelbench_from_example(dest, "layernorm-l1-40-full-*.tar")
 
 
 @pytest.fixture(scope="module")
