@@ -54,9 +54,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from kbrepro import schemas
 from kbrepro.bundle.facts import BundleFacts
 from kbrepro.bundle.pack import ATTESTATIONS  # noqa: F401  (the tag file, named here for readers of this module)
-from kbrepro.errors import InputPathError, OutputPathError, UsageError
+from kbrepro.errors import InputPathError, OutputPathError, UnreadableInputError, UsageError, check_input_file
+from kbrepro.harness import jsonio
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -102,14 +108,11 @@ class SigningKey:
 
 def key_id(public_key) -> str:
     """The key id of an Ed25519 public key: sha256 hex of its DER SubjectPublicKeyInfo."""
-    from cryptography.hazmat.primitives import serialization
-
     der = public_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     return hashlib.sha256(der).hexdigest()
 
 
 def _read_key_file(path, what: str) -> bytes:
-    from kbrepro.errors import check_input_file
 
     p = check_input_file(path, what, KEY_HINT)
     try:
@@ -126,9 +129,6 @@ def load_signing_key(path) -> SigningKey:
     """The Ed25519 private key of the PEM file ``path`` (unencrypted PKCS#8, as ``openssl
     genpkey -algorithm ed25519`` writes it). Raises InputPathError (3) if the file cannot be
     read, UsageError (2) if it is not such a key (encrypted, another algorithm, a public key)."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
     data = _read_key_file(path, "--sign key")
     if b"PUBLIC KEY-----" in data and b"PRIVATE KEY-----" not in data:
         raise UsageError(f"--sign {path} is a public key; signing needs the private key", KEY_HINT)
@@ -154,9 +154,6 @@ def load_public_key(path) -> PublicKey:
     """The Ed25519 public key of the PEM file ``path`` (SubjectPublicKeyInfo, as ``openssl pkey
     -pubout`` writes it). Raises InputPathError (3) if it cannot be read, UsageError (2) if it
     is not an Ed25519 public key (a private key is refused: give the public one)."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
     data = _read_key_file(path, "--public-key")
     if b"PRIVATE KEY-----" in data:
         raise UsageError(f"--public-key {path} is a private key; give the public key (it never needs to leave the "
@@ -187,8 +184,6 @@ def write_key_pair(folder) -> tuple[Path, Path, str]:
     (SubjectPublicKeyInfo PEM, 0644). Returns ``(private, public, key id)``. Raises
     OutputPathError (2) if either file exists or the folder cannot be written; nothing is
     left half-written."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     from kbrepro.errors import prepare_output_dir
 
@@ -228,8 +223,6 @@ def key_material_in(files: Mapping[str, bytes], key: SigningKey) -> list[str]:
     form: its PEM, DER or raw 32-byte seed as bytes; the base64 of the DER or of the seed
     (padded or not) with all whitespace removed first, so any line length and CRLF or LF line
     ends are found; the seed in hexadecimal, either case."""
-    import re
-
     raw = [s for s in key.secrets if s and b"-----" not in s]
     texts = set()
     for s in raw:
@@ -413,9 +406,6 @@ def _b64(s, what: str) -> bytes:
 def _envelope_fields(line: bytes, n: int) -> tuple[bytes, str, bytes]:
     """``(statement bytes, keyid, signature)`` of envelope line ``n`` (1-based), in the
     packer's exact form. Raises ValueError saying what is not."""
-    from kbrepro.errors import UnreadableInputError
-    from kbrepro.harness import jsonio
-
     try:
         env = jsonio.loads_strict(line, f"envelope {n}", max_bytes=MAX_ATTESTATION_BYTES, max_depth=8)
     except UnreadableInputError as exc:
@@ -442,9 +432,6 @@ def _envelope_fields(line: bytes, n: int) -> tuple[bytes, str, bytes]:
 
 
 def _statement(body: bytes, n: int) -> dict:
-    from kbrepro import schemas
-    from kbrepro.errors import UnreadableInputError
-    from kbrepro.harness import jsonio
 
     try:
         st = jsonio.loads_strict(body, f"the statement of envelope {n}", max_bytes=MAX_STATEMENT_BYTES, max_depth=16)
@@ -474,8 +461,6 @@ def read(raw: bytes | None, payload_sha256: Mapping[str, str], key: PublicKey | 
     subjects against the payload actually in the archive (``payload_sha256``: bag path
     ``data/...`` -> sha256 of its bytes as read). The statements' predicates are compared
     with the documents later (:func:`disagreements`)."""
-    from cryptography.exceptions import InvalidSignature
-
     if raw is None:
         probs = (("unsigned", "not signed: --public-key asks for a signature this bundle does not carry"),) if key else ()
         return Attestation(False, None, False, (), probs)

@@ -31,6 +31,8 @@ resolved: a is faster by 0.7 to 0.9 %".
 """
 from __future__ import annotations
 
+import copy
+import functools
 import hashlib
 import math
 from pathlib import Path
@@ -39,9 +41,11 @@ from typing import Any, Mapping
 import jmespath
 
 from kbrepro.bundle.claim_selectors import _CUT, _cut, check_selectors, selector_problems  # noqa: F401
+from kbrepro import schemas
 from kbrepro.harness import bounded
 from kbrepro.harness import checks as hchecks
 from kbrepro.harness import stats
+from kbrepro.harness.study import load_study
 from kbrepro.harness.jsonio import dec_float, enc_float
 from kbrepro.errors import InvalidResultsError, ReproError, UnreadableInputError, UsageError
 
@@ -52,7 +56,6 @@ def load_spec(path: str | Path | None = None) -> tuple[dict, bytes]:
     """Read and validate a claims spec; returns ``(spec, raw bytes)``.
     Raises UnreadableInputError / UsageError (see :func:`parse_spec`)."""
     if path is None:
-        from kbrepro.harness.study import load_study
 
         st = load_study(None, "full")
         return parse_spec(st.file(st.claims_file), st.claims_file), st.file(st.claims_file)
@@ -110,9 +113,31 @@ def parse_spec(raw: bytes, where: str = "claims", records: int = 0) -> dict:
     candidate records the claims are about (:data:`SPEC_BYTES_PER_RECORD` and
     :data:`SPEC_NODES_PER_RECORD` more each).
     """
-    from kbrepro import schemas
-
     n = max(0, int(records))
+    if type(raw) is bytes:
+        try:
+            return copy.deepcopy(_parsed_spec(raw, n))
+        except _SpecRefused:
+            pass  # parsed again below for the error that names ``where``
+    return _parse_spec(raw, where, n)
+
+
+class _SpecRefused(Exception):
+    """A spec :func:`_parse_spec` refuses; the caller parses it again to raise the error."""
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed_spec(raw: bytes, records: int) -> dict:
+    """:func:`_parse_spec` of a valid spec, cached: a verification reads the verifier's own
+    spec several times (the cached dict is never handed out; :func:`parse_spec` copies it)."""
+    try:
+        return _parse_spec(raw, "claims", records)
+    except ReproError as exc:
+        raise _SpecRefused() from exc
+
+
+def _parse_spec(raw: bytes, where: str, n: int) -> dict:
+    """:func:`parse_spec` without the cache."""
     spec = bounded.load_yaml(raw, where, max_bytes=bounded.MAX_YAML_BYTES + n * SPEC_BYTES_PER_RECORD,
                              max_nodes=bounded.MAX_YAML_NODES + n * SPEC_NODES_PER_RECORD)
     problems = schemas.validate(spec, "claims-spec")

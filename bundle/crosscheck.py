@@ -23,14 +23,23 @@ check whose inputs are present still applies.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import random
 import re
 import struct
+from datetime import datetime, timezone
 from typing import Any, Iterator, Mapping
 
 from kbrepro.bundle import derived_facts
 from kbrepro.bundle import problem_dicts as pd
+from kbrepro.bundle.scrub import _HOME, _UUID
+from kbrepro.harness import checks
+from kbrepro.harness.records import BlockKey
+from kbrepro.harness.run import witness_flushes
+from kbrepro.harness.study import task_key, values
+from kbrepro.harness.timing import THROTTLE_MASK, AdaptiveRule, TimingProtocol
+from kbrepro.kernels import compile as kc
 
 #: where each document lies in the bag (the packer's layout, bundle/documents.py DOC_PATHS)
 class _DocFiles(dict):
@@ -278,7 +287,6 @@ def _meta_problems(documents, files, meta, measured) -> list[dict]:
 
 
 def _parse_utc(s: Any) -> float | None:
-    from datetime import datetime, timezone
 
     if not isinstance(s, str):
         return None
@@ -366,7 +374,6 @@ def _environment_problems(documents) -> list[dict]:
 
 
 def _round_problems(documents) -> list[dict]:
-    from kbrepro.harness.timing import THROTTLE_MASK
 
     out = []
     f = _DOC_FILE["timings"]
@@ -644,7 +651,6 @@ def _study_identity(study, documents, imported, binding=None) -> list[dict]:
 
 
 def _study_predicate(study, documents) -> list[dict]:
-    from kbrepro.harness import checks
 
     out = []
     f = _DOC_FILE["correctness"]
@@ -688,7 +694,6 @@ def _study_predicate(study, documents) -> list[dict]:
 
 
 def _study_variants(study, documents, imported) -> list[dict]:
-    from kbrepro.kernels import compile as kc
 
     out = []
     f = _DOC_FILE["compile"]
@@ -857,9 +862,6 @@ def _expected_blocks(study, documents, binding=None) -> dict[str, dict]:
     """id -> {"kind", "protocol" (doc), "arms" (or None)} of every block the study gives:
     the engine's (full program and every scope of the binding, cold-L2 twins, extra
     shapes) and the binding's own (:meth:`StudyBinding.expected_blocks`)."""
-    from kbrepro.harness.records import BlockKey
-    from kbrepro.harness.timing import AdaptiveRule, TimingProtocol
-
     doc = study.doc
     ex = doc.get("extras", {}) or {}
     ad = ex.get("adaptive")
@@ -981,9 +983,6 @@ def _study_witness(study, documents, imported) -> list[dict]:
     """The witness ran the study's task at its inputs (float32 bits) for the reference and
     every variant (and Inductor); whether it discriminates follows from its CPU references;
     verdicts follow from the bits (harness/run.py ``witness_flushes``)."""
-    from kbrepro.harness.run import witness_flushes
-    from kbrepro.harness.study import task_key, values
-
     out = []
     ex = study.doc.get("extras", {}) or {}
     w = study.doc.get("witness")
@@ -1321,8 +1320,6 @@ def _privacy_problems(files) -> list[dict]:
     """GPU/MIG UUIDs and home folders (``bundle.scrub`` ``_UUID``, ``_HOME``: the strings
     ``scrub.find_leaks`` calls identifying) in any text file of the bag. A substring test
     decides first whether a pattern can match at all, which keeps the scan cheap."""
-    from kbrepro.bundle.scrub import _HOME, _UUID
-
     out = []
     for p in sorted(files):
         data = files[p]
@@ -1336,7 +1333,6 @@ def _privacy_problems(files) -> list[dict]:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             continue
-        import itertools
 
         leaks = ([m.group(0) for m in itertools.islice(_UUID.finditer(text), 20)] if has_uuid else []) + \
             ([m.group(0) for m in itertools.islice(_HOME.finditer(text), 20)] if has_home else [])

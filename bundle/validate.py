@@ -8,6 +8,9 @@ import hashlib
 from typing import Any, Iterator, Mapping
 
 from kbrepro import schemas
+from kbrepro.errors import UsageError
+from kbrepro.harness import jsonio
+from kbrepro.harness.run import witness_flushes
 
 
 def walk_objects(node: Any, path: str = "$") -> Iterator[tuple[str, dict]]:
@@ -33,9 +36,6 @@ def study_schemas(study, binding) -> dict[str, list[dict]]:
     schemas of its sections of our documents (``StudyBinding.documents`` and
     ``section_schemas``, files of the study folder). Raises UsageError for a schema file the
     study does not hold or that is not JSON."""
-    from kbrepro.errors import UsageError
-    from kbrepro.harness import jsonio
-
     out: dict[str, list[dict]] = {}
     if binding is None:
         return out
@@ -146,7 +146,6 @@ def consistency_problems(documents: Mapping[str, Any], files: Mapping[str, bytes
                     break
     wit = documents.get("witness")
     if isinstance(wit, dict) and "outputs" in wit:
-        from kbrepro.harness.run import witness_flushes
 
         ref_bits = [r["bits"] for r in wit["outputs"].get("reference", [])]
         rc = wit.get("reference_cpu") or {}

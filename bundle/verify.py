@@ -23,19 +23,26 @@ import hashlib
 import json
 import re
 import shutil
+import statistics
 import tempfile
 import time
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Callable, Mapping
 
 from kbrepro import schemas
 from kbrepro.bundle import archive as arc
+from kbrepro.bundle import attest, crate, crosscheck, facts, kinds, pack, validate
 from kbrepro.bundle import claims as claims_mod
-from kbrepro.bundle import kinds, pack, validate
+from kbrepro.bundle import plots as plots_mod
+from kbrepro.bundle import report as report_mod
+from kbrepro.bundle.documents import DOC_NAME, DOC_PATHS, OUR_DOCUMENTS, REQUIRED, study_documents
 from kbrepro.bundle.facts import CRATE_FILE
-from kbrepro.harness import fingerprint, jsonio
-from kbrepro.harness.kernelbench import load_lock
+from kbrepro.harness import bounded, fingerprint, jsonio, plugin, stats
+from kbrepro.harness.kernelbench import load_lock, load_pin
+from kbrepro.harness.study import load_study, registry, studies_root
 from kbrepro.harness.records import ftz_agrees
 from kbrepro.kernels import compile as kc
 from kbrepro.errors import (EnvironmentUnavailableError, ReproError, UnreadableInputError, UsageError)
@@ -175,11 +182,6 @@ class TrustedStudy:
 def trusted_studies() -> dict[str, TrustedStudy]:
     """The studies this verifier ships, by study name, read from its own ``studies/``
     folders and compared with the registry's per-file sha256; never from a bundle."""
-    from types import MappingProxyType
-
-    from kbrepro.harness import bounded, plugin
-    from kbrepro.harness.study import registry, studies_root
-
     out = {}
     for name, rec in sorted(registry().items()):
         folder = studies_root() / rec["folder"]
@@ -196,8 +198,6 @@ def trusted_studies() -> dict[str, TrustedStudy]:
 
 def own_pin():
     """The verifier's KernelBench pin (``harness.kernelbench.load_pin``)."""
-    from kbrepro.harness.kernelbench import load_pin
-
     return load_pin()
 
 
@@ -304,8 +304,6 @@ def _parse_manifest(raw: bytes, file: str, t: Tier) -> dict[str, str]:
 
 def _rendering_name_ok(path: str) -> bool:
     """A file the renderings folder may hold: renderings.json or a PNG of a figure name."""
-    from kbrepro.bundle import plots as plots_mod
-
     name = path[len(f"{pack.RENDERINGS}/"):]
     return name == "renderings.json" or (name.endswith(".png") and bool(plots_mod.NAME_RE.match(name[:-4])))
 
@@ -388,8 +386,6 @@ def _tier_attestation(c: arc.ArchiveContents, t: Tier, public_key):
     their statements against the in-toto and SLSA field definitions, their subjects against
     the payload bytes in the archive (not against the manifest: an edit re-hashed into the
     manifests is still caught). Returns the :class:`~bundle.attest.Attestation`."""
-    from kbrepro.bundle import attest
-
     raw = c.files.get(pack.ATTESTATIONS) if has_crate(_bag_info(c.files.get("bag-info.txt", b""))) else None
     att = attest.read(raw, {p: c.sha256[p] for p in c.files if p.startswith("data/")}, public_key)
     for kind, msg in att.problems:
@@ -413,8 +409,6 @@ def _schema_problem(t: Tier, file: str, p: str) -> None:
 def _study_document_names(b: Bundle) -> list[str]:
     """The study's own document names: the verifier's binding's for a study it ships; for
     another study, the names bundle.json lists as ``kbrepro/<name>`` under ``results/``."""
-    from kbrepro.bundle.documents import DOC_NAME, OUR_DOCUMENTS, study_documents
-
     if b.binding is not None:
         return list(study_documents(b.binding))
     names = []
@@ -453,8 +447,6 @@ def _author_schemas(b: Bundle, t: Tier, names: list[str]) -> dict[str, list[dict
 
 
 def _tier_documents(b: Bundle, t: Tier) -> None:
-    from kbrepro.bundle.documents import DOC_PATHS, OUR_DOCUMENTS, REQUIRED
-
     raw = b.files.get("data/bundle.json")
     if raw is None:
         t.fail("data/bundle.json", "missing bundle metadata")
@@ -552,8 +544,6 @@ def _tier_documents(b: Bundle, t: Tier) -> None:
         path, _, msg = rest.partition(": ")
         t.fail("data/" + DOC_PATHS.get(doc_file[: -len(".json")], doc_file), msg or rest,
                path=path if path.startswith("$") else None)
-    from kbrepro.bundle import crosscheck
-
     for p in crosscheck.document_problems(docs, b.files, meta, _bag_info(b.files.get("bag-info.txt", b""))):
         t.fail(p.get("file"), p["message"], path=p.get("path"), expected=p.get("expected"), found=p.get("found"))
     if b.study is not None:
@@ -566,8 +556,6 @@ def _tier_documents(b: Bundle, t: Tier) -> None:
 def crate_check(b: Bundle, t: Tier, docs: Mapping) -> None:
     """The bundle's RO-Crate file against the one this verifier writes from the documents
     (:mod:`bundle.crate`), for formats that carry one (older ones must not)."""
-    from kbrepro.bundle import crate, facts
-
     rel = f"data/{CRATE_FILE}"
     if not b.has_crate:
         if rel in b.files:
@@ -586,8 +574,6 @@ def statements_check(b: Bundle, t: Tier, docs: Mapping, claims_doc: Mapping) -> 
     and from the claims verdicts it evaluated itself (:mod:`bundle.attest`): a statement signed
     with a valid signature that says anything else (another study, profile, KernelBench commit,
     software version, verdict) fails here."""
-    from kbrepro.bundle import attest, facts
-
     att = b.attestation
     if att is None or not att.signed or not att.statements:
         return
@@ -617,8 +603,6 @@ def _imported(b: Bundle, t: Tier, docs: dict) -> None:
     """An imported bundle's documents are derived from the post's original files it carries:
     the verifier runs its own importer on those files (and the bundled log) and requires the
     same documents, byte for byte, and the same notes."""
-    from kbrepro.bundle.documents import DOC_PATHS
-
     originals = sorted(p for p in b.files if p.startswith("data/results/originals/"))
     if not originals:
         t.fail("data/results/originals", "an imported bundle must carry the original files its documents come from")
@@ -705,8 +689,6 @@ _PLAIN = re.compile(r"(?!.*(?:://|www\.))(?:[A-Za-z0-9 .,:;()+/=-]|_(?!_)){0,200
 
 def _bad_chars(text: str, in_table: bool, strict: bool | None = None) -> str | None:
     """Why ``text`` is not inert where REPORT.md shows it, or None."""
-    import unicodedata
-
     if _PLAIN.match(text):
         return None
 
@@ -735,34 +717,37 @@ def _inert_strings(b: Bundle, t: Tier, docs: dict) -> None:
     comment opener re-renders byte for byte and hides the real claims table from a forum
     reader. Allowed beyond that: the scrubber's placeholders (``<site-packages>``...) in compile
     options (shown as code), and the sentences of the claims the verifier itself defines."""
-    from kbrepro.bundle.documents import DOC_PATHS
-
     own_sentences: set[str] = set()
     for st in ([b.trusted] if b.trusted is not None else [x for x in trusted_studies().values() if x.intact]):
         own_sentences |= {c["sentence"] for c in claims_mod.parse_spec(st.claims_raw)["claims"]}
     roots = [("data/bundle.json", b.meta)] + [("data/claims.json" if n == "claims" else f"data/{DOC_PATHS[n]}", d)
                                               for n, d in docs.items()]
+    plain_keys: dict = {}  # a key's _PLAIN verdict; keys repeat across records
     for file, root in roots:
         found = 0
-        stack = [("$", root)]
+        stack = [(None, "$", root)]  # (parent chain, key, node): a path is spelled only when needed
         while stack and found < 20:
-            path, node = stack.pop()
+            parent, key, node = stack.pop()
             if isinstance(node, dict):
+                chain = (parent, key)
                 for k, v in node.items():
-                    plain = _PLAIN.match(k) is not None
+                    plain = plain_keys.get(k)
+                    if plain is None:
+                        plain = plain_keys[k] = isinstance(k, str) and _PLAIN.match(k) is not None
                     if plain and not isinstance(v, (str, dict, list)):
                         continue  # a plain key of a number, bool or null: nothing to check, no path
-                    kp = f"{path}.{k}" if str(k).isidentifier() else f"{path}[{json.dumps(str(k))}]"
                     why = None if plain else _bad_chars(str(k), True)
                     if why:
-                        t.fail(file, f"a key holds {why}", path=kp, found=str(k))
+                        t.fail(file, f"a key holds {why}", path=_spelled(chain, k), found=str(k))
                         found += 1
-                    stack.append((kp, v))
+                    stack.append((chain, k, v))
             elif isinstance(node, list):
-                stack.extend((f"{path}[{i}]", v) for i, v in enumerate(node) if isinstance(v, (str, dict, list)))
+                chain = (parent, key)
+                stack.extend((chain, i, v) for i, v in enumerate(node) if isinstance(v, (str, dict, list)))
             elif isinstance(node, str):
                 if _PLAIN.match(node):
                     continue  # inert wherever it is shown
+                path = _spelled(parent, key)
                 text = node
                 if (file.endswith("compile.json") and "options" in path) or \
                         (file.endswith("correctness.json") and _SCRUBBED_FIELD.search(path)):
@@ -783,15 +768,25 @@ def _inert_strings(b: Bundle, t: Tier, docs: dict) -> None:
                     found += 1
 
 
+def _spelled(parent, key) -> str:
+    """The JSONPath of ``key`` under the parent chain ``parent`` (nested ``(parent, key)``
+    pairs from the root ``(None, "$")``): ``$.a[3].b``, ``$["odd key"]``."""
+    parts = []
+    while parent is not None:
+        parts.append(key)
+        parent, key = parent
+    out = key  # the root's "$"
+    for k in reversed(parts):
+        out += f"[{k}]" if isinstance(k, int) else f".{k}" if str(k).isidentifier() else f"[{json.dumps(str(k))}]"
+    return out
+
+
 def _layout(b: Bundle, t: Tier, docs: dict) -> None:
     """The bag holds exactly the files the packer writes for these records: the documents, the
     binaries the compile records name, the inputs bundle.json names (KernelBench files of the
     study's lock, every file of the study folder, the claims file), the run log, the post's
     originals (imported results only) and the plots the packer renders for these documents
     (PNG). Anything else could be linked from a forum post as if verified."""
-    from kbrepro.bundle import plots as plots_mod
-    from kbrepro.bundle.documents import DOC_PATHS
-
     meta = b.meta
     top = b.name
     if top != meta.get("name"):
@@ -815,8 +810,6 @@ def _layout(b: Bundle, t: Tier, docs: dict) -> None:
             allowed.add(f"data/{ref['file']}")
     if meta.get("source") == "imported":
         allowed |= {p for p in b.files if p.startswith("data/results/originals/") and p.count("/") == 3}
-    from kbrepro.bundle import plots as plots_mod
-
     # the documents' figures are checked here; the claims' figures in tier 5, against the
     # claims this verifier evaluates (the recorded claims only name the files allowed here)
     want = plots_mod.document_figures({n: d for n, d in docs.items() if n != "claims"})
@@ -837,8 +830,6 @@ def _layout(b: Bundle, t: Tier, docs: dict) -> None:
 def _figures(docs: Mapping, t: Tier | None = None) -> dict:
     """The figures' data (:func:`bundle.plots.figure_data`) of the documents and the recorded
     claims, which tier 5 proves are the claims the data give."""
-    from kbrepro.bundle import plots as plots_mod
-
     own = {n: d for n, d in docs.items() if n != "claims"}
     try:
         return plots_mod.figure_data(own, docs.get("claims"))
@@ -864,8 +855,6 @@ def _renderings(b: Bundle, t: Tier, figures: Mapping) -> None:
     are verified against this verifier's own figures: tier 3 for the documents', tier 5 for
     the claims'). The pixels are compared only with ``--check-renderings``
     (:func:`_rendered_again`): drawing them takes seconds."""
-    from kbrepro.bundle import plots as plots_mod
-
     pre = f"{pack.RENDERINGS}/"
     pngs = {p[len(pre):-4]: b.files[p] for p in b.files if p.startswith(pre) and p.endswith(".png")}
     raw = b.files.get(f"{pre}renderings.json")
@@ -916,8 +905,6 @@ def _rendered_again(b: Bundle, t: Tier) -> None:
     (matplotlib, numpy, freetype) are the ones the bundle records (PNG bytes are
     deterministic for one set of versions; another set draws other bytes from the same
     data). A PNG that differs fails; other versions or no matplotlib make the result PARTIAL."""
-    from kbrepro.bundle import plots as plots_mod
-
     if b.renderings is None:
         if any(p.startswith(f"{pack.RENDERINGS}/") for p in b.files):
             b.partial.append("--check-renderings: the renderings failed their checks, so they were not drawn again")
@@ -978,9 +965,6 @@ def _study_definition(b: Bundle, t: Tier, run_doc: Mapping) -> None:
     judges the bundle (its definition, claims, lock, schemas and binding); a study the
     verifier does not ship is judged by the author's definition and makes the result partial.
     The bundled files are never imported or executed here."""
-    from kbrepro.harness import bounded, plugin
-    from kbrepro.harness.study import load_study
-
     ref = b.meta.get("study") or {}
     rel = f"{STUDY_PREFIX}study.yaml"
     if ref.get("file") != "inputs/study/study.yaml":
@@ -1190,8 +1174,6 @@ def _tier_provenance(b: Bundle, t: Tier) -> None:
     own_ftz = None
     judge_study = b.own_study if b.own_study is not None else b.author_study
     if judge_study is not None:
-        from kbrepro.bundle import crosscheck
-
         own_ftz = crosscheck.expected_ftz(judge_study)
         recorded_names = [v.get("name") for v in comp.get("variants", [])]
         for n in sorted(set(own_ftz) - set(recorded_names)):
@@ -1291,8 +1273,6 @@ def _tier_provenance(b: Bundle, t: Tier) -> None:
     if comp.get("variants"):
         checked.append("FTZ evidence" + ("" if n_bin else " (recorded numbers only)"))
     t.details["checked"] = checked
-    from kbrepro.bundle import crosscheck
-
     for p in crosscheck.provenance_problems(b.documents, b.files, b.meta, b.binding):
         t.fail(p.get("file"), p["message"], path=p.get("path"), expected=p.get("expected"), found=p.get("found"))
 
@@ -1366,8 +1346,6 @@ def _claims(b: Bundle, t: Tier) -> None:
     """Claims judged by the verifier's own spec (the study's, for a study it ships), the
     recorded claims.json compared with the recomputation in full, and REPORT.md compared
     byte for byte with the report the verifier renders from the records."""
-    from kbrepro.bundle import report as report_mod
-
     spec_ref = b.meta.get("claims", {})
     rel = f"data/{spec_ref.get('file')}"
     raw = b.files.get(rel)
@@ -1496,8 +1474,6 @@ def _author_sections_report(b: Bundle, t: Tier, report: bytes, bare: bytes, fram
     and the author's sections between them must be inert Markdown. ``bare``: the rendering
     without sections. Returns the bytes REPORT.md must equal (the bundle's own sections in
     place when they pass)."""
-    import unicodedata
-
     head, _, tail = framed.partition(_SECTIONS_MARK.encode())
     if report == bare:
         return bare
@@ -1583,8 +1559,6 @@ def ptx_toolchain(ptx: bytes | None) -> tuple[str, ...] | None:
 
 
 def _ratio_ci(block: Mapping, num: str, den: str, boot: Mapping) -> dict:
-    from kbrepro.harness import stats
-
     return stats.bootstrap_median_ci(stats.paired_ratios(block, num, den), level=boot["level"],
                                      resamples=boot["resamples"], seed=boot["seed"])
 
@@ -1598,8 +1572,6 @@ TIME_RESOLUTION_US = 1.0
 
 def _median_us(block: Mapping, arm: str) -> float | None:
     """The median over rounds of ``arm``'s per-call time (``times_ms``), in microseconds."""
-    import statistics
-
     vals = [r["times_ms"][arm] for r in block.get("rounds", []) if isinstance(r.get("times_ms", {}).get(arm),
                                                                               (int, float))]
     return 1000.0 * statistics.median(vals) if vals else None
@@ -1785,8 +1757,6 @@ def _tier_replay(b: Bundle, t: Tier, *, profile: str | None, trust: bool, kernel
     in worker processes before torch is imported (``harness.run.early_prefetch``; the replay
     closes them, and so does this function where the replay never starts)."""
     from kbrepro.harness.run import early_prefetch
-    from kbrepro.harness.study import load_study
-
     box = [None]
     if b.trusted is not None and b.kernel_source_known:
         recorded = ((b.documents.get("run") or {}).get("study") or {}).get("profile") or "full"
@@ -1816,10 +1786,7 @@ def _replay(b: Bundle, t: Tier, *, profile: str | None, trust: bool, kernelbench
         import cupy  # noqa: F401
     except Exception as exc:
         raise EnvironmentUnavailableError(f"replay needs CuPy: {exc}", "pip install 'kbrepro[cuda12]' or '[cuda13]'") from exc
-    from kbrepro.bundle.documents import OUR_DOCUMENTS, study_documents
     from kbrepro.harness.run import run_study
-    from kbrepro.harness.study import load_study
-
     run = b.documents.get("run") or {}
     recorded_profile = run.get("study", {}).get("profile") or "full"
     prof = profile or recorded_profile

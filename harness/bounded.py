@@ -26,7 +26,9 @@ Imports only the standard library, ``yaml``, ``jmespath`` and ``kbrepro.errors``
 """
 from __future__ import annotations
 
+import copy
 import functools
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -195,6 +197,28 @@ def load_yaml(raw: bytes, where: str, *, max_bytes: int = MAX_YAML_BYTES, max_de
     size = len(raw.encode("utf-8") if isinstance(raw, str) else raw)
     if size > max_bytes:
         raise UnreadableInputError(f"{where} is refused: {size} bytes, more than the {max_bytes} allowed", hint)
+    key = (_LOADERS[0], raw, max_depth, max_nodes) if type(raw) is bytes and size <= _CACHE_MAX_BYTES else None
+    if key is not None and key in _CACHE:
+        _CACHE.move_to_end(key)
+        return copy.deepcopy(_CACHE[key])
+    doc = _load_yaml(raw, where, hint, max_depth, max_nodes)
+    if key is not None:
+        _CACHE[key] = copy.deepcopy(doc)
+        if len(_CACHE) > _CACHE_ENTRIES:
+            _CACHE.popitem(last=False)
+    return doc
+
+
+#: :func:`load_yaml` keeps the documents it parsed from its last few small inputs (a
+#: verification reads the verifier's own study definition and claims spec several times);
+#: each caller gets its own copy. Only a document that parsed within its bounds is kept.
+_CACHE: OrderedDict = OrderedDict()
+_CACHE_ENTRIES = 16
+_CACHE_MAX_BYTES = 64 * 1024
+
+
+def _load_yaml(raw, where: str, hint: str, max_depth: int, max_nodes: int) -> Any:
+    """:func:`load_yaml` after its size check, without the cache."""
     loader = None
     try:
         loader = _LOADERS[0](raw)

@@ -15,6 +15,7 @@ import math
 import os
 import re
 import tempfile
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +44,76 @@ def dec_float(v) -> float | None:
 
 
 def dumps(doc: Any) -> str:
-    """Canonical text: sorted keys, two-space indent, trailing newline, ASCII only.
-    Raises ValueError on a non-finite float."""
-    return json.dumps(doc, indent=2, sort_keys=True, allow_nan=False, ensure_ascii=True) + "\n"
+    """Canonical text: sorted keys, two-space indent, trailing newline, ASCII only: exactly
+    ``json.dumps(doc, indent=2, sort_keys=True, allow_nan=False, ensure_ascii=True) + "\\n"``.
+    Raises ValueError on a non-finite float (and what ``json.dumps`` raises otherwise).
+
+    Documents of plain ``dict`` (string keys), ``list``, ``str``, ``int``, ``float``,
+    ``bool`` and ``None`` are written by :func:`_canonical`, about twice as fast as the
+    standard library's indenting encoder (pure Python there); anything else (a tuple, a
+    subclass, a non-string key, a non-finite float, a cycle) goes to ``json.dumps`` itself.
+    ``tests/test_jsonio_schemas.py`` compares the two on random and committed documents."""
+    out: list[str] = []
+    try:
+        _canonical(doc, "", out.append)
+    except (_Unusual, RecursionError):
+        return json.dumps(doc, indent=2, sort_keys=True, allow_nan=False, ensure_ascii=True) + "\n"
+    out.append("\n")
+    return "".join(out)
+
+
+class _Unusual(Exception):
+    """A value :func:`_canonical` leaves to ``json.dumps``."""
+
+
+def _canonical(o: Any, indent: str, app) -> None:
+    """Append the canonical text of ``o`` at ``indent`` (the standard library's layout for
+    ``indent=2``: an empty container is ``[]``/``{}``, every item on its own line)."""
+    t = type(o)
+    if t is str:
+        app(encode_basestring_ascii(o))
+    elif t is dict:
+        if not o:
+            app("{}")
+            return
+        inner = indent + "  "
+        sep = "{\n" + inner
+        keys = list(o)
+        if any(type(k) is not str for k in keys):
+            raise _Unusual()
+        keys.sort()
+        for k in keys:
+            app(sep)
+            app(encode_basestring_ascii(k))
+            app(": ")
+            _canonical(o[k], inner, app)
+            sep = ",\n" + inner
+        app("\n" + indent + "}")
+    elif t is list:
+        if not o:
+            app("[]")
+            return
+        inner = indent + "  "
+        sep = "[\n" + inner
+        for v in o:
+            app(sep)
+            _canonical(v, inner, app)
+            sep = ",\n" + inner
+        app("\n" + indent + "]")
+    elif t is float:
+        if not math.isfinite(o):
+            raise _Unusual()
+        app(float.__repr__(o))
+    elif o is True:
+        app("true")
+    elif o is False:
+        app("false")
+    elif o is None:
+        app("null")
+    elif t is int:
+        app(int.__repr__(o))
+    else:
+        raise _Unusual()
 
 
 def _no_constants(token: str):

@@ -11,10 +11,11 @@
 from __future__ import annotations
 
 import functools
-
 import math
 import numbers
 from typing import Mapping, Sequence
+
+import numpy as np
 
 from kbrepro.errors import InvalidResultsError
 
@@ -33,8 +34,6 @@ MAX_DRAWS = 10_000_000
 def summary(samples_ms: Sequence[float]) -> dict:
     """``{"n", "median_ms", "q25_ms", "q75_ms", "iqr_ms", "min_ms", "max_ms"}`` of samples
     (milliseconds). Raises ValueError on an empty sequence."""
-    import numpy as np
-
     a = np.asarray(samples_ms, dtype=float)
     if a.size == 0:
         raise ValueError("no samples")
@@ -106,8 +105,6 @@ def bootstrap_median_ci(values: Sequence[float], *, level: float = DEFAULT_LEVEL
     finite, ``resamples`` is not an integer in [1, :data:`MAX_RESAMPLES`], ``level`` is not
     in (0, 1), ``seed`` is not a non-negative integer, or the product exceeds ``max_draws``.
     """
-    import numpy as np
-
     a = _bootstrap_values(values, level, resamples, seed, max_draws)
     out = {"n": int(a.size), "level": level, "resamples": resamples, "seed": seed,
            "method": "percentile bootstrap of the median, numpy PCG64"}
@@ -125,8 +122,6 @@ def bootstrap_median_ci(values: Sequence[float], *, level: float = DEFAULT_LEVEL
 def _bootstrap_values(values, level, resamples, seed, max_draws):
     """``values`` as a 1-D float array after :func:`bootstrap_median_ci`'s checks (which
     raise :class:`InvalidResultsError`)."""
-    import numpy as np
-
     max_draws = MAX_DRAWS if max_draws is None else max_draws
     if (isinstance(resamples, bool) or not isinstance(resamples, numbers.Integral)
             or not 1 <= resamples <= MAX_RESAMPLES):
@@ -163,8 +158,6 @@ def half_width_exceeds(values: Sequence[float], limit: float, *, level: float = 
     monotonically) bounds the relative half-width from below. Where that bound does not
     exceed ``limit``, the full interval decides. Raises what :func:`bootstrap_median_ci`
     raises."""
-    import numpy as np
-
     a = _bootstrap_values(values, level, resamples, seed, None)
     r = int(resamples)
     j_lo = math.floor((r - 1) * ((1 - level) / 2) + 1e-9) + 1
@@ -190,8 +183,6 @@ def _draws(n: int, resamples: int, seed: int):
     block of ``n`` rounds, so drawn once and kept (read-only) while they are small."""
     if resamples * n <= _CACHED_DRAWS_MAX:
         return _cached_draws(n, resamples, seed)
-    import numpy as np
-
     return np.random.Generator(np.random.PCG64(seed)).integers(0, n, size=(resamples, n))
 
 
@@ -202,8 +193,6 @@ def _draws_head(n: int, resamples: int, seed: int, rows: int):
     """The first ``rows`` rows of :func:`_draws` (``rows <= resamples``), drawn alone where
     numpy's generator fills a matrix in order (a smaller draw is then a prefix of the larger
     one: :func:`_prefix_draws`), else cut from the whole draw."""
-    import numpy as np
-
     if not _prefix_draws():
         return _draws(n, resamples, seed)[:rows]
     return np.random.Generator(np.random.PCG64(seed)).integers(0, n, size=(rows, n))
@@ -213,8 +202,6 @@ def _draws_head(n: int, resamples: int, seed: int, rows: int):
 def _prefix_draws() -> bool:
     """Whether this numpy's PCG64 ``integers`` draws the first rows of a matrix as a draw of
     just those rows would (asked once, on a few shapes)."""
-    import numpy as np
-
     def draw(n, rows, seed):
         return np.random.Generator(np.random.PCG64(seed)).integers(0, n, size=(rows, n))
 
@@ -224,8 +211,6 @@ def _prefix_draws() -> bool:
 
 @functools.lru_cache(maxsize=16)
 def _cached_draws(n: int, resamples: int, seed: int):
-    import numpy as np
-
     idx = np.random.Generator(np.random.PCG64(seed)).integers(0, n, size=(resamples, n))
     idx.setflags(write=False)
     return idx
@@ -238,8 +223,6 @@ def _resample_medians(a, idx):
     partitioned in place about its middle; the middle rank (and, for an even row, the largest
     rank below it) is read back from ``a`` sorted: the k-th smallest rank is the k-th smallest
     value, and an even row averages the two middle values as ``numpy.median`` does."""
-    import numpy as np
-
     n = a.shape[0]
     order = np.argsort(a, kind="stable")
     rank = np.empty(n, dtype=np.int32)

@@ -20,6 +20,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
 
+try:  # the fast pre-check of validate(); the reference validator decides where it is missing
+    import jsonschema_rs
+except ImportError:  # pragma: no cover - a dependency of the package
+    jsonschema_rs = None
+
 SCHEMA_DIR = Path(__file__).resolve().parent
 ID_PREFIX = "https://kbrepro.invalid/schemas/"
 
@@ -139,13 +144,16 @@ def nonfinite_paths(doc: Any, path: tuple = ()) -> list[str]:
 def _fast_validator(name: str):
     """A compiled Rust validator (``jsonschema_rs``) of schema ``name``, or None where that
     library is not installed."""
-    try:
-        import jsonschema_rs
-    except ImportError:
+    if jsonschema_rs is None:
         return None
-    registry = jsonschema_rs.Registry([(load(n).get("$id", ID_PREFIX + f"{n}.schema.json"), load(n))
-                                       for n in available()])
-    return jsonschema_rs.Draft202012Validator(load(name), registry=registry, validate_formats=True)
+    return jsonschema_rs.Draft202012Validator(load(name), registry=_rs_registry(), validate_formats=True)
+
+
+@lru_cache(maxsize=1)
+def _rs_registry():
+    """The product's schemas as one ``jsonschema_rs`` registry, by ``$id``."""
+    return jsonschema_rs.Registry([(load(n).get("$id", ID_PREFIX + f"{n}.schema.json"), load(n))
+                                   for n in available()])
 
 
 @lru_cache(maxsize=64)
@@ -153,9 +161,7 @@ def _fast_validator_of(schema_json: str):
     """A Rust validator of a shipped study's schema (its JSON text), or None where
     ``jsonschema_rs`` is missing or the schema cannot be compiled by it. Only schemas whose
     every ``$ref`` is local or one of the product's are compiled (nothing is fetched)."""
-    try:
-        import jsonschema_rs
-    except ImportError:
+    if jsonschema_rs is None:
         return None
     schema = json.loads(schema_json)
     refs, stack = [], [schema]
@@ -169,9 +175,7 @@ def _fast_validator_of(schema_json: str):
     if not all(isinstance(r, str) and (r.startswith("#") or r.startswith(ID_PREFIX)) for r in refs):
         return None
     try:
-        registry = jsonschema_rs.Registry([(load(n).get("$id", ID_PREFIX + f"{n}.schema.json"), load(n))
-                                           for n in available()])
-        return jsonschema_rs.Draft202012Validator(schema, registry=registry, validate_formats=True)
+        return jsonschema_rs.Draft202012Validator(schema, registry=_rs_registry(), validate_formats=True)
     except Exception:  # a schema the Rust library cannot compile: the reference validator decides
         return None
 
@@ -179,25 +183,37 @@ def _fast_validator_of(schema_json: str):
 def _bumped(node: Any) -> tuple[Any, bool]:
     """``node`` with every integral float ``x`` replaced by ``x + 0.5``, and whether every
     float is finite. Under the Rust validator, which counts ``3.0`` as an integer as the JSON
-    Schema specification does, the bumped twin fails wherever our stricter ``integer`` would."""
+    Schema specification does, the bumped twin fails wherever our stricter ``integer`` would.
+    Shares every part that holds no integral float (``node`` itself if none does)."""
     if isinstance(node, float):
         if not math.isfinite(node):
             return node, False
-        return (node + 0.5 if node == int(node) else node), True
+        if node != int(node):
+            return node, True
+        # x + 0.5 is x itself from 2**53 on (every float there is integral): 0.5 then, which
+        # fails an integer (and may fail a bound: the reference validator then decides)
+        return (node + 0.5 if abs(node) < 2.0 ** 52 else 0.5), True
     if isinstance(node, dict):
-        out, ok = {}, True
-        for k, v in node.items():
-            out[k], f = _bumped(v)
-            ok = ok and f
-        return out, ok
-    if isinstance(node, list):
-        out_l, ok = [], True
-        for v in node:
-            b, f = _bumped(v)
-            out_l.append(b)
-            ok = ok and f
-        return out_l, ok
-    return node, True
+        items: Iterable = node.items()
+    elif isinstance(node, list):
+        items = enumerate(node)
+    else:
+        return node, True
+    out, ok = None, True
+    for k, v in items:
+        if type(v) in _LEAVES:
+            continue
+        b, f = _bumped(v)
+        ok = ok and f
+        if b is not v:
+            if out is None:
+                out = dict(node) if isinstance(node, dict) else list(node)
+            out[k] = b
+    return (node if out is None else out), ok
+
+
+#: exact types :func:`_bumped` leaves as they are without a call
+_LEAVES = frozenset({str, int, bool, type(None)})
 
 
 def validate(doc: Any, name: str) -> list[Violation]:
@@ -215,7 +231,7 @@ def validate(doc: Any, name: str) -> list[Violation]:
     if fast is not None:
         try:
             twin, finite = _bumped(doc)
-            if finite and fast.is_valid(doc) and fast.is_valid(twin):
+            if finite and fast.is_valid(doc) and (twin is doc or fast.is_valid(twin)):
                 return []
         except (ValueError, TypeError, OverflowError, RecursionError):
             pass

@@ -502,3 +502,41 @@ def test_a_claims_spec_may_grow_with_its_records_and_no_further():
     assert len(cm.parse_spec(raw, "claims", records=250)["claims"]) == 250
     with pytest.raises(UnreadableInputError, match="more than"):
         cm.parse_spec(raw, "claims", records=20)
+
+
+def test_load_yaml_and_parse_spec_caches_hand_out_copies_and_never_keep_a_refusal(loader, docs):
+    """A verification parses the verifier's own study and claims spec several times; the
+    caches must give each caller its own document, and a refused input must raise with the
+    caller's ``where`` every time (only a document that parsed is kept)."""
+    raw = b"name: s\nlist: [1, 2.5, {k: v}]\n"
+    first = bounded.load_yaml(raw, "one.yaml")
+    first["list"][2]["k"] = "edited"
+    first["name"] = "edited"
+    assert bounded.load_yaml(raw, "two.yaml") == {"name": "s", "list": [1, 2.5, {"k": "v"}]}
+    for where in ("a.yaml", "b.yaml"):
+        with pytest.raises(UnreadableInputError, match=f"^{where} is refused: .*anchors"):
+            bounded.load_yaml(b"a: &x 1\n", where)
+    with pytest.raises(UnreadableInputError, match="more than 3 YAML nodes"):  # bounds are part of the key
+        bounded.load_yaml(raw, "three.yaml", max_nodes=3)
+    ok = _spec({"kind": "all_equal", "select": "run.status", "equals": "complete"})
+    spec = claims.parse_spec(_raw(ok), "s.yaml")
+    spec["claims"][0]["checks"][0]["equals"] = "edited"
+    assert claims.parse_spec(_raw(ok), "s.yaml") == ok
+    bad = _spec({"kind": "all_equal", "select": "a" * 100_000, "equals": 1})
+    for where in ("x.yaml", "y.yaml"):
+        with pytest.raises(UsageError, match=f"{where}: claim X: JMESPath"):
+            claims.parse_spec(_raw(bad), where)
+
+
+def test_the_yaml_cache_answers_only_bytes():
+    """A memoryview equals and hashes like the bytes it views: it must not reach a document
+    cached for those bytes (the loader refuses it), and a bytearray or str is parsed or refused
+    as before, never a bare TypeError (red-team finding)."""
+    bounded.load_yaml(b"a: 1\n", "cached.yaml")
+    for raw in (memoryview(b"a: 1\n"), bytearray(b"a: 1\n"), "a: 1\n"):
+        try:
+            got = bounded.load_yaml(raw, "other.yaml")
+        except UnreadableInputError as exc:
+            assert "other.yaml" in exc.message
+        else:
+            assert got == {"a": 1} and not isinstance(raw, memoryview)

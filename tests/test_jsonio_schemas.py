@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import json
 import math
+import random
+import tarfile
+from collections import OrderedDict
 
 from pathlib import Path
 
@@ -25,6 +28,61 @@ def test_nonfinite_values_are_encoded_explicitly():
     assert math.isnan(jsonio.dec_float("nan")) and jsonio.dec_float("-inf") == -math.inf
     with pytest.raises(ValueError):
         jsonio.dumps({"a": math.nan})
+
+
+def _stdlib(doc) -> str:
+    return json.dumps(doc, indent=2, sort_keys=True, allow_nan=False, ensure_ascii=True) + "\n"
+
+
+def _random_doc(rng: random.Random, depth: int = 0):
+    kind = rng.randrange(10 if depth < 5 else 7)
+    if kind == 0:
+        return rng.choice([None, True, False])
+    if kind == 1:
+        return rng.randrange(-10 ** rng.randrange(1, 30), 10 ** rng.randrange(1, 30))
+    if kind == 2:
+        return rng.choice([0.0, -0.0, 1.0, 1e16, 1e-7, 2.5e-308, 5e-324, 1.7976931348623157e308,
+                           rng.uniform(-1e6, 1e6), rng.random() * 10 ** rng.randrange(-30, 30)])
+    if kind in (3, 4):
+        return "".join(rng.choice(["a", "\"", "\\", "\n", "\u00e9", "\u202e", "\U0001f600", "\x00", " ", "/"])
+                       for _ in range(rng.randrange(6)))
+    if kind in (5, 6, 7):
+        return [_random_doc(rng, depth + 1) for _ in range(rng.randrange(4))]
+    return {str(_random_doc(rng, 5)) if rng.random() < 0.3 else f"k{rng.randrange(50)}": _random_doc(rng, depth + 1)
+            for _ in range(rng.randrange(5))}
+
+
+def test_canonical_dumps_is_the_standard_librarys_text():
+    """jsonio.dumps writes plain documents with its own encoder; it must give the same bytes
+    as json.dumps(indent=2, sort_keys=True) on random documents, the committed examples'
+    documents, and the values it hands back to json.dumps (tuples, subclasses, odd keys)."""
+    rng = random.Random(20261203)
+    for _ in range(3000):
+        doc = _random_doc(rng)
+        assert jsonio.dumps(doc) == _stdlib(doc), doc
+    root = Path(__file__).resolve().parent.parent / "examples"
+    seen = 0
+    for tar in sorted(root.glob("*.tar"))[:3]:
+        with tarfile.open(tar) as tf:
+            for m in tf.getmembers():
+                if m.isfile() and m.name.endswith(".json") and "/data/provenance/" not in m.name \
+                        and "/data/inputs/" not in m.name:
+                    raw = tf.extractfile(m).read()
+                    assert jsonio.dumps(json.loads(raw)).encode() == raw, m.name
+                    seen += 1
+    assert seen >= 10
+    for odd in [(1, 2), {"a": (1, [2])}, OrderedDict(b=1, a=2), {1: "x", 2: "y"}, {True: 1}, [True, 1, 1.0],
+                type("F", (float,), {})(1.5), type("S", (str,), {})("x"), {"z": {"y": []}, "a": {}}]:
+        assert jsonio.dumps(odd) == _stdlib(odd), odd
+    for bad in [[math.nan], {"a": math.inf}, {"a": {1, 2}}, [object()], {(1, 2): 3}]:
+        with pytest.raises((ValueError, TypeError)) as ours:
+            jsonio.dumps(bad)
+        with pytest.raises(type(ours.value)):
+            _stdlib(bad)
+    cyc: list = []
+    cyc.append(cyc)
+    with pytest.raises(ValueError, match="Circular"):
+        jsonio.dumps(cyc)
 
 
 def test_atomic_write_leaves_no_temporary_and_keeps_old_file_on_failure(tmp_path, monkeypatch):
@@ -162,3 +220,16 @@ def test_supported_version_and_document_naming():
     assert schemas.supported_version("correctness") == 1
     assert schemas.schema_name_of({"schema": "kbrepro/timings"}) == "timings"
     assert schemas.schema_name_of({"schema": "other/x"}) is None
+
+
+def test_a_huge_integral_float_is_not_an_integer_for_the_fast_precheck_either():
+    """From 2**53 on every float is integral and x + 0.5 == x: the fast pre-check's twin must
+    still refuse 1e16 where the schema wants an integer (red-team finding)."""
+    tar = Path(__file__).resolve().parent.parent / "examples" / "pointwise-fusion-ftz-full-20261201T124959.tar"
+    with tarfile.open(tar) as tf:
+        doc = json.loads(tf.extractfile(next(m for m in tf.getmembers() if m.name.endswith("/data/results/run.json")))
+                         .read())
+    assert schemas.validate(doc, "run") == [] and isinstance(doc["peak_gpu_memory_bytes"]["reserved"], int)
+    for v in (3.0, 1e16, 2.0 ** 53, 1e22):
+        doc["peak_gpu_memory_bytes"]["reserved"] = v
+        assert [p.path for p in schemas.validate(doc, "run")] == ["$.peak_gpu_memory_bytes.reserved"], v
