@@ -34,14 +34,18 @@ in docs/timing.md.
 """
 from __future__ import annotations
 
+import math
 import random
 import secrets
 import time
 from typing import Any, Mapping
 
+import numpy as np
+
 from kbrepro.errors import CandidateFailure
 from kbrepro.harness.candidate_calls import Ctx, checked, clone, first, reference, sync
 from kbrepro.harness.checks import compare
+from kbrepro.harness import isolate
 from kbrepro.harness.fresh import FreshTimer
 from kbrepro.harness.isolate import frame_tensor
 from kbrepro.model import candidates as mc
@@ -101,16 +105,21 @@ def _collect(c: Ctx) -> None:
 def _held_reply(c: Ctx, weight_seed: int) -> dict:
     """The candidate's checksums of its last fresh-input request (a request of its own, after
     the timed one and outside its clock), with weights from ``weight_seed`` (drawn by the
-    parent after the outputs exist)."""
-    return c.proc.request({"cmd": "held", "weight_seed": weight_seed}, timeout_s=c.cfg.call_timeout_s,
-                          max_bytes=64 << 20).header
+    parent after the outputs exist): ``checksums`` a float64 array ``(outputs, chunks, 2)``
+    (one binary frame, whose size the reply's check ties to its counts), ``chunk_sizes``,
+    ``written_by``."""
+    rep = c.proc.request({"cmd": "held", "weight_seed": weight_seed}, timeout_s=c.cfg.call_timeout_s,
+                         max_bytes=16 * isolate.HELD_MAX_CHUNKS)
+    h = rep.header
+    sums = np.frombuffer(rep.frames[0], dtype="<f8").reshape(h["outputs"], len(h["chunk_sizes"]), 2)
+    return {"checksums": sums, "chunk_sizes": h["chunk_sizes"], "written_by": h["written_by"]}
 
 
 def _candidate(c: Ctx, seed: int, n: int, flush_bytes: int, per_call: bool = False) -> tuple[Any, float]:
-    """One fresh-input request of the candidate: its pool of ``n`` sets drawn from ``seed``,
-    collected, then ``n`` invocations timed. Returns the reply and its time per invocation (ms)."""
+    """One fresh-input request of the candidate: its pool of ``n`` sets drawn from ``seed`` and
+    collected (one request), then ``n`` invocations timed. Returns the reply and its time per
+    invocation (ms)."""
     c.proc.request({"cmd": "pool", "seed": seed, "n": n}, timeout_s=c.cfg.call_timeout_s)
-    _collect(c)
     rep = c.proc.request({"cmd": "time_fresh", "n": n, "flush": flush_bytes, "per_call": per_call},
                          timeout_s=c.cfg.call_timeout_s, max_bytes=64 << 20)
     ts = rep.header.get("times_ms")
@@ -120,36 +129,58 @@ def _candidate(c: Ctx, seed: int, n: int, flush_bytes: int, per_call: bool = Fal
     return rep, float(ts[0])
 
 
-def _held(cand: Mapping, ref: list, sizes: list, atol: float, rtol: float, rng: random.Random) -> dict:
+def _held(cand: Mapping, ref, sizes: list, atol: float, rtol: float, rng: random.Random) -> dict:
     """Every invocation's checksums held against the reference's on the set its memory answers
     (``written_by``): counts, the worst deviation over the allowance and a sample of raw
-    checksums (module docstring). An output whose chunk sizes differ from the reference's
-    fails whole."""
-    sums, wb = cand.get("checksums") or [], cand.get("written_by") or []
-    failing, passing, worst, aliased = [], [], 0.0, 0
-    for i, (row, w) in enumerate(zip(sums, wb)):
-        if w != i:
-            aliased += 1
-        want = ref[w] if w < len(ref) else []
-        if cand.get("chunk_sizes") != sizes or len(row) != len(want):
+    checksums (module docstring). ``cand["checksums"]`` and ``ref`` are float64 arrays
+    ``(outputs, chunks, 2)`` (:meth:`FreshTimer.checksums`); an output whose chunk sizes differ
+    from the reference's fails whole (chunk -1), and so does one held against a set the
+    reference has none of. Each row is decided by
+    :func:`~kbrepro.model.protocol.checksums_agree` over all its chunks at once; a failing
+    row records its first failing chunk."""
+    sums = np.asarray(cand.get("checksums"), dtype=np.float64).reshape(-1, len(sizes) if sizes else 0, 2) \
+        if cand.get("chunk_sizes") == sizes else None
+    wb = list(cand.get("written_by") or [])
+    ref = np.asarray(ref, dtype=np.float64)
+    n = len(wb)
+    failing, sampled, worst = [], [], 0.0
+    aliased = sum(1 for i, w in enumerate(wb) if w != i)
+    if sums is None or sums.shape[0] != n or not sizes:
+        return {"n": n, "aliased": aliased, "failing": n, "worst": 1e300,
+                "sample": sorted([[i, w, -1, None, None, None, None, 0] for i, w in enumerate(wb)][:SAMPLE_FAILING])}
+    w_idx = np.asarray(wb, dtype=np.int64)
+    known = w_idx < ref.shape[0]
+    want = np.full_like(sums, np.nan)
+    want[known] = ref[w_idx[known]]
+    m = np.asarray(sizes, dtype=np.float64)
+    verdict = protocol.checksums_agree(sums, want, m, atol, rtol)  # (outputs, chunks): 1, 0 or -1
+    bad = (verdict == 0).any(axis=1) | ~known
+    for i in np.flatnonzero(bad).tolist():
+        w = wb[i]
+        if not known[i]:
             failing.append([i, w, -1, None, None, None, None, 0])
             worst = float("inf")
             continue
-        bad = None
-        for k, (rc, rr, m) in enumerate(zip(row, want, sizes)):
-            ok = protocol.checksum_agrees(rc, rr, m, atol, rtol)
-            if ok is False:
-                bad = [i, w, k, rc[0], rc[1], rr[0], rr[1], m]
-                if None in rc:
-                    worst = float("inf")
-                else:  # the larger deviation of the two sums over the allowance (at least 1 when failing)
-                    allow = m * atol + rtol * rc[1] + protocol.CHECKSUM_FLOAT_SLACK * (rc[1] + rr[1]) + 1e-300
-                    worst = max(worst, abs(rc[0] - rr[0]) / allow, abs(rc[1] - rr[1]) / allow)
-                break
-        (failing if bad else passing).append(bad or [i, w, 0, row[0][0], row[0][1], want[0][0], want[0][1], sizes[0]])
-    sample = failing[:SAMPLE_FAILING] + rng.sample(passing, min(SAMPLE_PASSING, len(passing)))
-    return {"n": len(sums), "aliased": aliased, "failing": len(failing), "worst": worst if worst != float("inf") else 1e300,
+        k = int(np.flatnonzero(verdict[i] == 0)[0])
+        rc, rr = _pair(sums[i, k]), _pair(want[i, k])
+        failing.append([i, w, k, rc[0], rc[1], rr[0], rr[1], sizes[k]])
+        if None in rc:
+            worst = float("inf")
+        else:  # the larger deviation of the two sums over the allowance (at least 1 when failing)
+            allow = sizes[k] * atol + rtol * rc[1] + protocol.CHECKSUM_FLOAT_SLACK * (rc[1] + rr[1]) + 1e-300
+            worst = max(worst, abs(rc[0] - rr[0]) / allow, abs(rc[1] - rr[1]) / allow)
+    passing = np.flatnonzero(~bad).tolist()
+    for i in rng.sample(passing, min(SAMPLE_PASSING, len(passing))):  # the draw picks by position only
+        rc, rr = _pair(sums[i, 0]), _pair(want[i, 0])
+        sampled.append([i, wb[i], 0, rc[0], rc[1], rr[0], rr[1], sizes[0]])
+    sample = failing[:SAMPLE_FAILING] + sampled
+    return {"n": n, "aliased": aliased, "failing": len(failing), "worst": worst if worst != float("inf") else 1e300,
             "sample": sorted(sample)}
+
+
+def _pair(v) -> list:
+    """A chunk's two float64 sums as JSON numbers, None where not finite."""
+    return [float(x) if math.isfinite(x) else None for x in v.tolist()]
 
 
 def block(c: Ctx, arms: dict, ft: FreshTimer, *, l2: str, rounds: int, flush_bytes: int, io_bytes: int) -> dict:
@@ -193,10 +224,10 @@ def block(c: Ctx, arms: dict, ft: FreshTimer, *, l2: str, rounds: int, flush_byt
                     eager_ys = ys
                 del pool, ys
         t0 = time.perf_counter()
-        ref, sizes = ft.checksums(eager_ys or [], weight_seed)
+        ref, sizes = ft.checksums(eager_ys or [], weight_seed)  # eager always runs (model/protocol.py)
         chk_ms = (time.perf_counter() - t0) * 1e3
         del eager_ys
-        outputs = _held(cand, ref or [], sizes or [], c.tol.atol, c.tol.rtol, pick)
+        outputs = _held(cand, ref, sizes, c.tol.atol, c.tol.rtol, pick)
         rows.append({"order": order, "times_ms": times, "host_ms": host, "outputs": outputs, "checksum_ms": chk_ms})
     proto = {"mode": "events", "warmups": cfg.warmups, "rounds": rounds, "invocations_per_pair": inv,
              "order_seed": cfg.order_seed + (1 if l2 == "cold" else 0), "l2": l2, "inputs": "fresh",

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from kbrepro.model import protocol
 
 #: the seed of the fixed checksum weights (the same in both processes)
@@ -152,19 +154,23 @@ class FreshTimer:
         ys = y if isinstance(y, (tuple, list)) else (y,)
         return [t for t in ys if isinstance(t, self._Tensor)]
 
-    def checksums(self, ys: Sequence, weight_seed: int = WEIGHT_SEED) -> tuple[list, list]:
-        """Per output, per chunk: ``[weighted sum, sum of |y|]`` (float64 host values) and the
-        chunk's element counts (:func:`kbrepro.model.protocol.checksum_chunks`). Every tensor
-        of a tuple output is checksummed in order; a non-float tensor as float32. The weights
-        come from ``weight_seed``, which the parent draws after the outputs exist (so that no
-        output can be shaped to cancel them)."""
+    def checksums(self, ys: Sequence, weight_seed: int = WEIGHT_SEED) -> tuple[Any, list]:
+        """Per output, per chunk: ``[weighted sum, sum of |y|]`` as one float64 numpy array of
+        shape ``(outputs, chunks, 2)`` (non-finite values as they are), and the chunks'
+        element counts (:func:`kbrepro.model.protocol.checksum_chunks`), those of the first
+        output. Every tensor of a tuple output is checksummed in order; a non-float tensor as
+        float32. An output whose chunks differ from the first output's gets a row of NaN (it
+        cannot agree with anything). The weights come from ``weight_seed``, which the parent
+        draws after the outputs exist (so that no output can be shaped to cancel them). The
+        sums stay on the device until one copy at the end (one synchronisation per request)."""
         torch = self.torch
         m = protocol.CHECKSUM_CHUNK
         self._seed = int(weight_seed)
         fast = self._batched(ys, m)
         if fast is not None:
-            return fast
-        parts, sizes = [], None
+            pair, n = fast
+            return pair.cpu().numpy().reshape(len(ys), 1, 2), [n]
+        rows, sizes = [], None
         for y in ys:
             row, counts = [], []
             for t in self._tensors(y):
@@ -184,16 +190,24 @@ class FreshTimer:
                     row += [self._stack([tail @ self._w(m, t.dtype)[:rest] if rest else tail.sum(),
                                          self._norm(tail, 1)]).reshape(1, 2)]
                     counts.append(rest)
-            parts.append(self._cat([r.double() for r in row]) if row else None)
             sizes = counts if sizes is None else sizes
-        host = [[[v if v == v and abs(v) != float("inf") else None for v in c] for c in p.cpu().tolist()]
-                if p is not None else [] for p in parts]
-        return host, sizes or []
+            rows.append(self._cat([r.double() for r in row]) if row and counts == sizes else None)
+        k = len(sizes or [])
+        nan = None
+        for i, r in enumerate(rows):
+            if r is None:
+                nan = nan if nan is not None else torch.full((k, 2), float("nan"), dtype=torch.float64,
+                                                             device=self.device)
+                rows[i] = nan
+        if not rows:
+            return np.zeros((0, 0, 2)), []
+        return self._stack(rows).cpu().numpy(), sizes or []
 
     def _batched(self, ys: Sequence, m: int):
-        """:meth:`checksums` in four kernels where every output is one float32 tensor of one
-        shape within one chunk and no two share memory (the common case of a small output);
-        None otherwise."""
+        """The sums of :meth:`checksums` in four kernels, as an ``(outputs, 2)`` float64 device
+        tensor and the element count, where every output is one float32 tensor of one shape
+        within one chunk and no two share memory (the common case of a small output); None
+        otherwise."""
         torch = self.torch
         if not ys or not all(isinstance(y, self._Tensor) for y in ys):
             return None
@@ -204,9 +218,7 @@ class FreshTimer:
         if len({y.untyped_storage().data_ptr() for y in ys}) != len(ys):
             return None
         flat = self._stack([y.detach().reshape(-1) for y in ys])
-        pair = self._stack([self._mv(flat, self._w(m, t0.dtype)[:n]), self._norm(flat, 1, dim=1)], 1).double()
-        host = [[[v if v == v and abs(v) != float("inf") else None for v in row]] for row in pair.cpu().tolist()]
-        return host, [n]
+        return self._stack([self._mv(flat, self._w(m, t0.dtype)[:n]), self._norm(flat, 1, dim=1)], 1).double(), n
 
     def written_by(self, ys: Sequence) -> list[int]:
         """For each kept output, the last invocation whose output uses the same memory (its

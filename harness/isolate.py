@@ -53,6 +53,8 @@ MAX_FRAME_BYTES = 2 * 1024 * 1024 * 1024
 #: the dtypes a reply may carry, and the largest size of one dimension
 REPLY_DTYPES = ("float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8", "bool")
 MAX_DIM = 1 << 31
+#: the most checksum chunks a "held" reply may carry (outputs x chunks)
+HELD_MAX_CHUNKS = 1 << 22
 #: the most frames of a reply, and the deepest nesting of its header
 MAX_FRAMES = 64
 MAX_REPLY_DEPTH = 8
@@ -65,7 +67,7 @@ REPLY_FIELDS = {
              "flags_after_call": dict},
     "time": {"times_ms": list},
     "time_fresh": {"times_ms": list},
-    "held": {"checksums": list, "chunk_sizes": list, "written_by": list},
+    "held": {"outputs": int, "chunk_sizes": list, "written_by": list},
     "pool": {"count": int},
     "output": {"tensor": dict},
     "draw": {"count": int},
@@ -119,16 +121,13 @@ def _shape_problem(cmd: str, doc: dict) -> str | None:
             isinstance(x, _NUM) and not isinstance(x, bool) for x in doc["times_ms"])):
         return "times_ms is not a list of numbers"
     if cmd == "held":
-        k = len(doc["chunk_sizes"])
+        k, n, wb = len(doc["chunk_sizes"]), doc["outputs"], doc["written_by"]
         if not all(type(x) is int and x >= 0 for x in doc["chunk_sizes"]) or k > (1 << 20):
             return "chunk_sizes is not a list of counts"
-        sums, wb = doc["checksums"], doc["written_by"]
-        if len(sums) > 100000 or len(wb) != len(sums) or not all(type(x) is int and 0 <= x < len(wb) for x in wb):
+        if not 0 <= n <= 100000 or len(wb) != n or not all(type(x) is int and 0 <= x < n for x in wb):
             return "written_by is not one invocation per output"
-        if sum(len(r) if isinstance(r, list) else 1 << 30 for r in sums) > (1 << 22) or not all(
-                isinstance(r, list) and len(r) == k and all(isinstance(c, list) and len(c) == 2 and all(
-                    v is None or isinstance(v, _NUM) and not isinstance(v, bool) for v in c) for c in r) for r in sums):
-            return "checksums are not one [sum, abs sum] pair per chunk of each output"
+        if n * k > HELD_MAX_CHUNKS or doc.get("frames") != [16 * n * k]:
+            return "the checksums are not one frame of a float64 [sum, abs sum] pair per chunk of each output"
     return None
 
 
@@ -562,11 +561,14 @@ class _Server:
 
     def pool_draw(self, h: dict) -> dict:
         """Input sets for a fresh-input timing request (``n`` from ``seed``), drawn by the task's own
-        ``get_inputs()`` on the device (harness/fresh.py); the sets of the last request are freed."""
+        ``get_inputs()`` on the device (harness/fresh.py); the sets of the last request are freed.
+        Then the full collection of :meth:`collect` (the timing request that follows turns the
+        collector off): one request, outside the parent's clock of the timed one."""
         self.pool = []
         self.kept = []
         self.pool = self.fresh_timer.draw_pool(self.task, int(h["seed"]), int(h["n"]))
         self.sync()
+        self.collect()
         return {"count": len(self.pool)}
 
     def time_fresh(self, h: dict) -> dict:
@@ -601,7 +603,8 @@ class _Server:
         invocation's answer each output's memory holds (harness/fresh.py). A request of its own,
         outside the parent's clock of the timed one."""
         sums, sizes = self.fresh_timer.checksums(self.kept, int(h.get("weight_seed") or 0))
-        return {"checksums": sums, "chunk_sizes": sizes, "written_by": self.fresh_timer.written_by(self.kept)}
+        return ({"outputs": len(self.kept), "chunk_sizes": sizes, "written_by": self.fresh_timer.written_by(self.kept)},
+                [sums.astype("<f8", copy=False).tobytes()])
 
     def collect(self) -> dict:
         """A full collection, asked for by the parent before each timing request (outside its

@@ -18,6 +18,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional, Sequence
 
+import numpy as np
+
 #: input distributions of the checking pass (harness.kbtask.draw_inputs)
 DISTRIBUTIONS = ("official", "normal", "normal_x100")
 #: baselines timed against the candidate, in this order (names of timing arms)
@@ -241,21 +243,35 @@ def checksum_agrees(cand: Sequence[Optional[float]], ref: Sequence[Optional[floa
                     rtol: float) -> Optional[bool]:
     """Whether a timed output's checksum of one chunk (``(weighted sum, sum of |y|)``, weights in
     [-1, 1] drawn after the output existed) can come from an output allclose to the
-    reference's: ``|sw_c - sw_r|`` and ``|sum|y_c| - sum|y_r||`` both at most ``m atol + rtol
-    sum|y_c|`` (the allowance of ``torch.allclose(reference, candidate)`` summed over the
-    chunk's ``m`` elements), with the float32 reduction's slack. None where the reference's
-    checksum is not finite (nothing to hold the output against)."""
-    sc, ac = cand
-    sr, ar = ref
-    if sr is None or ar is None or not (math.isfinite(sr) and math.isfinite(ar)):
-        return None
-    if sc is None or ac is None or not (math.isfinite(sc) and math.isfinite(ac)):
-        return False
-    allow = elements * atol + rtol * ac + CHECKSUM_FLOAT_SLACK * (ac + ar)
-    # both sums: ||c| - |r|| <= |c - r| <= atol + rtol |c| element by element, so a weighted
-    # sum cancelled by huge elements (weights are known to the candidate's process once drawn)
-    # shows in the sum of |y|
-    return abs(sc - sr) <= allow and abs(ac - ar) <= allow
+    reference's: :func:`checksums_agree` of one chunk (None for a missing value is NaN), as
+    True, False, or None where the reference's checksum is not finite."""
+    got = int(checksums_agree(np.array([_or_nan(cand[0]), _or_nan(cand[1])], dtype=np.float64),
+                              np.array([_or_nan(ref[0]), _or_nan(ref[1])], dtype=np.float64), elements, atol, rtol))
+    return None if got < 0 else bool(got)
+
+
+def _or_nan(v) -> float:
+    return math.nan if v is None else float(v)
+
+
+def checksums_agree(cand, ref, elements, atol: float, rtol: float):
+    """The rule of :func:`checksum_agrees` over arrays: ``cand`` and ``ref`` float64 of shape
+    ``(..., 2)`` (weighted sum, sum of |y|), ``elements`` the chunks' element counts
+    (broadcast against ``(...)``). Returns int8 ``(...)``: 1 where ``|sw_c - sw_r|`` and
+    ``|sum|y_c| - sum|y_r||`` are both at most ``m atol + rtol sum|y_c|`` (the allowance of
+    ``torch.allclose(reference, candidate)`` summed over the chunk's ``m`` elements) plus the
+    float32 reduction's slack ``CHECKSUM_FLOAT_SLACK (sum|y_c| + sum|y_r|)``; 0 where not or
+    where the candidate's checksum is not finite; -1 where the reference's is not finite
+    (nothing to hold the output against). Both sums are held: ``||c| - |r|| <= |c - r| <=
+    atol + rtol |c|`` element by element, so a weighted sum cancelled by huge elements
+    (weights are known to the candidate's process once drawn) shows in the sum of |y|."""
+    sc, ac, sr, ar = cand[..., 0], cand[..., 1], ref[..., 0], ref[..., 1]
+    with np.errstate(invalid="ignore", over="ignore"):
+        allow = elements * atol + rtol * ac + CHECKSUM_FLOAT_SLACK * (ac + ar)
+        agree = (np.abs(sc - sr) <= allow) & (np.abs(ac - ar) <= allow)
+    out = np.where(np.isfinite(sc) & np.isfinite(ac) & agree, 1, 0).astype(np.int8)
+    out[~(np.isfinite(sr) & np.isfinite(ar))] = -1
+    return out
 
 
 def held_row_agrees(row: Sequence, atol: float, rtol: float) -> Optional[bool]:
@@ -298,4 +314,4 @@ def bytes_moved(input_bytes: Iterable[int], output_bytes: Iterable[int]) -> int:
 __all__ = ["CandidateConfig", "PROFILES", "BASELINES", "DISTRIBUTIONS", "STAGES", "TARGET_REQUEST_MS",
            "MAX_INVOCATIONS", "COPY_PROTOCOL", "expected_cases", "case_set_and_model", "same_buffers_reference", "default_extra_shapes", "fallback_extra_shapes", "shape_problems", "invocations_per_request", "copy_gbps",
            "roofline_median_ms", "bytes_moved", "pool_seed", "invocations_with_pool", "checksum_chunks",
-           "checksum_agrees", "clock_slope_ms", "clock_extra_invocations", "calls_allowance_ms", "USER_FIELDS", "LIMIT_FIELDS"]
+           "checksum_agrees", "checksums_agree", "clock_slope_ms", "clock_extra_invocations", "calls_allowance_ms", "USER_FIELDS", "LIMIT_FIELDS"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -136,3 +137,60 @@ def test_only_a_graph_replaying_arm_gets_a_cuda_graph_step_mark():
     ft.region(lambda x: x + 1, pool, 3, graph_steps=True)
     assert marks == [1, 1, 1]
     assert ct.GRAPHED == ("compile_max_autotune",) and set(ct.GRAPHED) <= set(protocol.BASELINES)
+
+
+def test_an_output_of_another_shape_fails_whole_and_the_held_reply_is_one_sized_frame():
+    """An output whose chunks are not the first output's gets a NaN row (it fails; its worst is
+    unbounded); the child's "held" reply carries the sums as one float64 frame whose size
+    the reply's check ties to its counts."""
+    from kbrepro.harness import isolate
+
+    ft = _ft()
+    pool = ft.draw_pool(_Task, 13, 3)
+    ref_out = [x[0] * 2 for x in pool]
+    ref, sizes = ft.checksums(ref_out, 4)
+    outs = [y.clone() for y in ref_out]
+    outs[1] = outs[1][:, :1000]
+    sums, s = ft.checksums(outs, 4)
+    assert s == sizes and sums.shape == ref.shape and bool(np.isnan(sums[1]).all())
+    held = ct._held({"checksums": sums, "chunk_sizes": s, "written_by": ft.written_by(outs)}, ref, sizes, *TOL,
+                    random.Random(1))
+    assert held["failing"] == 1 and held["worst"] == 1e300 and [x[0] for x in held["sample"] if x[3] is None] == [1]
+    k = len(sizes)
+    ok = {"ok": True, "outputs": 3, "chunk_sizes": sizes, "written_by": [0, 1, 2], "frames": [16 * 3 * k]}
+    assert isolate._shape_problem("held", ok) is None
+    for bad in ({"frames": [16 * 3 * k - 8]}, {"frames": [16 * 3 * k, 8]}, {"written_by": [0, 1]},
+                {"written_by": [0, 1, 3]}, {"outputs": 2}, {"chunk_sizes": [1.5]}):
+        assert isolate._shape_problem("held", {**ok, **bad}), bad
+
+
+def test_held_rows_are_those_of_one_chunk_at_a_time():
+    """_held decides each row over all its chunks at once; its counts, worst and sample rows
+    are those a chunk-by-chunk hold with protocol.checksum_agrees gives (random rows with
+    stale, NaN and shifted chunks)."""
+    g = np.random.default_rng(5)
+    sizes = [65536, 65536, 100]
+    for trial in range(200):
+        n = int(g.integers(1, 12))
+        ref = g.normal(size=(n, 3, 2)) * 10
+        ref[..., 1] = np.abs(ref[..., 1]) + 100
+        cand = ref.copy()
+        for _ in range(int(g.integers(0, 4))):
+            i, k = int(g.integers(n)), int(g.integers(3))
+            cand[i, k, int(g.integers(2))] += float(g.choice([1e-6, 50.0, np.nan, np.inf]))
+        if trial % 7 == 0:
+            ref[int(g.integers(n)), int(g.integers(3)), 0] = np.nan
+        wb = [int(x) for x in g.integers(0, n + (trial % 5 == 0), size=n)]
+        held = ct._held({"checksums": cand, "chunk_sizes": sizes, "written_by": wb}, ref, sizes, *TOL,
+                        random.Random(trial))
+        failing = 0
+        for i, w in enumerate(wb):
+            if w >= n:
+                failing += 1
+                continue
+            row = [protocol.checksum_agrees([None if not np.isfinite(v) else v for v in cand[i, k]],
+                                            [None if not np.isfinite(v) else v for v in ref[w, k]], sizes[k], *TOL)
+                   for k in range(3)]
+            failing += False in row
+        assert held["failing"] == failing and held["n"] == n
+        assert [protocol.held_row_agrees(x, *TOL) for x in held["sample"]].count(False) == min(failing, ct.SAMPLE_FAILING)
