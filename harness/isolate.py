@@ -336,6 +336,7 @@ class _Server:
         if "ModelNew" not in cand:
             raise CandidateFailure("the candidate defines no ModelNew")
         self.cand = cand
+        self.kbtask.follow_sizes(cand, self.task)
         self.models["main"] = self.kbtask.build_model(self.task, cand["ModelNew"], int(h["seed"]), self.device)
         if self.device.startswith("cuda"):
             self.marker = torch.empty(1, device=self.device)
@@ -350,6 +351,7 @@ class _Server:
         """A second instance with other weights (``seed``), or at other sizes."""
         if h.get("overrides"):
             self.kbtask.apply_overrides(self.task, h["overrides"])
+        self.kbtask.follow_sizes(self.cand, self.task)
         self.models[h["name"]] = self.kbtask.build_model(self.task, self.cand["ModelNew"], int(h["seed"]),
                                                          self.device)
         self.sync()

@@ -84,6 +84,24 @@ def apply_overrides(task: types.ModuleType, overrides: Mapping[str, int]) -> Non
     task.__dict__[_SIZES] = sizes
 
 
+def follow_sizes(namespace: dict, task: types.ModuleType) -> list[str]:
+    """Set every plain int global of ``namespace`` (a candidate module's) that has the name of
+    one of the task's overridden sizes to the task's value, and return those names. A
+    KernelBench candidate copies the task's module-level sizes (``batch_size = 256``) and its
+    ``__init__`` or ``forward`` may read them, as the task's ``Model`` does: at a size the run
+    set (``--size``, the other shapes of the checking pass) its copy must read what the task's
+    module reads, or an honest candidate fails for our override (3/33, issue 28). Only names
+    the task overrides, only int values; module-level code of the candidate that already ran
+    keeps what it computed."""
+    sizes = vars(task).get(_SIZES) or {}
+    out = []
+    for k, v in sizes.items():
+        if type(namespace.get(k)) is int:
+            namespace[k] = v
+            out.append(k)
+    return out
+
+
 def draw_inputs(task: types.ModuleType, seed: int, distribution: str, device: str) -> list[Any]:
     """The input set of ``(seed, distribution)`` (see the module docstring), tensors moved to
     ``device``. Raises ValueError for an unknown distribution."""
@@ -185,4 +203,4 @@ def fingerprint(x) -> str | None:
            f"{rows & ((1 << 64) - 1):016x}"
 
 
-__all__ = ["fingerprint", "DISTRIBUTIONS", "load_task", "size_globals", "apply_overrides", "draw_inputs", "build_model"]
+__all__ = ["fingerprint", "DISTRIBUTIONS", "load_task", "size_globals", "apply_overrides", "follow_sizes", "draw_inputs", "build_model"]

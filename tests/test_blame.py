@@ -216,3 +216,43 @@ def test_a_case_of_several_outputs_is_recorded_by_its_worst_one():
     assert worst_compare([ok, cmps[0]]) is cmps[0] and worst_compare([ok, ok]) is ok
     odd = compare(ref1, torch.tensor([[1.0, 2.0, 3.0]]), tol)  # another shape: no NaN counts
     assert worst_compare([cmps[0], odd]) is odd
+
+
+GLOBAL_TASK = b'''import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    """Reads the module's batch_size in __init__, as KernelBench 3/33 (VanillaRNN) does."""
+    def __init__(self, n):
+        super().__init__()
+        self.lin = nn.Linear(2 * n, n)
+        self.hidden = torch.ones((batch_size, n))
+    def forward(self, x):
+        return self.lin(torch.cat((x, self.hidden.to(x.device)), dim=1))
+
+batch_size = 2
+n = 8
+
+def get_inputs():
+    return [torch.rand(batch_size, n)]
+
+def get_init_inputs():
+    return [n]
+'''
+
+
+def test_a_candidates_copy_of_the_task_sizes_follows_the_runs_sizes(tmp_path):
+    """The reference as candidate for a task whose Model reads the module's batch_size: with
+    --size batch_size=3 and at the other shapes, the candidate's own copy of batch_size reads
+    what the task's reads, so the honest candidate passes (the CPU sweep accused 3/33 before:
+    its copy kept 256)."""
+    cfg = hc.with_overrides(protocol.PROFILES["quick"], sizes=(("batch_size", 3),))
+    spec = hc.CandidateSpec("c", GLOBAL_TASK + b"\nModelNew = Model\n", "g.py", GLOBAL_TASK)
+    rec = hc.run_candidate(spec, hc.task_config(GLOBAL_TASK, "g.py", cfg, "cpu"), tmp_path / "w", device="cpu")
+    verdicts = {v["name"]: v["passed"] for v in rec["verdicts"]}
+    assert verdicts["ran"] is True and verdicts["other_shapes_correct"] is True, rec["verdicts"]
+    assert not [k for k, v in verdicts.items() if v is False]
+    ns = {"batch_size": 256, "n": 8, "other": 1.5}
+    task = kbtask.load_task(GLOBAL_TASK)
+    kbtask.apply_overrides(task, {"batch_size": 5})
+    assert kbtask.follow_sizes(ns, task) == ["batch_size"] and ns == {"batch_size": 5, "n": 8, "other": 1.5}
