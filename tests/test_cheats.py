@@ -10,6 +10,7 @@ import pytest
 
 from kbrepro.harness import cheats, cheats_v2
 from kbrepro.model import candidates as mc
+from kbrepro.model import protocol
 from kbrepro.model import strict
 
 TOL = (1e-4, 1e-4)
@@ -256,3 +257,26 @@ def test_a_case_failing_only_where_the_reference_is_nan_is_the_tasks_not_a_catch
         if c["kind"] in cheats.MAIN_KINDS:
             c["compare"] = _nan_cmp()
     assert cheats_v2.official_allclose_v2(typed(obs, timing, blocks)[0]).passed is None
+
+
+def test_the_clock_holds_the_longer_requests_report_against_the_slope():
+    """Protocol 2's clock (cheats_v2.host_clock_agrees_v2): a timer reporting 0.75 of the truth,
+    with a fixed cost of 0.14 ms inside each timed region (the H200 run where it passed, before:
+    slope 0.0225 ms, 22 and 256 invocations), is caught on the longer requests' report; the
+    median over both lengths let it through at 0.865 of the slope. An honest timer, whose
+    report carries the same fixed cost, passes."""
+    from types import SimpleNamespace as NS
+
+    g, fixed, n1, n2, rpc = 0.0225, 0.14, 22, 256, 0.4
+    blocks = [NS(protocol=NS(invocations_per_pair=n1), rounds=[], id="c/warm")]
+
+    def clock(factor):
+        return NS(clock=NS(n1=n1, n2=n2, host1_ms=[rpc + fixed + n1 * g] * 5, host2_ms=[rpc + fixed + n2 * g] * 5,
+                           reported1_ms=[factor * (g + fixed / n1)] * 5, reported2_ms=[factor * (g + fixed / n2)] * 5))
+
+    liar, honest = clock(0.75), clock(1.0)
+    assert cheats_v2.host_clock_agrees_v2(blocks, liar).passed is False
+    old = sorted(liar.clock.reported1_ms + liar.clock.reported2_ms)
+    assert (old[4] + old[5]) / 2 / g > 1 - protocol.CLOCK_SLOPE_SLACK  # what passed before
+    assert cheats_v2.host_clock_agrees_v2(blocks, honest).passed is True
+    assert cheats_v2.host_clock_agrees_v2(blocks, clock(0.93)).passed is True  # honest H200 records: 0.925 to 0.952
