@@ -37,7 +37,8 @@ def summary(samples_ms: Sequence[float]) -> dict:
     a = np.asarray(samples_ms, dtype=float)
     if a.size == 0:
         raise ValueError("no samples")
-    q25, med, q75 = (float(v) for v in np.percentile(a, [25, 50, 75]))
+    with np.errstate(over="ignore", invalid="ignore"):  # values near the float limit: inf or NaN, no warning
+        q25, med, q75 = (float(v) for v in np.percentile(a, [25, 50, 75]))
     return {"n": int(a.size), "median_ms": med, "q25_ms": q25, "q75_ms": q75, "iqr_ms": q75 - q25,
             "min_ms": float(a.min()), "max_ms": float(a.max())}
 
@@ -115,7 +116,8 @@ def bootstrap_median_ci(values: Sequence[float], *, level: float = DEFAULT_LEVEL
         return {**out, "median": med, "ci_low": None, "ci_high": None}
     idx = _draws(int(a.size), int(resamples), int(seed))
     meds = _resample_medians(a, idx)
-    lo, hi = np.quantile(meds, [(1 - level) / 2, 1 - (1 - level) / 2])
+    with np.errstate(over="ignore", invalid="ignore"):
+        lo, hi = np.quantile(meds, [(1 - level) / 2, 1 - (1 - level) / 2])
     return {**out, "median": med, "ci_low": float(lo), "ci_high": float(hi)}
 
 
