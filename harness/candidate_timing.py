@@ -138,8 +138,8 @@ def _held(cand: Mapping, ref, sizes: list, atol: float, rtol: float, rng: random
     reference has none of. Each row is decided by
     :func:`~kbrepro.model.protocol.checksums_agree` over all its chunks at once; a failing
     row records its first failing chunk."""
-    sums = np.asarray(cand.get("checksums"), dtype=np.float64).reshape(-1, len(sizes) if sizes else 0, 2) \
-        if cand.get("chunk_sizes") == sizes else None
+    sums = np.asarray(cand.get("checksums"), dtype=np.float64).reshape(-1, len(sizes), 2) \
+        if sizes and cand.get("chunk_sizes") == sizes else None
     wb = list(cand.get("written_by") or [])
     ref = np.asarray(ref, dtype=np.float64)
     n = len(wb)

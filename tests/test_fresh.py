@@ -194,3 +194,11 @@ def test_held_rows_are_those_of_one_chunk_at_a_time():
             failing += False in row
         assert held["failing"] == failing and held["n"] == n
         assert [protocol.held_row_agrees(x, *TOL) for x in held["sample"]].count(False) == min(failing, ct.SAMPLE_FAILING)
+
+
+def test_outputs_without_chunks_fail_whole_and_never_raise():
+    """A reference without any tensor (no chunks) holds nothing: every invocation fails whole
+    (chunk -1) and the hold itself never raises (that would be a harness error)."""
+    held = ct._held({"checksums": np.zeros((3, 0, 2)), "chunk_sizes": [], "written_by": [0, 1, 2]}, np.zeros((3, 0, 2)),
+                    [], *TOL, random.Random(0))
+    assert held["failing"] == 3 and held["n"] == 3 and all(x[2] == -1 for x in held["sample"])
