@@ -31,8 +31,6 @@ resolved: a is faster by 0.7 to 0.9 %".
 """
 from __future__ import annotations
 
-import copy
-import functools
 import hashlib
 import math
 from pathlib import Path
@@ -114,30 +112,6 @@ def parse_spec(raw: bytes, where: str = "claims", records: int = 0) -> dict:
     :data:`SPEC_NODES_PER_RECORD` more each).
     """
     n = max(0, int(records))
-    if type(raw) is bytes:
-        try:
-            return copy.deepcopy(_parsed_spec(raw, n))
-        except _SpecRefused:
-            pass  # parsed again below for the error that names ``where``
-    return _parse_spec(raw, where, n)
-
-
-class _SpecRefused(Exception):
-    """A spec :func:`_parse_spec` refuses; the caller parses it again to raise the error."""
-
-
-@functools.lru_cache(maxsize=8)
-def _parsed_spec(raw: bytes, records: int) -> dict:
-    """:func:`_parse_spec` of a valid spec, cached: a verification reads the verifier's own
-    spec several times (the cached dict is never handed out; :func:`parse_spec` copies it)."""
-    try:
-        return _parse_spec(raw, "claims", records)
-    except ReproError as exc:
-        raise _SpecRefused() from exc
-
-
-def _parse_spec(raw: bytes, where: str, n: int) -> dict:
-    """:func:`parse_spec` without the cache."""
     spec = bounded.load_yaml(raw, where, max_bytes=bounded.MAX_YAML_BYTES + n * SPEC_BYTES_PER_RECORD,
                              max_nodes=bounded.MAX_YAML_NODES + n * SPEC_NODES_PER_RECORD)
     problems = schemas.validate(spec, "claims-spec")

@@ -772,13 +772,10 @@ def _spelled(parent, key) -> str:
     """The JSONPath of ``key`` under the parent chain ``parent`` (nested ``(parent, key)``
     pairs from the root ``(None, "$")``): ``$.a[3].b``, ``$["odd key"]``."""
     parts = []
-    while parent is not None:
+    while parent is not None:  # the root's own key is "$"
         parts.append(key)
         parent, key = parent
-    out = key  # the root's "$"
-    for k in reversed(parts):
-        out += f"[{k}]" if isinstance(k, int) else f".{k}" if str(k).isidentifier() else f"[{json.dumps(str(k))}]"
-    return out
+    return schemas.json_path(reversed(parts))
 
 
 def _layout(b: Bundle, t: Tier, docs: dict) -> None:
