@@ -107,31 +107,28 @@ def timed_outputs_correct_v2(timing: Timing, blocks: Sequence[Block], atol: floa
 def host_clock_agrees_v2(blocks: Sequence[Block], timing: Timing) -> CheckVerdict:
     """Protocol 2: no round claims more time than passed, the median shortfall per request
     stays within :data:`HOST_SLACK_MS` + :data:`HOST_SLACK_FRACTION` of the request, the
-    parent's clock grows with the invocations (a slope at or below zero is no measurement), and
-    the candidate's reported time per invocation in the longer requests (median) is at least
-    (1 - CLOCK_SLOPE_SLACK) of that slope over two request lengths: a timer short by 25% is
-    caught however short the block's requests. Before, the median over both lengths: the short
-    requests' fixed in-region cost (0.14 ms over 22 invocations on the H200) let a timer
-    reporting 0.75 of the truth pass 1 run in 3 at 0.868 of the slope; on the longer requests
-    honest candidates report 0.925 to 0.952 of it (the committed and H200 records)."""
+    parent's clock grows with the invocations (a slope at or below zero is no measurement), the
+    candidate's reported time per invocation in the longer requests (median) is at least
+    (1 - CLOCK_SLOPE_SLACK) of that slope over two request lengths (a timer short by 25% is
+    caught however short the block's requests), and a short request (each block's, the clock's
+    first length) spends no more time outside the candidate's timed region than the longer
+    requests do, within ``SHORTFALL_SLACK_MS`` + ``SHORTFALL_SLACK_FRACTION`` of the short
+    request (:mod:`kbrepro.model.protocol`): a timer short only on requests of the block's
+    length is caught too. Before the slope rule held the longer requests alone, the median
+    over both lengths let a timer reporting 0.75 of the truth pass 1 run in 3 at 0.868 of the
+    slope (the short requests' fixed in-region cost, 0.14 ms over 22 invocations on the H200)."""
     for b in blocks:
         inv = b.protocol.invocations_per_pair
-        shorts, hosts = [], []
         for i, r in enumerate(b.rounds):
             t, h = r.times_ms.get("candidate"), r.host_ms.get("candidate")
-            if t is None or h is None:
-                continue
-            if t * inv > h * 1.001 + 0.01:
+            if t is not None and h is not None and t * inv > h * 1.001 + 0.01:
                 return CheckVerdict("host_clock_agrees", False, f"block {b.id} round {i}: the candidate claims "
                                     f"{t * inv:.3f} ms, more than the {h:.3f} ms that passed")
-            shorts.append(h - t * inv)
-            hosts.append(h)
-        if shorts:
-            short, host = statistics.median(shorts), statistics.median(hosts)
-            if short > HOST_SLACK_MS + HOST_SLACK_FRACTION * host:
-                return CheckVerdict("host_clock_agrees", False, f"block {b.id}: the parent's clock sees {short:.3f} ms "
-                                    f"more per request than the candidate reports (median; a request takes {host:.3f} ms): "
-                                    "work done outside its timed region")
+        short, host = _block_outside(b)
+        if short is not None and short > HOST_SLACK_MS + HOST_SLACK_FRACTION * host:
+            return CheckVerdict("host_clock_agrees", False, f"block {b.id}: the parent's clock sees {short:.3f} ms "
+                                f"more per request than the candidate reports (median; a request takes {host:.3f} ms): "
+                                "work done outside its timed region")
     ck = timing.clock
     if ck is None or not blocks:
         return CheckVerdict("host_clock_agrees", None, "no clock over two request lengths")
@@ -146,8 +143,29 @@ def host_clock_agrees_v2(blocks: Sequence[Block], timing: Timing) -> CheckVerdic
         return CheckVerdict("host_clock_agrees", False, f"the candidate reports {reported:.4g} ms per invocation; the "
                             f"parent's clock over {ck.n1} and {ck.n2} invocations gives {slope:.4g} ms: its timer is "
                             "not to be believed")
+    long_out = protocol.outside_region_ms(ck.host2_ms, ck.reported2_ms, ck.n2)
+    shorts = [(f"the clock's requests of {ck.n1} invocations", protocol.outside_region_ms(ck.host1_ms, ck.reported1_ms, ck.n1),
+               statistics.median(ck.host1_ms))]
+    shorts += [(f"block {b.id}", *_block_outside(b)) for b in blocks]
+    for what, out, host in shorts:
+        if out is not None and out > long_out + protocol.SHORTFALL_SLACK_MS + protocol.SHORTFALL_SLACK_FRACTION * host:
+            return CheckVerdict("host_clock_agrees", False, f"{what} spend {out:.3f} ms outside the candidate's timed "
+                                f"region (median), the clock's requests of {ck.n2} invocations {long_out:.3f} ms: its "
+                                "timer reports less than passed on the shorter requests")
     return CheckVerdict("host_clock_agrees", True, f"the parent's clock over {ck.n1} and {ck.n2} invocations gives "
                         f"{slope:.4g} ms per invocation; the candidate reports {reported:.4g} ms")
+
+
+def _block_outside(b: Block) -> tuple[float | None, float]:
+    """A block's median time outside the candidate's timed region per request, and its median
+    request (ms); (None, 0.0) where no round has both clocks."""
+    inv = b.protocol.invocations_per_pair
+    pairs = [(r.host_ms.get("candidate"), r.times_ms.get("candidate")) for r in b.rounds]
+    pairs = [(h, t) for h, t in pairs if h is not None and t is not None]
+    if not pairs:
+        return None, 0.0
+    return (protocol.outside_region_ms([h for h, _ in pairs], [t for _, t in pairs], inv),
+            statistics.median(h for h, _ in pairs))
 
 
 def timed_calls_consistent(obs: Observations, timing: Timing, blocks: Sequence[Block]) -> CheckVerdict:

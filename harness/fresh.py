@@ -4,10 +4,18 @@ One copy of the timing loop, used by the parent for the baseline arms and by the
 child for the candidate (issue 27; DESIGN.md section 7a):
 
 * :meth:`FreshTimer.draw_pool` draws one input set per invocation with the task's own
-  ``get_inputs()`` on the device, one after another after ``torch.manual_seed`` of the
-  request's seed (:func:`kbrepro.model.protocol.pool_seed`): valid inputs of the task (triangular, masks,
+  ``get_inputs()`` on the device after ``torch.manual_seed`` of the request's seed
+  (:func:`kbrepro.model.protocol.pool_seed`): valid inputs of the task (triangular, masks,
   indices, softmaxed), drawn in both processes from the same seeds, so every arm of a round
   computes on the same values and no invocation of a request sees values another one saw. The
+  ``n`` sets come from one call of ``get_inputs()`` under ``torch.func.vmap`` with
+  ``randomness="different"`` (each set its own random values; one launch per input instead of
+  one per input and set, which made a launch-bound candidate's timing stage twice protocol
+  1's), each set's tensors views at their own 256-byte-aligned offset of one allocation per
+  input; a task whose ``get_inputs()`` vmap cannot run (a Python number among the inputs, an
+  operation without a batching rule, values drawn outside torch), or whose sets would not be
+  laid out as one call lays them out, is drawn by ``n`` calls one after another, as before. The
+  choice depends only on the task's code and sizes, so both processes make the same one. The
   pool is drawn right before each arm's request, so every arm starts from the same cache state;
 * :meth:`FreshTimer.region` times ``n`` invocations back to back with CUDA events, each on its
   own set (a flush of the L2 written before each inside the region, as before), and keeps
@@ -34,6 +42,12 @@ from kbrepro.model import protocol
 
 #: the seed of the fixed checksum weights (the same in both processes)
 WEIGHT_SEED = 20261203
+#: the alignment (bytes) of each set's tensors in a batched draw: that of a fresh allocation of
+#: the CUDA caching allocator's smallest blocks is 512, cudaMalloc's 256; kernels that load 16
+#: bytes at a time need 16
+SET_ALIGN = 256
+#: the most input bytes one vmapped draw makes (the intermediates of ``get_inputs()`` grow with it)
+DRAW_CHUNK_BYTES = 1 << 30
 #: GPU cycles of the spin kernel queued before a synchronised call (about 0.2 ms on an H200):
 #: the calling stream is busy when the call starts, as it is inside a timed region
 BUSY_CYCLES = 400_000
@@ -51,6 +65,9 @@ class FreshTimer:
         self._cat = torch.cat
         self._manual_seed = torch.manual_seed
         self._fork_rng = torch.random.fork_rng
+        self._vmap = torch.func.vmap
+        self._empty = torch.empty
+        self._oom = torch.OutOfMemoryError
         self._Event = torch.cuda.Event
         self._sync = torch.cuda.synchronize
         self._Tensor = torch.Tensor
@@ -66,18 +83,79 @@ class FreshTimer:
             self._sleep(BUSY_CYCLES)
 
     def draw_pool(self, task: Any, seed: int, n: int) -> list[list]:
-        """``n`` input sets drawn one after another by the task's own ``get_inputs()`` on this
-        device after ``torch.manual_seed(seed)`` (the process's generators are restored
-        afterwards): the same ``n`` sets in any process, each set's values new."""
+        """``n`` input sets drawn by the task's own ``get_inputs()`` on this device after
+        ``torch.manual_seed(seed)`` (the process's generators are restored afterwards): the same
+        ``n`` sets in any process, each set's values new (the module docstring says how: one
+        batched call, or ``n`` calls where that cannot stand for them). Raises what
+        ``get_inputs()`` raises in ``n`` calls, and ``torch.OutOfMemoryError``."""
         torch = self.torch
         dev = torch.device(self.device)
-        out = []
         with self._fork_rng(devices=[dev] if dev.type == "cuda" else []):
             self._manual_seed(int(seed))
             with dev:
-                for _ in range(n):
-                    out.append([x.to(dev) if isinstance(x, self._Tensor) else x for x in task.get_inputs()])
+                out = self._batched_draw(task, int(n), dev)
+                if out is None:
+                    self._manual_seed(int(seed))
+                    out = [[x.to(dev) if isinstance(x, self._Tensor) else x for x in task.get_inputs()]
+                           for _ in range(n)]
         return out
+
+    def _batched_draw(self, task: Any, n: int, dev) -> list[list] | None:
+        """The ``n`` sets from ``get_inputs()`` calls under vmap (module docstring): a first
+        call for 2 sets, then calls for as many sets as fit :data:`DRAW_CHUNK_BYTES` of inputs
+        (from the first call's bytes per set: the same split in any process, whatever memory
+        is free). None where vmap cannot stand for ``n`` calls: it refuses the task, an input
+        is not a tensor, or a set's tensor would not be laid out densely as one call lays it
+        out. Raises ``torch.OutOfMemoryError``."""
+        out: list[list] = []
+        chunk = min(n, 2)
+        while len(out) < n:
+            sets = self._vmapped(task, min(chunk, n - len(out)), dev)
+            if sets is None:
+                return None
+            if not out:
+                per_set = sum(x.numel() * x.element_size() for x in sets[0]) or 1
+                chunk = max(1, DRAW_CHUNK_BYTES // per_set)
+            out.extend(sets)
+        return out
+
+    def _vmapped(self, task: Any, n: int, dev) -> list[list] | None:
+        """One vmapped ``get_inputs()`` call for ``n`` sets (see :meth:`_batched_draw`)."""
+        try:
+            cols = self._vmap(lambda _: tuple(task.get_inputs()), randomness="different")(
+                self._empty(n, device=dev))
+        except self._oom:
+            raise
+        except Exception:  # noqa: BLE001 - any refusal of vmap means: draw set by set
+            return None
+        placed = []
+        for x in cols:
+            if not isinstance(x, self._Tensor) or x.dim() == 0 or x.shape[0] != n:
+                return None
+            x = x.to(dev)
+            if x.stride(0) == 0:  # the same values in every set (drawn without randomness): a copy each
+                x = x.contiguous()
+            x = self._aligned(x, n)
+            if x is None:
+                return None
+            placed.append(x.unbind(0))
+        return [list(s) for s in zip(*placed)] if placed else None
+
+    def _aligned(self, x: Any, n: int) -> Any:
+        """``x`` (sets along dim 0) with each set dense at its own offset, a multiple of
+        :data:`SET_ALIGN` bytes apart: ``x`` itself where it is so already, else a copy into one
+        padded allocation; None where a set is not contiguous (its layout is then the task's
+        own, which only ``n`` calls reproduce)."""
+        if n == 0 or not x[0].is_contiguous() or x.stride(0) < max(1, x[0].numel()):
+            return None if n else x
+        size = x.element_size()
+        if x.stride(0) == x[0].numel() and (x.stride(0) * size) % SET_ALIGN == 0:
+            return x
+        per = -(-max(1, x[0].numel()) * size // SET_ALIGN) * SET_ALIGN // size
+        buf = self._empty(n * per, dtype=x.dtype, device=x.device)
+        view = buf.as_strided(tuple(x.shape), (per, *x[0].stride()))
+        view.copy_(x)
+        return view
 
     def region(self, fn: Callable, pool: Sequence[Sequence], n: int, flush=None, keep: bool = True,
                graph_steps: bool = False) -> tuple[float, list]:
@@ -234,4 +312,4 @@ class FreshTimer:
         return [last.get(p, i) if p is not None else i for i, p in enumerate(ptrs)]
 
 
-__all__ = ["FreshTimer", "WEIGHT_SEED"]
+__all__ = ["FreshTimer", "WEIGHT_SEED", "SET_ALIGN", "DRAW_CHUNK_BYTES", "BUSY_CYCLES"]

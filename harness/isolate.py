@@ -575,9 +575,9 @@ class _Server:
 
     def time_fresh(self, h: dict) -> dict:
         """``n`` invocations back to back, each on its own set of the pool (harness/fresh.py),
-        timed with CUDA events (``flush`` bytes written before each inside the region); then,
-        outside the events but inside this request, every output's checksums and which
-        invocation's answer each output's memory holds. The pool and the outputs are freed."""
+        timed with CUDA events (``flush`` bytes written before each inside the region). The
+        outputs are kept for the "held" request that follows; the pool is freed by the next
+        request (:meth:`held_outputs`, :meth:`output` or :meth:`pool_draw`)."""
         torch = self.torch
         model = self.models[h.get("model", "main")]
         n = int(h["n"])
@@ -597,13 +597,17 @@ class _Server:
         finally:
             if collecting:
                 self.gc.enable()
-        self.pool, self.kept = [], list(ys)  # for "held", and for an "output" request (a spot check)
+        # the outputs for "held" and for an "output" request (a spot check); the spent sets are
+        # freed by the next request, not in this one: what a request does after its events
+        # and before its reply stays the same at any length (the parent's clock sees it)
+        self.kept = list(ys)
         return {"times_ms": times}
 
     def held_outputs(self, h: dict) -> dict:
         """The kept outputs of the last fresh-input request: every output's checksums and which
         invocation's answer each output's memory holds (harness/fresh.py). A request of its own,
         outside the parent's clock of the timed one."""
+        self.pool = []
         sums, sizes = self.fresh_timer.checksums(self.kept, int(h.get("weight_seed") or 0))
         return ({"outputs": len(self.kept), "chunk_sizes": sizes, "written_by": self.fresh_timer.written_by(self.kept)},
                 [sums.astype("<f8", copy=False).tobytes()])
@@ -654,6 +658,7 @@ class _Server:
         """Kept output ``index``, and ``written_by``: the last kept call whose output shares
         its memory (itself, unless the candidate reuses an output buffer, as a CUDA graph's
         static output does: the memory then holds that later call's answer)."""
+        self.pool = []
         first = [y[0] if isinstance(y, (tuple, list)) else y for y in self.kept]
         j = int(h["index"])
         y = first[j]

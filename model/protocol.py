@@ -209,6 +209,15 @@ CLOCK_SLOPE_SLACK = 0.15
 CLOCK_REPEATS = 5
 #: the most invocations of the clock's longer request
 MAX_CLOCK_INVOCATIONS = 20000
+#: the time a request spends outside the candidate's timed region (the parent's clock minus the
+#: candidate's report) is the same at any length once nothing in it grows with the length (the
+#: spent input sets are freed by the next request): a short request's (a block's, the clock's
+#: first length; median) may exceed the clock's longer requests' (median) by at most
+#: SHORTFALL_SLACK_MS plus SHORTFALL_SLACK_FRACTION of the short request. On the H200 honest
+#: candidates stay 0.11 ms or less above it; a timer that reports 0.75 of the truth only on the
+#: block's requests is 0.25 of their region above it
+SHORTFALL_SLACK_MS = 0.15
+SHORTFALL_SLACK_FRACTION = 0.05
 #: how far a block's time per invocation may fall below the candidate's per-call time on fresh
 #: inputs: the launch overhead measured in the run (eager's per-call minus its block time, or
 #: the candidate's own host time per checked call, the larger), times this factor, plus
@@ -290,6 +299,13 @@ def clock_slope_ms(n1: int, hosts1: Sequence[float], n2: int, hosts2: Sequence[f
     return (statistics.median(hosts2) - statistics.median(hosts1)) / (n2 - n1)
 
 
+def outside_region_ms(host_ms: Sequence[float], reported_ms: Sequence[float], n: int) -> float:
+    """The median time (ms) requests of ``n`` invocations spent outside the candidate's timed
+    region: the parent's clock of each request minus ``n`` times the candidate's reported time
+    per invocation."""
+    return statistics.median(h - r * n for h, r in zip(host_ms, reported_ms))
+
+
 def clock_extra_invocations(n1: int, reported_ms: float) -> int:
     """The longer request's length: ``n1`` plus enough invocations to add
     :data:`CLOCK_EXTRA_MS` of the candidate's own reported time (at least ``n1``)."""
@@ -314,4 +330,4 @@ def bytes_moved(input_bytes: Iterable[int], output_bytes: Iterable[int]) -> int:
 __all__ = ["CandidateConfig", "PROFILES", "BASELINES", "DISTRIBUTIONS", "STAGES", "TARGET_REQUEST_MS",
            "MAX_INVOCATIONS", "COPY_PROTOCOL", "expected_cases", "case_set_and_model", "same_buffers_reference", "default_extra_shapes", "fallback_extra_shapes", "shape_problems", "invocations_per_request", "copy_gbps",
            "roofline_median_ms", "bytes_moved", "pool_seed", "invocations_with_pool", "checksum_chunks",
-           "checksum_agrees", "checksums_agree", "clock_slope_ms", "clock_extra_invocations", "calls_allowance_ms", "USER_FIELDS", "LIMIT_FIELDS"]
+           "checksum_agrees", "checksums_agree", "clock_slope_ms", "outside_region_ms", "clock_extra_invocations", "calls_allowance_ms", "USER_FIELDS", "LIMIT_FIELDS"]

@@ -280,3 +280,32 @@ def test_the_clock_holds_the_longer_requests_report_against_the_slope():
     assert (old[4] + old[5]) / 2 / g > 1 - protocol.CLOCK_SLOPE_SLACK  # what passed before
     assert cheats_v2.host_clock_agrees_v2(blocks, honest).passed is True
     assert cheats_v2.host_clock_agrees_v2(blocks, clock(0.93)).passed is True  # honest H200 records: 0.925 to 0.952
+
+
+def test_a_timer_short_only_on_the_blocks_requests_is_caught_by_the_time_outside_its_region():
+    """A candidate can count its invocations and lie only on requests of the block's length (the
+    clock's first length too), leaving the clock's longer requests true: the slope rule passes
+    it. Since the spent sets are freed by the next request, a request's time outside the timed
+    region does not grow with its length (H200, 2026-12-04: 0.3 to 0.8 ms at both lengths), so
+    the short requests' excess over the long ones' gives it away; an honest candidate with the
+    H200's spread (its short requests 0.11 ms above) passes."""
+    from types import SimpleNamespace as NS
+
+    g, fixed, n1, n2, out = 0.0415, 0.02, 22, 196, 0.48
+    e1, e2 = fixed + n1 * g, fixed + n2 * g
+
+    def record(factor, spread=0.0):
+        rounds = [NS(times_ms={"candidate": factor * e1 / n1}, host_ms={"candidate": out + spread + e1})
+                  for _ in range(8)]
+        blocks = [NS(protocol=NS(invocations_per_pair=n1), rounds=rounds, id="c/warm")]
+        return blocks, NS(clock=NS(n1=n1, n2=n2, host1_ms=[out + spread + e1] * 5, host2_ms=[out + e2] * 5,
+                                   reported1_ms=[factor * e1 / n1] * 5, reported2_ms=[e2 / n2] * 5))
+
+    v = cheats_v2.host_clock_agrees_v2(*record(0.75))
+    assert v.passed is False and "outside the candidate's timed region" in v.detail, v
+    assert cheats_v2.host_clock_agrees_v2(*record(1.0)).passed is True
+    assert cheats_v2.host_clock_agrees_v2(*record(1.0, spread=0.11)).passed is True
+    # the short requests alone: the clock's (a block whose rounds lack the candidate is no evidence)
+    blocks, timing = record(0.75)
+    blocks[0].rounds = []
+    assert cheats_v2.host_clock_agrees_v2(blocks, timing).passed is False

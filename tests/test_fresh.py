@@ -202,3 +202,63 @@ def test_outputs_without_chunks_fail_whole_and_never_raise():
     held = ct._held({"checksums": np.zeros((3, 0, 2)), "chunk_sizes": [], "written_by": [0, 1, 2]}, np.zeros((3, 0, 2)),
                     [], *TOL, random.Random(0))
     assert held["failing"] == 3 and held["n"] == 3 and all(x[2] == -1 for x in held["sample"])
+
+
+class _Mixed:
+    """A task whose inputs mix a random tensor of an odd size (12 bytes a set), a fixed one and
+    a random integer index, as KernelBench's get_inputs() do."""
+
+    @staticmethod
+    def get_inputs():
+        return [torch.randn(3), torch.arange(4.0), torch.randint(0, 10, (2, 5))]
+
+
+class _Scalar:
+    """A task with a Python number among its inputs (KernelBench 1/5): vmap cannot draw it."""
+
+    @staticmethod
+    def get_inputs():
+        return [torch.rand(8), 3.5]
+
+
+def test_a_batched_draw_gives_each_set_new_values_at_an_aligned_address_of_its_own():
+    """harness/fresh.py draws the sets of a request with one vmapped get_inputs(): the same sets
+    in any process, every random input new in each set, a fixed input copied per set, each
+    tensor of each set dense at a SET_ALIGN-byte offset of its own (a fresh allocation is
+    aligned so; kernels that load 16 bytes at a time need it), and the layout of one call."""
+    from kbrepro.harness import fresh
+
+    a, b = _ft().draw_pool(_Mixed, 3, 5), _ft().draw_pool(_Mixed, 3, 5)
+    ptrs = set()
+    for i, (s, t) in enumerate(zip(a, b)):
+        assert all(torch.equal(x, y) for x, y in zip(s, t))
+        for x, like in zip(s, _Mixed.get_inputs()):
+            assert x.shape == like.shape and x.dtype == like.dtype and x.is_contiguous()
+            assert (x.storage_offset() * x.element_size()) % fresh.SET_ALIGN == 0
+            ptrs.add(x.data_ptr())
+        assert torch.equal(s[1], torch.arange(4.0))
+        if i:
+            assert not torch.equal(s[0], a[0][0])
+    assert len(ptrs) == 15
+    assert len({tuple(s[2].flatten().tolist()) for s in a}) > 1
+
+
+def test_a_task_vmap_cannot_draw_is_drawn_set_by_set_as_before():
+    """A Python number among the inputs: the sets come from n calls after the same seed (the
+    draw before the batched one), identical in any process."""
+    pool = _ft().draw_pool(_Scalar, 9, 4)
+    torch.manual_seed(9)
+    want = [_Scalar.get_inputs() for _ in range(4)]
+    assert all(torch.equal(p[0], w[0]) and p[1] == w[1] for p, w in zip(pool, want))
+
+
+def test_a_batched_draw_splits_by_bytes_the_same_way_in_any_process(monkeypatch):
+    """The sets past the first two come in vmapped calls of DRAW_CHUNK_BYTES at most, a split
+    that depends only on the bytes of a set: two processes draw the same sets."""
+    from kbrepro.harness import fresh
+
+    monkeypatch.setattr(fresh, "DRAW_CHUNK_BYTES", 3 * 4 * 70000 * 4)
+    a, b = _ft().draw_pool(_Task, 17, 9), _ft().draw_pool(_Task, 17, 9)
+    assert len(a) == 9 and all(torch.equal(x[0], y[0]) for x, y in zip(a, b))
+    assert len({x[0].untyped_storage().data_ptr() for x in a}) == 4  # 2 + 3 + 3 + 1 sets
+    assert len({float(x[0].sum()) for x in a}) == 9

@@ -41,6 +41,7 @@ CASES = [
     ("cheat_count_per_input.py", "1/88", SMALL, "timed_outputs_correct"),
     ("cheat_compare_last_output.py", "1/88", SMALL, "timed_outputs_correct"),
     ("cheat_timer_three_quarters.py", "1/88", SMALL, "host_clock_agrees"),
+    ("cheat_timer_block_length.py", "1/88", SMALL, "host_clock_agrees"),
     (f"{ADVERSARIAL}/result_reuse_kernel.py", "1/1", {}, "deterministic_under_poison"),
     (f"{ADVERSARIAL}/zero_out_kernel.py", "1/1", {}, "inputs_unchanged"),
     (f"{ADVERSARIAL}/non_default_stream_kernel.py", "1/1", {}, "single_stream"),
