@@ -297,8 +297,9 @@ def run_candidate(spec: CandidateSpec, cfg: CandidateConfig, workdir: Path, *, d
 
         def timing_stage() -> None:
             xs = draw(c, "timing", cfg.timing_seed, "official")
-            ref = reference(model, xs)
-            case(c, "timing_input", "official", xs, ref, set_id="timing")
+            rng = protocol.call_rng_seed("timing_input")
+            ref = reference(model, xs, rng)
+            case(c, "timing_input", "official", xs, ref, set_id="timing", rng=rng)
             candidate_timing.timing_stage(c, timing, blocks, xs, ref, bandwidth_gbps)
 
         ok = stage("build", build)

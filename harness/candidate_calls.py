@@ -126,10 +126,13 @@ def worst_compare(cmps: Sequence[Mapping]) -> Mapping:
 
 
 def case(c: Ctx, cid: str, kind: str, xs_parent: list, ref, *, set_id: str, model: str = "main",
-          poison: int | None = None, profile: bool = False, others: Mapping | None = None) -> dict:
+          poison: int | None = None, profile: bool = False, others: Mapping | None = None,
+          rng: int | None = None) -> dict:
     """One call of the candidate on the child's set ``set_id`` (the same values as
     ``xs_parent``), compared with ``ref`` (a tensor, or a tuple of them: every output is
-    compared, the case's record is the worst). Appends the case to the observations. Raises
+    compared, the case's record is the worst), torch's generators seeded with ``rng`` right
+    before it (the seed ``ref`` was computed after: :func:`reference`). Appends the case to the
+    observations. Raises
     CandidateFailure when the parent's own reference changed during the call (a child that
     writes into the parent's memory)."""
     import torch
@@ -138,6 +141,8 @@ def case(c: Ctx, cid: str, kind: str, xs_parent: list, ref, *, set_id: str, mode
     ref = refs[0]
     before = [kbtask.fingerprint(r) for r in refs]
     req = {"cmd": "call", "id": set_id, "model": model, "profile": profile, "case": cid}
+    if rng is not None:
+        req["rng"] = int(rng)
     if poison is not None:
         req.update(poison=poison, poison_chunk=int(ref.numel() * ref.element_size()))
     nbytes = sum(int(r.numel() * r.element_size()) for r in refs if isinstance(r, torch.Tensor))
@@ -198,12 +203,17 @@ def draw(c: Ctx, set_id: str, seed: int, dist: str, *, into: str | None = None, 
     return kbtask.draw_inputs(task or c.task, seed, dist, c.dev)
 
 
-def reference(model, xs):
-    """The task's outputs on copies of ``xs``: a tensor, or a tuple of them."""
+def reference(model, xs, rng: int | None = None):
+    """The task's outputs on copies of ``xs``: a tensor, or a tuple of them; torch's generators
+    seeded with ``rng`` right before the call where given
+    (:func:`~kbrepro.model.protocol.call_rng_seed`)."""
     import torch
 
     with torch.no_grad():
-        y = model(*clone(xs))
+        args = clone(xs)
+        if rng is not None:
+            torch.manual_seed(int(rng))
+        y = model(*args)
     return tuple(y) if isinstance(y, (tuple, list)) else y
 
 
@@ -214,20 +224,22 @@ def checking_pass(c: Ctx) -> None:
         for d in c.cfg.distributions:
             sid = f"s{s}/{d}"
             xs = draw(c, sid, s, d)
-            refs[sid] = reference(c.model, xs)
-            case(c, sid, d, xs, refs[sid], set_id=sid, others=refs)
+            rng = protocol.call_rng_seed(sid)
+            refs[sid] = reference(c.model, xs, rng)
+            case(c, sid, d, xs, refs[sid], set_id=sid, others=refs, rng=rng)
             first = first or (sid, s, d)
     sid0, s0, d0 = first
     s1 = c.cfg.seeds[1] if len(c.cfg.seeds) > 1 else s0 + 1
     xs = draw(c, sid0, s1, "official", into=sid0)  # new values in the first set's tensors
     key = protocol.same_buffers_reference(c.cfg)
-    refs.setdefault(key, reference(c.model, xs))
-    case(c, "same_buffers", "same_buffers", xs, refs[key], set_id=sid0, others=refs)
+    refs.setdefault(key, reference(c.model, xs, protocol.call_rng_seed(key)))
+    case(c, "same_buffers", "same_buffers", xs, refs[key], set_id=sid0, others=refs, rng=protocol.call_rng_seed(key))
     xs = draw(c, "repeat", s0, d0)
-    case(c, "repeat", "repeat", xs, refs[sid0], set_id="repeat", others=refs)
+    rng0 = protocol.call_rng_seed(sid0)  # the cases below are held against the first set's reference
+    case(c, "repeat", "repeat", xs, refs[sid0], set_id="repeat", others=refs, rng=rng0)
     for i, byte in enumerate(c.cfg.poison_bytes):
-        case(c, f"poison{i}", "poison", xs, refs[sid0], set_id="repeat", poison=byte, others=refs)
-    case(c, "profiled", "profiled", xs, refs[sid0], set_id="repeat", profile=True, others=refs)
+        case(c, f"poison{i}", "poison", xs, refs[sid0], set_id="repeat", poison=byte, others=refs, rng=rng0)
+    case(c, "profiled", "profiled", xs, refs[sid0], set_id="repeat", profile=True, others=refs, rng=rng0)
 
 
 def after_timing(c: Ctx, task_src: bytes) -> None:
@@ -238,7 +250,9 @@ def after_timing(c: Ctx, task_src: bytes) -> None:
     c.proc.request({"cmd": "model", "name": "redrawn", "seed": c.cfg.redrawn_seed}, timeout_s=c.cfg.call_timeout_s)
     other = kbtask.build_model(c.task, c.task.Model, c.cfg.redrawn_seed, c.dev)
     xs = draw(c, "redrawn", s0, "official")
-    case(c, "redrawn_weights", "redrawn_weights", xs, reference(other, xs), set_id="redrawn", model="redrawn")
+    rng = protocol.call_rng_seed("redrawn_weights")
+    case(c, "redrawn_weights", "redrawn_weights", xs, reference(other, xs, rng), set_id="redrawn", model="redrawn",
+         rng=rng)
     del other
     shapes = c.cfg.extra_shapes or tuple(tuple(d.items()) for d in protocol.default_extra_shapes(
         kbtask.size_globals(c.task)))
@@ -251,7 +265,8 @@ def after_timing(c: Ctx, task_src: bytes) -> None:
         c.proc.request({"cmd": "model", "name": f"shape{i}", "seed": s0, "overrides": ov},
                        timeout_s=c.cfg.call_timeout_s)
         xs = draw(c, f"shape{i}", s0, "official", task=t, overrides=ov)
-        case(c, f"shape{i}", "extra_shape", xs, reference(m, xs), set_id=f"shape{i}", model=f"shape{i}")
+        rng = protocol.call_rng_seed(f"shape{i}")
+        case(c, f"shape{i}", "extra_shape", xs, reference(m, xs, rng), set_id=f"shape{i}", model=f"shape{i}", rng=rng)
         del m, xs
         torch.cuda.empty_cache() if c.dev.startswith("cuda") else None
 

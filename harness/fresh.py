@@ -158,18 +158,22 @@ class FreshTimer:
         return view
 
     def region(self, fn: Callable, pool: Sequence[Sequence], n: int, flush=None, keep: bool = True,
-               graph_steps: bool = False) -> tuple[float, list]:
+               graph_steps: bool = False, rng: int | None = None) -> tuple[float, list]:
         """``fn(*pool[i])`` for ``i < n``, back to back between two CUDA events (``flush``
         written before each invocation inside the region); returns the time per invocation
         (ms) and the outputs, all kept (``keep``; else each dropped once the next call is
         made). ``graph_steps`` marks a CUDA-graph step before each invocation, as a baseline
         that replays CUDA graphs needs (its outputs live in static buffers, which we keep and
         never read); no other arm gets the mark, which costs host time and loads torch's
-        compiler (the candidate's child: its checked calls get no mark either)."""
+        compiler (the candidate's child: its checked calls get no mark either). ``rng`` seeds
+        torch's generators before the region (the same in every arm of a round: a task that
+        draws random numbers in its forward gives eager's answers in any process)."""
         step = self._step if graph_steps else None
         torch = self.torch
         ys = []
         self._sync()
+        if rng is not None:
+            self._manual_seed(int(rng))
         a, b = self._Event(enable_timing=True), self._Event(enable_timing=True)
         with torch.no_grad():
             a.record()
@@ -185,14 +189,17 @@ class FreshTimer:
         b.synchronize()
         return a.elapsed_time(b) / n, ys
 
-    def per_call(self, fn: Callable, pool: Sequence[Sequence]) -> list[float]:
+    def per_call(self, fn: Callable, pool: Sequence[Sequence], rng: int | None = None) -> list[float]:
         """``fn(*xs)`` for each set of ``pool``, each call alone between two CUDA events after a
-        synchronisation: its time (ms). The outputs are dropped."""
+        synchronisation (and torch's generators seeded with ``rng`` plus the set's index): its
+        time (ms). The outputs are dropped."""
         torch = self.torch
         out = []
         with torch.no_grad():
-            for xs in pool:
+            for i, xs in enumerate(pool):
                 self._sync()
+                if rng is not None:
+                    self._manual_seed(int(rng) + i)
                 a, b = self._Event(enable_timing=True), self._Event(enable_timing=True)
                 a.record()
                 y = fn(*xs)
@@ -202,13 +209,15 @@ class FreshTimer:
                 del y
         return out
 
-    def per_call_kept(self, fn: Callable, pool: Sequence[Sequence]) -> tuple[list[float], list]:
+    def per_call_kept(self, fn: Callable, pool: Sequence[Sequence], rng: int | None = None) -> tuple[list[float], list]:
         """:meth:`per_call`, keeping the outputs (the candidate's, for a spot check)."""
         torch = self.torch
         out, ys = [], []
         with torch.no_grad():
-            for xs in pool:
+            for i, xs in enumerate(pool):
                 self._sync()
+                if rng is not None:
+                    self._manual_seed(int(rng) + i)
                 a, b = self._Event(enable_timing=True), self._Event(enable_timing=True)
                 a.record()
                 ys.append(fn(*xs))

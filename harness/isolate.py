@@ -263,6 +263,7 @@ class _Server:
         self.pool: list = []
         self.perf, self.thread_count = time.perf_counter, threading.active_count
         self.Event, self.Tensor = torch.cuda.Event, torch.Tensor
+        self.manual_seed = torch.manual_seed  # bound before a candidate's code runs here
         self.inputs: dict[str, list] = {}
         self.models: dict[str, Any] = {}
         self.kept: list = []
@@ -404,6 +405,8 @@ class _Server:
         torch = self.torch
         prof = None
         cuda = self.device.startswith("cuda")
+        if h.get("rng") is not None:  # the random state the parent's reference started from
+            self.manual_seed(int(h["rng"]))
         t0 = self.perf()
         if h.get("profile") and cuda:
             from torch.profiler import ProfilerActivity, profile
@@ -589,10 +592,11 @@ class _Server:
         collecting = self.gc.isenabled()
         self.gc.disable()
         try:
+            rng = int(h["rng"]) if h.get("rng") is not None else None
             if h.get("per_call"):
-                times, ys = self.fresh_timer.per_call_kept(model, self.pool[:n])
+                times, ys = self.fresh_timer.per_call_kept(model, self.pool[:n], rng)
             else:
-                ms, ys = self.fresh_timer.region(model, self.pool, n, flush)
+                ms, ys = self.fresh_timer.region(model, self.pool, n, flush, rng=rng)
                 times = [ms]
         finally:
             if collecting:

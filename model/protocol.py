@@ -13,6 +13,7 @@ derives again from the raw records (one copy of each, DESIGN.md section 2).
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import statistics
 from dataclasses import dataclass
@@ -229,6 +230,17 @@ CALLS_SLACK_MS = 0.25
 CLOCK_BLOCK_FACTOR = 2.0
 
 
+def call_rng_seed(tag: str) -> int:
+    """The seed of torch's generators right before a model call whose answer is checked: the
+    parent's reference on a set and the candidate's call on the same values (``tag`` names the
+    reference: the case's set, ``timing_input``, ...) start from the same random state, so a
+    task whose forward draws random numbers (dropout in training mode, KernelBench 2/66) answers
+    the same in both processes when computed the same way (issue 28). A timed request seeds
+    with its pool seed, once before its region (each call of a per-call request with the pool
+    seed plus its index). The first 7 bytes of SHA-256 of ``tag``, as an integer."""
+    return int.from_bytes(hashlib.sha256(tag.encode()).digest()[:7], "big")
+
+
 def pool_seed(timing_seed: int, l2: str, round_index: int) -> int:
     """The seed of a timed request's input sets (the same in every arm of a round): the task's
     own ``get_inputs()`` drawn once per invocation, one after another, on the device after
@@ -330,4 +342,4 @@ def bytes_moved(input_bytes: Iterable[int], output_bytes: Iterable[int]) -> int:
 __all__ = ["CandidateConfig", "PROFILES", "BASELINES", "DISTRIBUTIONS", "STAGES", "TARGET_REQUEST_MS",
            "MAX_INVOCATIONS", "COPY_PROTOCOL", "expected_cases", "case_set_and_model", "same_buffers_reference", "default_extra_shapes", "fallback_extra_shapes", "shape_problems", "invocations_per_request", "copy_gbps",
            "roofline_median_ms", "bytes_moved", "pool_seed", "invocations_with_pool", "checksum_chunks",
-           "checksum_agrees", "checksums_agree", "clock_slope_ms", "outside_region_ms", "clock_extra_invocations", "calls_allowance_ms", "USER_FIELDS", "LIMIT_FIELDS"]
+           "checksum_agrees", "checksums_agree", "clock_slope_ms", "outside_region_ms", "call_rng_seed", "clock_extra_invocations", "calls_allowance_ms", "USER_FIELDS", "LIMIT_FIELDS"]

@@ -256,3 +256,43 @@ def test_a_candidates_copy_of_the_task_sizes_follows_the_runs_sizes(tmp_path):
     task = kbtask.load_task(GLOBAL_TASK)
     kbtask.apply_overrides(task, {"batch_size": 5})
     assert kbtask.follow_sizes(ns, task) == ["batch_size"] and ns == {"batch_size": 5, "n": 8, "other": 1.5}
+
+
+DROPOUT_TASK = b'''import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.lin = nn.Linear(n, n)
+        self.drop = nn.Dropout(0.5)
+    def forward(self, x):
+        return self.drop(self.lin(x))
+
+batch_size = 4
+n = 16
+
+def get_inputs():
+    return [torch.rand(batch_size, n)]
+
+def get_init_inputs():
+    return [n]
+'''
+
+
+def test_a_task_whose_reference_draws_random_numbers_passes_its_own_reference(tmp_path):
+    """Dropout in training mode (KernelBench 2/66): the parent's reference and the candidate's
+    call on the same set start from the same random state (protocol.call_rng_seed), so the
+    reference as candidate passes every check that decides (before: caught by official_allclose
+    and deterministic_under_poison); a candidate that skips the dropout is still caught."""
+    spec = hc.CandidateSpec("d", DROPOUT_TASK + b"\nModelNew = Model\n", "d.py", DROPOUT_TASK)
+    cfg = hc.task_config(DROPOUT_TASK, "d.py", protocol.PROFILES["quick"], "cpu")
+    rec = hc.run_candidate(spec, cfg, tmp_path / "w", device="cpu")
+    verdicts = {v["name"]: v["passed"] for v in rec["verdicts"]}
+    assert not [k for k, v in verdicts.items() if v is False], rec["verdicts"]
+    assert verdicts["official_allclose"] is True
+    lazy = DROPOUT_TASK + b"\nclass ModelNew(Model):\n    def forward(self, x):\n        return self.lin(x)\n"
+    rec = hc.run_candidate(hc.CandidateSpec("l", lazy, "l.py", DROPOUT_TASK), cfg, tmp_path / "l", device="cpu")
+    assert {v["name"]: v["passed"] for v in rec["verdicts"]}["official_allclose"] is False
+    seeds = {protocol.call_rng_seed(t) for t in ("s0/official", "s0/normal", "timing_input", "shape0")}
+    assert len(seeds) == 4 and all(0 <= s < 1 << 56 for s in seeds)
