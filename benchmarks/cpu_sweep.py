@@ -23,20 +23,6 @@ import click
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
-MAX_PLAIN = 64
-
-
-def _sizes(src: bytes) -> dict:
-    from kbrepro.model.task_inputs import size_globals
-
-    out = {}
-    for k, v in size_globals(src).items():
-        if k == "batch_size" and v > 2:
-            out[k] = 2
-        elif v > MAX_PLAIN:
-            out[k] = MAX_PLAIN
-    return out
-
 
 @click.command()
 @click.option("--out", required=True, type=click.Path(dir_okay=False))
@@ -47,6 +33,7 @@ def main(out, levels, only):
     from kbrepro.errors import ReproError
     from kbrepro.harness import jsonio
     from kbrepro.harness.kernelbench import resolve_checkout
+    from kbrepro.model.task_inputs import reduced_sizes
 
     kb = resolve_checkout(None)
     done = set()
@@ -66,7 +53,7 @@ def main(out, levels, only):
             if task in done:
                 continue
             src = f.read_bytes()
-            sizes = _sizes(src)
+            sizes = reduced_sizes(src)
             row = {"task": task, "file": f.name, "sizes": sizes}
             t0 = time.perf_counter()
             with tempfile.TemporaryDirectory(prefix="kbrepro-sweep-") as tmp:

@@ -332,6 +332,20 @@ def size_globals(src: bytes) -> dict[str, int]:
             if not k.startswith("_") and type(v) is int and 0 < v <= MAX_SIZE}
 
 
+def reduced_sizes(src: bytes, batch: int = 2, plain: int = 64) -> dict[str, int]:
+    """The overrides of a task run small (the CPU sweep of issue 28): ``batch_size`` cut to
+    ``batch`` and every other size of :func:`size_globals` above ``plain`` cut to ``plain``;
+    sizes already that small are left out."""
+    out = {}
+    for k, v in size_globals(src).items():
+        if k == "batch_size":
+            if v > batch:
+                out[k] = batch
+        elif v > plain:
+            out[k] = plain
+    return out
+
+
 def input_specs(src: bytes, sizes: Mapping[str, int]) -> Tuple[Optional[TensorSpec], ...]:
     """The inputs ``get_inputs()`` of the task ``src`` returns after ``sizes`` were set as its
     globals: a :class:`TensorSpec` per tensor, None per other value. Raises
@@ -394,4 +408,4 @@ def parse_digest(digest: str) -> Optional[TensorSpec]:
     return TensorSpec(parts[0], shape)
 
 
-__all__ = ["TensorSpec", "Undecidable", "input_specs", "size_globals", "parse_digest", "ELEMENT_BYTES"]
+__all__ = ["TensorSpec", "Undecidable", "input_specs", "size_globals", "reduced_sizes", "parse_digest", "ELEMENT_BYTES"]
