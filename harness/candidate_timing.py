@@ -192,13 +192,14 @@ def block(c: Ctx, arms: dict, ft: FreshTimer, *, l2: str, rounds: int, flush_byt
     names = [*arms, "candidate"]
     flush = torch.empty(flush_bytes, dtype=torch.uint8, device=c.dev) if flush_bytes else None
     warm, nw = protocol.pool_seed(cfg.timing_seed, f"{l2}-warmup", 0), max(1, cfg.warmups)
-    pool = ft.draw_pool(c.task, warm, nw)
+    pool = ft.draw_pool(c.task, warm, nw, separate=False)
     for name, fn in arms.items():
         ft.region(fn, pool, nw, flush, graph_steps=name in GRAPHED, rng=warm)
     _candidate(c, warm, nw, flush_bytes)
     # invocations per request: enough that eager fills TARGET_REQUEST_MS (timed here, on fresh
     # sets), capped so that every invocation's inputs and output fit the pool
-    cal = ft.draw_pool(c.task, protocol.pool_seed(cfg.timing_seed, f"{l2}-calibration", 0), cfg.invocations_per_pair)
+    cal = ft.draw_pool(c.task, protocol.pool_seed(cfg.timing_seed, f"{l2}-calibration", 0), cfg.invocations_per_pair,
+                        separate=False)
     eager_ms = ft.region(arms["eager"], cal, len(cal), flush)[0] if "eager" in arms else None
     del cal, pool
     inv = protocol.invocations_with_pool(protocol.invocations_per_request(cfg.invocations_per_pair, eager_ms),
@@ -218,7 +219,7 @@ def block(c: Ctx, arms: dict, ft: FreshTimer, *, l2: str, rounds: int, flush_byt
                 host[name] = rep.host_ms
                 cand = _held_reply(c, weight_seed)
             else:
-                pool = ft.draw_pool(c.task, seed, inv)
+                pool = ft.draw_pool(c.task, seed, inv, separate=False)
                 times[name], ys = ft.region(arms[name], pool, inv, flush, graph_steps=name in GRAPHED, rng=seed)
                 if name == "eager":
                     eager_ys = ys
@@ -273,7 +274,7 @@ def per_call(c: Ctx, ft: FreshTimer, xs_timing: list) -> dict:
         rep, _ = _candidate(c, seed, k, 0, per_call=True)
         fresh.append({"round": r, "times_ms": list(rep.header.get("times_ms") or [])})
         checked(mc.CallRound, fresh[-1], "per-call times")
-        pool = ft.draw_pool(c.task, seed, k)
+        pool = ft.draw_pool(c.task, seed, k, separate=False)
         eager.append({"round": r, "times_ms": ft.per_call(c.model, pool, seed)})
         j = rng.randrange(k)
         size = first(c.refs[next(iter(c.refs))]) if c.refs else None

@@ -11,10 +11,16 @@ child for the candidate (issue 27; DESIGN.md section 7a):
   ``n`` sets come from one call of ``get_inputs()`` under ``torch.func.vmap`` with
   ``randomness="different"`` (each set its own random values; one launch per input instead of
   one per input and set, which made a launch-bound candidate's timing stage twice protocol
-  1's), each set's tensors views at their own 256-byte-aligned offset of one allocation per
-  input; a task whose ``get_inputs()`` vmap cannot run (a Python number among the inputs, an
-  operation without a batching rule, values drawn outside torch), or whose sets would not be
-  laid out as one call lays them out, is drawn by ``n`` calls one after another, as before. The
+  1's), then copied by one batched copy into an allocation of its own per tensor and set, laid
+  out as a plain call lays it out: nothing of another set is reachable from a set's tensors
+  (views of one allocation let a candidate read every later set of its request and compute
+  them all at once). The parent's own arms, which need no such care, take the same values as
+  views of one allocation per input at 256-byte-aligned offsets (``separate=False``: fewer
+  allocations; a fresh allocation is aligned so, and kernels that load 16 bytes at a time
+  need it). A task whose ``get_inputs()`` vmap cannot run (a Python number among the
+  inputs, an operation without a batching rule), whose inputs are laid out otherwise
+  (expanded, sliced), or whose values come from outside torch (the same in every vmapped set,
+  different in two plain calls) is drawn by ``n`` calls one after another, as before. The
   choice depends only on the task's code and sizes, so both processes make the same one. The
   pool is drawn right before each arm's request, so every arm starts from the same cache state;
 * :meth:`FreshTimer.region` times ``n`` invocations back to back with CUDA events, each on its
@@ -34,6 +40,7 @@ Raises whatever torch raises (the caller turns a candidate's failure into its ve
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -42,9 +49,9 @@ from kbrepro.model import protocol
 
 #: the seed of the fixed checksum weights (the same in both processes)
 WEIGHT_SEED = 20261203
-#: the alignment (bytes) of each set's tensors in a batched draw: that of a fresh allocation of
-#: the CUDA caching allocator's smallest blocks is 512, cudaMalloc's 256; kernels that load 16
-#: bytes at a time need 16
+#: the alignment (bytes) of each set's tensors where the parent's sets are views of one
+#: allocation: cudaMalloc's (the caching allocator's blocks are 512-byte aligned); kernels that
+#: load 16 bytes at a time need 16
 SET_ALIGN = 256
 #: the most input bytes one vmapped draw makes (the intermediates of ``get_inputs()`` grow with it)
 DRAW_CHUNK_BYTES = 1 << 30
@@ -67,7 +74,12 @@ class FreshTimer:
         self._fork_rng = torch.random.fork_rng
         self._vmap = torch.func.vmap
         self._empty = torch.empty
+        self._empty_strided = torch.empty_strided
+        self._equal = torch.equal
+        self._foreach_copy = getattr(torch, "_foreach_copy_", None) or (
+            lambda dsts, srcs: [d.copy_(v) for d, v in zip(dsts, srcs)])
         self._oom = torch.OutOfMemoryError
+        self._warnings = warnings
         self._Event = torch.cuda.Event
         self._sync = torch.cuda.synchronize
         self._Tensor = torch.Tensor
@@ -82,80 +94,129 @@ class FreshTimer:
         if self._sleep is not None:
             self._sleep(BUSY_CYCLES)
 
-    def draw_pool(self, task: Any, seed: int, n: int) -> list[list]:
+    def draw_pool(self, task: Any, seed: int, n: int, separate: bool = True) -> list[list]:
         """``n`` input sets drawn by the task's own ``get_inputs()`` on this device after
         ``torch.manual_seed(seed)`` (the process's generators are restored afterwards): the same
         ``n`` sets in any process, each set's values new (the module docstring says how: one
-        batched call, or ``n`` calls where that cannot stand for them). Raises what
+        batched call, or ``n`` calls where that cannot stand for them). ``separate``: each
+        tensor of each set an allocation of its own (what a candidate gets); else, where the
+        layout allows, views of one allocation per input at :data:`SET_ALIGN`-byte offsets
+        (the parent's own arms: the same values, fewer allocations). Raises what
         ``get_inputs()`` raises in ``n`` calls, and ``torch.OutOfMemoryError``."""
         torch = self.torch
         dev = torch.device(self.device)
         with self._fork_rng(devices=[dev] if dev.type == "cuda" else []):
             self._manual_seed(int(seed))
             with dev:
-                out = self._batched_draw(task, int(n), dev)
+                out = self._batched_draw(task, int(n), dev, separate)
                 if out is None:
                     self._manual_seed(int(seed))
                     out = [[x.to(dev) if isinstance(x, self._Tensor) else x for x in task.get_inputs()]
                            for _ in range(n)]
         return out
 
-    def _batched_draw(self, task: Any, n: int, dev) -> list[list] | None:
-        """The ``n`` sets from ``get_inputs()`` calls under vmap (module docstring): a first
-        call for 2 sets, then calls for as many sets as fit :data:`DRAW_CHUNK_BYTES` of inputs
-        (from the first call's bytes per set: the same split in any process, whatever memory
-        is free). None where vmap cannot stand for ``n`` calls: it refuses the task, an input
-        is not a tensor, or a set's tensor would not be laid out densely as one call lays it
-        out. Raises ``torch.OutOfMemoryError``."""
+    def _batched_draw(self, task: Any, n: int, dev, separate: bool = True) -> list[list] | None:
+        """The ``n`` sets from ``get_inputs()`` calls under vmap (module docstring): two plain
+        calls first (the template: each input's type, dtype, shape, strides and whether its
+        values change from call to call), then a vmapped call for 2 sets, then calls for as many
+        sets as fit :data:`DRAW_CHUNK_BYTES` of inputs (from the bytes of a set: the same split
+        in any process, whatever memory is free). None where vmap cannot stand for ``n`` calls
+        (:meth:`_vmapped`). Raises what a plain ``get_inputs()`` raises, and
+        ``torch.OutOfMemoryError``."""
+        one, two = self._plain(task, dev), self._plain(task, dev)
+        if one is None or two is None or len(one) != len(two):
+            return None
         out: list[list] = []
         chunk = min(n, 2)
         while len(out) < n:
-            sets = self._vmapped(task, min(chunk, n - len(out)), dev)
+            sets = self._vmapped(task, min(chunk, n - len(out)), dev, one, two, separate)
             if sets is None:
                 return None
             if not out:
-                per_set = sum(x.numel() * x.element_size() for x in sets[0]) or 1
+                per_set = sum(x.numel() * x.element_size() for x in one) or 1
                 chunk = max(1, DRAW_CHUNK_BYTES // per_set)
             out.extend(sets)
         return out
 
-    def _vmapped(self, task: Any, n: int, dev) -> list[list] | None:
-        """One vmapped ``get_inputs()`` call for ``n`` sets (see :meth:`_batched_draw`)."""
-        try:
-            cols = self._vmap(lambda _: tuple(task.get_inputs()), randomness="different")(
-                self._empty(n, device=dev))
-        except self._oom:
-            raise
-        except Exception:  # noqa: BLE001 - any refusal of vmap means: draw set by set
-            return None
-        placed = []
-        for x in cols:
-            if not isinstance(x, self._Tensor) or x.dim() == 0 or x.shape[0] != n:
-                return None
-            x = x.to(dev)
-            if x.stride(0) == 0:  # the same values in every set (drawn without randomness): a copy each
-                x = x.contiguous()
-            x = self._aligned(x, n)
-            if x is None:
-                return None
-            placed.append(x.unbind(0))
-        return [list(s) for s in zip(*placed)] if placed else None
+    def _plain(self, task: Any, dev) -> list | None:
+        """One plain ``get_inputs()`` on ``dev``; None where an input is not a tensor."""
+        xs = [x.to(dev) if isinstance(x, self._Tensor) else x for x in task.get_inputs()]
+        return xs if all(isinstance(x, self._Tensor) for x in xs) else None
 
-    def _aligned(self, x: Any, n: int) -> Any:
-        """``x`` (sets along dim 0) with each set dense at its own offset, a multiple of
-        :data:`SET_ALIGN` bytes apart: ``x`` itself where it is so already, else a copy into one
-        padded allocation; None where a set is not contiguous (its layout is then the task's
-        own, which only ``n`` calls reproduce)."""
-        if n == 0 or not x[0].is_contiguous() or x.stride(0) < max(1, x[0].numel()):
-            return None if n else x
-        size = x.element_size()
-        if x.stride(0) == x[0].numel() and (x.stride(0) * size) % SET_ALIGN == 0:
-            return x
-        per = -(-max(1, x[0].numel()) * size // SET_ALIGN) * SET_ALIGN // size
-        buf = self._empty(n * per, dtype=x.dtype, device=x.device)
-        view = buf.as_strided(tuple(x.shape), (per, *x[0].stride()))
-        view.copy_(x)
-        return view
+    def _vmapped(self, task: Any, n: int, dev, one: list, two: list, separate: bool = True) -> list[list] | None:
+        """``n`` sets from one vmapped ``get_inputs()`` call, each tensor of each set an
+        allocation of its own laid out as the plain call ``one`` lays it out (strides,
+        ``requires_grad``), all filled by one batched copy: nothing of another set is reachable
+        from a set's tensors (unless not ``separate``: :meth:`_views`). None where vmap refuses the task (warnings are not errors here,
+        whatever filter the process set), where a result differs from the plain call in
+        dtype or shape, where the plain call's layout is not dense (an expanded or overlapping
+        input: only ``n`` calls reproduce it), or where an input's values are the same in every
+        set while two plain calls give different ones (drawn outside torch, where vmap cannot
+        reach: every set would repeat them)."""
+        with self._warnings.catch_warnings():
+            self._warnings.simplefilter("ignore")
+            try:
+                cols = self._vmap(lambda _: tuple(task.get_inputs()), randomness="different")(
+                    self._empty(n, device=dev))
+            except self._oom:
+                raise
+            except Exception:  # noqa: BLE001 - any refusal of vmap means: draw set by set
+                return None
+        if not isinstance(cols, tuple) or len(cols) != len(one):
+            return None
+        srcs = []
+        for x, a, b in zip(cols, one, two):
+            if (not isinstance(x, self._Tensor) or x.dim() != a.dim() + 1 or x.shape[0] != n
+                    or tuple(x.shape[1:]) != tuple(a.shape) or x.dtype != a.dtype or not self._dense(a)):
+                return None
+            if x.stride(0) == 0 and not self._equal(a, b):
+                return None
+            srcs.append(x.to(dev))
+        if not separate:
+            sets = self._views(srcs, one, n)
+            if sets is not None:
+                return sets
+        srcs = [x.unbind(0) for x in srcs]
+        sets, dsts, views = [], [], []
+        for i in range(n):
+            s = [self._empty_strided(a.shape, a.stride(), dtype=a.dtype, device=dev) for a in one]
+            sets.append(s)
+            dsts.extend(s)
+            views.extend(col[i] for col in srcs)
+        if dsts:
+            self._foreach_copy(dsts, views)
+        for j, a in enumerate(one):
+            if a.requires_grad:
+                for s in sets:
+                    s[j].requires_grad_(True)
+        return sets
+
+    def _views(self, cols: list, one: list, n: int) -> list[list] | None:
+        """The sets as views of one allocation per input, each at its own :data:`SET_ALIGN`-byte
+        aligned offset with the plain call's strides (a column whose sets are not so is copied
+        into one padded allocation); None where a set's layout is not the plain call's or an
+        input needs grad."""
+        placed = []
+        for x, a in zip(cols, one):
+            if x.stride(0) == 0:  # the same values in every set: a copy each
+                x = x.contiguous()
+            if a.requires_grad or x[0].stride() != a.stride() or not a.is_contiguous():
+                return None
+            size, numel = x.element_size(), max(1, a.numel())
+            if not (x.stride(0) == a.numel() and (x.stride(0) * size) % SET_ALIGN == 0):
+                per = -(-numel * size // SET_ALIGN) * SET_ALIGN // size
+                view = self._empty(n * per, dtype=x.dtype, device=x.device).as_strided(tuple(x.shape), (per, *a.stride()))
+                view.copy_(x)
+                x = view
+            placed.append(x.unbind(0))
+        return [list(s) for s in zip(*placed)]
+
+    def _dense(self, a: Any) -> bool:
+        """Whether ``a``'s layout is one an allocation of its own has: contiguous in some memory
+        format (an expanded or sliced input is not)."""
+        torch = self.torch
+        return (a.is_contiguous() or (a.dim() == 4 and a.is_contiguous(memory_format=torch.channels_last))
+                or (a.dim() == 5 and a.is_contiguous(memory_format=torch.channels_last_3d)))
 
     def region(self, fn: Callable, pool: Sequence[Sequence], n: int, flush=None, keep: bool = True,
                graph_steps: bool = False, rng: int | None = None) -> tuple[float, list]:

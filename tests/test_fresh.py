@@ -221,26 +221,80 @@ class _Scalar:
         return [torch.rand(8), 3.5]
 
 
-def test_a_batched_draw_gives_each_set_new_values_at_an_aligned_address_of_its_own():
+def test_a_batched_draw_gives_each_set_new_values_in_allocations_of_its_own():
     """harness/fresh.py draws the sets of a request with one vmapped get_inputs(): the same sets
     in any process, every random input new in each set, a fixed input copied per set, each
-    tensor of each set dense at a SET_ALIGN-byte offset of its own (a fresh allocation is
-    aligned so; kernels that load 16 bytes at a time need it), and the layout of one call."""
-    from kbrepro.harness import fresh
-
+    tensor of each set an allocation of its own (nothing of another set reachable from it: no
+    view of a shared storage) with the layout, dtype and requires_grad of a plain call."""
     a, b = _ft().draw_pool(_Mixed, 3, 5), _ft().draw_pool(_Mixed, 3, 5)
     ptrs = set()
     for i, (s, t) in enumerate(zip(a, b)):
         assert all(torch.equal(x, y) for x, y in zip(s, t))
         for x, like in zip(s, _Mixed.get_inputs()):
-            assert x.shape == like.shape and x.dtype == like.dtype and x.is_contiguous()
-            assert (x.storage_offset() * x.element_size()) % fresh.SET_ALIGN == 0
+            assert x.shape == like.shape and x.dtype == like.dtype and x.stride() == like.stride()
+            assert x._base is None and x.storage_offset() == 0
+            assert x.untyped_storage().nbytes() == x.numel() * x.element_size()
             ptrs.add(x.data_ptr())
         assert torch.equal(s[1], torch.arange(4.0))
         if i:
             assert not torch.equal(s[0], a[0][0])
     assert len(ptrs) == 15
     assert len({tuple(s[2].flatten().tolist()) for s in a}) > 1
+
+
+def test_the_parents_views_hold_the_candidates_values_at_aligned_offsets():
+    """draw_pool(separate=False), the parent's own arms: the same values as the candidate's
+    separate allocations, each set's tensors views at SET_ALIGN-byte offsets of their own
+    (a 12-byte input padded), with the plain call's strides."""
+    from kbrepro.harness import fresh
+
+    own, views = _ft().draw_pool(_Mixed, 8, 6), _ft().draw_pool(_Mixed, 8, 6, separate=False)
+    for s, v in zip(own, views):
+        assert all(torch.equal(x, y) for x, y in zip(s, v))
+        for x, like in zip(v, _Mixed.get_inputs()):
+            assert x.stride() == like.stride()
+            if x._base is not None:
+                assert (x.storage_offset() * x.element_size()) % fresh.SET_ALIGN == 0
+    assert views[1][0]._base is not None  # the random input: views
+    assert len({x[0].data_ptr() for x in views}) == 6
+
+
+class _Outside:
+    """Values drawn outside torch (numpy): vmap would give every set the same ones."""
+
+    @staticmethod
+    def get_inputs():
+        return [torch.from_numpy(np.random.rand(8).astype("float32")), torch.rand(8)]
+
+
+class _Layouts:
+    """A channels-last input (kept) beside one that needs grad."""
+
+    @staticmethod
+    def get_inputs():
+        return [torch.rand(2, 3, 4, 5).to(memory_format=torch.channels_last), torch.rand(6).requires_grad_()]
+
+
+def test_values_from_outside_torch_or_odd_layouts_are_drawn_as_a_plain_call_draws_them():
+    pool = _ft().draw_pool(_Outside, 4, 5)
+    assert len({tuple(p[0].tolist()) for p in pool}) == 5  # set by set: numpy's values differ
+    lay = _ft().draw_pool(_Layouts, 4, 3)
+    like = _Layouts.get_inputs()
+    for s in lay:
+        assert s[0].stride() == like[0].stride() and s[1].requires_grad
+    assert not torch.equal(lay[0][0], lay[1][0])
+
+
+def test_a_process_that_makes_warnings_errors_draws_the_same_sets():
+    """A candidate's module can make warnings errors in its process: vmap's warnings must not
+    turn the child's draw into n plain calls while the parent's is batched."""
+    import warnings
+
+    want = _ft().draw_pool(_Task, 21, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = _ft().draw_pool(_Task, 21, 3)
+    assert all(torch.equal(x[0], y[0]) for x, y in zip(want, got))
 
 
 def test_a_task_vmap_cannot_draw_is_drawn_set_by_set_as_before():
@@ -260,5 +314,5 @@ def test_a_batched_draw_splits_by_bytes_the_same_way_in_any_process(monkeypatch)
     monkeypatch.setattr(fresh, "DRAW_CHUNK_BYTES", 3 * 4 * 70000 * 4)
     a, b = _ft().draw_pool(_Task, 17, 9), _ft().draw_pool(_Task, 17, 9)
     assert len(a) == 9 and all(torch.equal(x[0], y[0]) for x, y in zip(a, b))
-    assert len({x[0].untyped_storage().data_ptr() for x in a}) == 4  # 2 + 3 + 3 + 1 sets
+    assert len({x[0].data_ptr() for x in a}) == 9
     assert len({float(x[0].sum()) for x in a}) == 9
