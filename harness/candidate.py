@@ -43,7 +43,7 @@ from typing import Callable, Mapping
 from kbrepro.errors import CandidateFailure, EnvironmentUnavailableError, HarnessError, ReproError, UsageError
 from kbrepro.harness import candidate_timing, cheats_v2, kbtask
 from kbrepro.harness.candidate_calls import (CandidateSpec, Ctx, after_timing, case, checked, checking_pass,  # noqa: F401
-                                             draw, reference)
+                                             draw, reference, seed_for)
 from kbrepro.harness.checks import Tolerance
 from kbrepro.harness.isolate import CandidateProcess
 from kbrepro.model import candidates as mc
@@ -297,7 +297,7 @@ def run_candidate(spec: CandidateSpec, cfg: CandidateConfig, workdir: Path, *, d
 
         def timing_stage() -> None:
             xs = draw(c, "timing", cfg.timing_seed, "official")
-            rng = protocol.call_rng_seed("timing_input")
+            rng = seed_for(c, "timing_input")
             ref = reference(model, xs, rng)
             case(c, "timing_input", "official", xs, ref, set_id="timing", rng=rng)
             candidate_timing.timing_stage(c, timing, blocks, xs, ref, bandwidth_gbps)

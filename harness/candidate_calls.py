@@ -46,6 +46,40 @@ class Ctx:
     progress: Callable[[str], None]
     obs: dict = field(default_factory=dict)
     refs: dict = field(default_factory=dict)
+    #: whether the task's forward draws random numbers (found before the checking pass): then,
+    #: and only then, every checked call and timed request starts from a seeded random state
+    #: (:func:`seed_for`); for any other task the random state tells no call from another
+    seeded: bool = False
+
+
+def seed_for(c: "Ctx", tag: str, offset: int = 0) -> int | None:
+    """The seed of torch's generators before the call ``tag`` names (its reference's, or a
+    timed request's pool seed as an int tag), or None where the task draws no random numbers
+    in its forward (:func:`draws_random`)."""
+    if not c.seeded:
+        return None
+    return (tag if isinstance(tag, int) else protocol.call_rng_seed(tag)) + offset
+
+
+def draws_random(model, xs) -> bool:
+    """Whether the task's forward draws random numbers: its outputs on ``xs`` after two
+    different seeds differ (NaN equal to NaN). A forward that differs from run to run for
+    another reason (float atomics) counts too: seeding its calls costs nothing."""
+    import torch
+
+    a, b = reference(model, xs, 1), reference(model, xs, 2)
+    a, b = (a if isinstance(a, tuple) else (a,)), (b if isinstance(b, tuple) else (b,))
+    for x, y in zip(a, b):
+        if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor):
+            continue
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return True
+        same = (x == y)
+        if x.is_floating_point() or x.is_complex():
+            same = same | (torch.isnan(x) & torch.isnan(y))
+        if not bool(same.all()):
+            return True
+    return False
 
 
 
@@ -224,7 +258,9 @@ def checking_pass(c: Ctx) -> None:
         for d in c.cfg.distributions:
             sid = f"s{s}/{d}"
             xs = draw(c, sid, s, d)
-            rng = protocol.call_rng_seed(sid)
+            if first is None:
+                c.seeded = draws_random(c.model, xs)
+            rng = seed_for(c, sid)
             refs[sid] = reference(c.model, xs, rng)
             case(c, sid, d, xs, refs[sid], set_id=sid, others=refs, rng=rng)
             first = first or (sid, s, d)
@@ -232,10 +268,10 @@ def checking_pass(c: Ctx) -> None:
     s1 = c.cfg.seeds[1] if len(c.cfg.seeds) > 1 else s0 + 1
     xs = draw(c, sid0, s1, "official", into=sid0)  # new values in the first set's tensors
     key = protocol.same_buffers_reference(c.cfg)
-    refs.setdefault(key, reference(c.model, xs, protocol.call_rng_seed(key)))
-    case(c, "same_buffers", "same_buffers", xs, refs[key], set_id=sid0, others=refs, rng=protocol.call_rng_seed(key))
+    refs.setdefault(key, reference(c.model, xs, seed_for(c, key)))
+    case(c, "same_buffers", "same_buffers", xs, refs[key], set_id=sid0, others=refs, rng=seed_for(c, key))
     xs = draw(c, "repeat", s0, d0)
-    rng0 = protocol.call_rng_seed(sid0)  # the cases below are held against the first set's reference
+    rng0 = seed_for(c, sid0)  # the cases below are held against the first set's reference
     case(c, "repeat", "repeat", xs, refs[sid0], set_id="repeat", others=refs, rng=rng0)
     for i, byte in enumerate(c.cfg.poison_bytes):
         case(c, f"poison{i}", "poison", xs, refs[sid0], set_id="repeat", poison=byte, others=refs, rng=rng0)
@@ -250,7 +286,7 @@ def after_timing(c: Ctx, task_src: bytes) -> None:
     c.proc.request({"cmd": "model", "name": "redrawn", "seed": c.cfg.redrawn_seed}, timeout_s=c.cfg.call_timeout_s)
     other = kbtask.build_model(c.task, c.task.Model, c.cfg.redrawn_seed, c.dev)
     xs = draw(c, "redrawn", s0, "official")
-    rng = protocol.call_rng_seed("redrawn_weights")
+    rng = seed_for(c, "redrawn_weights")
     case(c, "redrawn_weights", "redrawn_weights", xs, reference(other, xs, rng), set_id="redrawn", model="redrawn",
          rng=rng)
     del other
@@ -265,11 +301,11 @@ def after_timing(c: Ctx, task_src: bytes) -> None:
         c.proc.request({"cmd": "model", "name": f"shape{i}", "seed": s0, "overrides": ov},
                        timeout_s=c.cfg.call_timeout_s)
         xs = draw(c, f"shape{i}", s0, "official", task=t, overrides=ov)
-        rng = protocol.call_rng_seed(f"shape{i}")
+        rng = seed_for(c, f"shape{i}")
         case(c, f"shape{i}", "extra_shape", xs, reference(m, xs, rng), set_id=f"shape{i}", model=f"shape{i}", rng=rng)
         del m, xs
         torch.cuda.empty_cache() if c.dev.startswith("cuda") else None
 
 
-__all__ = ["CandidateSpec", "Ctx", "case", "worst_compare", "draw", "reference", "checking_pass", "after_timing", "checked", "first", "sync", "clone",
+__all__ = ["CandidateSpec", "Ctx", "seed_for", "draws_random", "case", "worst_compare", "draw", "reference", "checking_pass", "after_timing", "checked", "first", "sync", "clone",
            "CHILD_FIELDS"]

@@ -43,7 +43,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from kbrepro.errors import CandidateFailure
-from kbrepro.harness.candidate_calls import Ctx, checked, clone, first, reference, sync
+from kbrepro.harness.candidate_calls import Ctx, checked, clone, first, reference, seed_for, sync
 from kbrepro.harness.checks import compare
 from kbrepro.harness import isolate
 from kbrepro.harness.fresh import FreshTimer
@@ -120,7 +120,8 @@ def _candidate(c: Ctx, seed: int, n: int, flush_bytes: int, per_call: bool = Fal
     collected (one request), then ``n`` invocations timed. Returns the reply and its time per
     invocation (ms)."""
     c.proc.request({"cmd": "pool", "seed": seed, "n": n}, timeout_s=c.cfg.call_timeout_s)
-    rep = c.proc.request({"cmd": "time_fresh", "n": n, "flush": flush_bytes, "per_call": per_call, "rng": seed},
+    rep = c.proc.request({"cmd": "time_fresh", "n": n, "flush": flush_bytes, "per_call": per_call,
+                          "rng": seed_for(c, seed)},
                          timeout_s=c.cfg.call_timeout_s, max_bytes=64 << 20)
     ts = rep.header.get("times_ms")
     if not (isinstance(ts, list) and ts and all(isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0
@@ -194,7 +195,7 @@ def block(c: Ctx, arms: dict, ft: FreshTimer, *, l2: str, rounds: int, flush_byt
     warm, nw = protocol.pool_seed(cfg.timing_seed, f"{l2}-warmup", 0), max(1, cfg.warmups)
     pool = ft.draw_pool(c.task, warm, nw, separate=False)
     for name, fn in arms.items():
-        ft.region(fn, pool, nw, flush, graph_steps=name in GRAPHED, rng=warm)
+        ft.region(fn, pool, nw, flush, graph_steps=name in GRAPHED, rng=seed_for(c, warm))
     _candidate(c, warm, nw, flush_bytes)
     # invocations per request: enough that eager fills TARGET_REQUEST_MS (timed here, on fresh
     # sets), capped so that every invocation's inputs and output fit the pool
@@ -220,7 +221,8 @@ def block(c: Ctx, arms: dict, ft: FreshTimer, *, l2: str, rounds: int, flush_byt
                 cand = _held_reply(c, weight_seed)
             else:
                 pool = ft.draw_pool(c.task, seed, inv, separate=False)
-                times[name], ys = ft.region(arms[name], pool, inv, flush, graph_steps=name in GRAPHED, rng=seed)
+                times[name], ys = ft.region(arms[name], pool, inv, flush, graph_steps=name in GRAPHED,
+                                            rng=seed_for(c, seed))
                 if name == "eager":
                     eager_ys = ys
                 del pool, ys
@@ -275,14 +277,14 @@ def per_call(c: Ctx, ft: FreshTimer, xs_timing: list) -> dict:
         fresh.append({"round": r, "times_ms": list(rep.header.get("times_ms") or [])})
         checked(mc.CallRound, fresh[-1], "per-call times")
         pool = ft.draw_pool(c.task, seed, k, separate=False)
-        eager.append({"round": r, "times_ms": ft.per_call(c.model, pool, seed)})
+        eager.append({"round": r, "times_ms": ft.per_call(c.model, pool, seed_for(c, seed))})
         j = rng.randrange(k)
         size = first(c.refs[next(iter(c.refs))]) if c.refs else None
         nbytes = int(size.numel() * size.element_size()) if size is not None else 1 << 30
         got = c.proc.request({"cmd": "output", "index": j}, timeout_s=cfg.call_timeout_s, max_bytes=2 * nbytes + 4096)
         w = got.header.get("written_by")  # a reused output buffer holds the answer of the last call that wrote it
         w = w if isinstance(w, int) and not isinstance(w, bool) and j <= w < k else j
-        ref = first(reference(c.model, pool[w], seed + w))  # the random state of the candidate's call w
+        ref = first(reference(c.model, pool[w], seed_for(c, seed, w)))  # the random state of the candidate's call w
         del pool
         try:
             out = frame_tensor(got.header.get("tensor") or {}, got.frames[0] if got.frames else b"").to(ref.device)

@@ -296,3 +296,11 @@ def test_a_task_whose_reference_draws_random_numbers_passes_its_own_reference(tm
     assert {v["name"]: v["passed"] for v in rec["verdicts"]}["official_allclose"] is False
     seeds = {protocol.call_rng_seed(t) for t in ("s0/official", "s0/normal", "timing_input", "shape0")}
     assert len(seeds) == 4 and all(0 <= s < 1 << 56 for s in seeds)
+    # only such a task's calls are seeded: for any other, the random state tells no call from another
+    from kbrepro.harness.candidate_calls import draws_random
+
+    xs = [torch.rand(4, 16)]
+    torch.manual_seed(0)
+    drop = kbtask.build_model(kbtask.load_task(DROPOUT_TASK), kbtask.load_task(DROPOUT_TASK).Model, 0, "cpu")
+    assert draws_random(drop, xs) is True
+    assert draws_random(drop.lin, xs) is False
