@@ -9,6 +9,7 @@ child reported is the candidate's malformed reply, one the parent computed a def
 """
 from __future__ import annotations
 
+import copy
 import json
 import re
 from dataclasses import dataclass, field
@@ -54,20 +55,27 @@ class Ctx:
 
 def seed_for(c: "Ctx", tag: str, offset: int = 0) -> int | None:
     """The seed of torch's generators before the call ``tag`` names (its reference's, or a
-    timed request's pool seed as an int tag), or None where the task draws no random numbers
-    in its forward (:func:`draws_random`)."""
+    timed request's, by its pool seed as an int: a seed derived from it, so that the random
+    state at entry does not hand the candidate its inputs' seed), plus ``offset`` (a per-call
+    request's call index); None where the task draws no random numbers in its forward
+    (:func:`draws_random`)."""
     if not c.seeded:
         return None
-    return (tag if isinstance(tag, int) else protocol.call_rng_seed(tag)) + offset
+    return protocol.call_rng_seed(f"request/{tag}" if isinstance(tag, int) else tag) + offset
 
 
 def draws_random(model, xs) -> bool:
-    """Whether the task's forward draws random numbers: its outputs on ``xs`` after two
-    different seeds differ (NaN equal to NaN). A forward that differs from run to run for
-    another reason (float atomics) counts too: seeding its calls costs nothing."""
+    """Whether the task's forward draws random numbers: the outputs on ``xs`` of two copies of
+    ``model``, each called once, after two different seeds, differ (NaN equal to NaN). The
+    copies keep ``model`` and the process's random state as they were (a forward that draws
+    only on its first call, or that updates running statistics, is judged as the child's
+    model will first run). A forward that differs from run to run for another reason (float
+    atomics) counts too: seeding its calls costs nothing."""
     import torch
 
-    a, b = reference(model, xs, 1), reference(model, xs, 2)
+    with torch.random.fork_rng(devices=list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []):
+        a = reference(copy.deepcopy(model), xs, 1)
+        b = reference(copy.deepcopy(model), xs, 2)
     a, b = (a if isinstance(a, tuple) else (a,)), (b if isinstance(b, tuple) else (b,))
     for x, y in zip(a, b):
         if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor):

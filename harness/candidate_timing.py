@@ -86,6 +86,9 @@ def baselines(c: Ctx, xs: list, ref) -> tuple[dict, dict]:
             else:
                 raise ValueError(f"unknown baseline {name}")
             with torch.no_grad():
+                rng = seed_for(c, "timing_input")  # the random state the reference was computed after
+                if rng is not None:
+                    torch.manual_seed(rng)
                 out = first(fn(*xs))
             sync(c.dev)
         except Exception as exc:  # a baseline that cannot run is recorded, not fatal

@@ -176,7 +176,7 @@ class FreshTimer:
             sets = self._views(srcs, one, n)
             if sets is not None:
                 return sets
-        srcs = [x.unbind(0) for x in srcs]
+        cols, srcs = srcs, [x.unbind(0) for x in srcs]
         sets, dsts, views = [], [], []
         for i in range(n):
             s = [self._empty_strided(a.shape, a.stride(), dtype=a.dtype, device=dev) for a in one]
@@ -185,6 +185,9 @@ class FreshTimer:
             views.extend(col[i] for col in srcs)
         if dsts:
             self._foreach_copy(dsts, views)
+        for x in cols:  # the batch goes back to the allocator written over: no later set left to read
+            if x.stride(0) != 0:
+                x.zero_()
         for j, a in enumerate(one):
             if a.requires_grad:
                 for s in sets:

@@ -273,6 +273,7 @@ class _Server:
         self.gc_after = False
         self.marker = self.flush_buf = None
         self.task = self.cand = None
+        self.base_sizes: dict = {}
         self.device = "cpu"
 
     # -- helpers ----------------------------------------------------------------------------
@@ -320,7 +321,8 @@ class _Server:
         before = _flags()
         t0 = self.perf()
         self.task = self.kbtask.load_task(frames[1], "kbrepro_task")
-        self.kbtask.apply_overrides(self.task, h.get("overrides") or {})
+        self.base_sizes = dict(h.get("overrides") or {})  # the run's sizes: another shape goes on these
+        self.kbtask.apply_overrides(self.task, self.base_sizes)
         # a module of its own, with its source in linecache, so that code reading its source
         # (Triton's @jit, inspect) finds it as it would find a file
         import linecache
@@ -350,9 +352,10 @@ class _Server:
                 "torch": torch.__version__}
 
     def model(self, h: dict) -> dict:
-        """A second instance with other weights (``seed``), or at other sizes."""
+        """A second instance with other weights (``seed``), or at other sizes (the run's sizes and
+        this shape's, never an earlier shape's)."""
         if h.get("overrides"):
-            self.kbtask.apply_overrides(self.task, h["overrides"])
+            self.kbtask.apply_overrides(self.task, {**self.base_sizes, **h["overrides"]}, reset=True)
         self.kbtask.follow_sizes(self.cand, self.task)
         self.models[h["name"]] = self.kbtask.build_model(self.task, self.cand["ModelNew"], int(h["seed"]),
                                                          self.device)
@@ -361,7 +364,7 @@ class _Server:
 
     def draw(self, h: dict) -> dict:
         if h.get("overrides"):
-            self.kbtask.apply_overrides(self.task, h["overrides"])
+            self.kbtask.apply_overrides(self.task, {**self.base_sizes, **h["overrides"]}, reset=True)
         xs = self.kbtask.draw_inputs(self.task, int(h["seed"]), h["distribution"], self.device)
         if h.get("into"):  # the new values written into an earlier set's tensors (same id() and pointers)
             for a, b in zip(self.inputs[h["into"]], xs):

@@ -51,8 +51,9 @@ def size_globals(task: types.ModuleType) -> dict[str, int]:
     return {k: v for k, v in vars(task).items() if not k.startswith("_") and type(v) is int and 0 < v <= MAX_OVERRIDE}
 
 
-def apply_overrides(task: types.ModuleType, overrides: Mapping[str, int]) -> None:
-    """Set the task's size globals (``{"batch_size": 8}``), on top of those set before, and
+def apply_overrides(task: types.ModuleType, overrides: Mapping[str, int], reset: bool = False) -> None:
+    """Set the task's size globals (``{"batch_size": 8}``), on top of those set before (or,
+    with ``reset``, on the task's own values: earlier overrides dropped), and
     compute again every module global derived from them (``bias_shape = (out_channels, 1, 1)``,
     ``input_shape = (dim,)``): the task's module-level code runs again with each overridden
     assignment followed by ``name = value``, as :func:`kbrepro.model.task_inputs.input_specs`
@@ -64,9 +65,10 @@ def apply_overrides(task: types.ModuleType, overrides: Mapping[str, int]) -> Non
             raise ValueError(f"the task has no integer size global {k!r} (it has {', '.join(sorted(known)) or 'none'})")
         if type(v) is not int or not 0 < v <= MAX_OVERRIDE:
             raise ValueError(f"size {k}={v!r} is not a positive integer")
-    sizes = {**(vars(task).get(_SIZES) or {}), **dict(overrides)}
+    prev = vars(task).get(_SIZES) or {}
+    sizes = dict(overrides) if reset else {**prev, **dict(overrides)}
     src = vars(task).get(_SOURCE)
-    if src is None or not overrides:
+    if src is None or not (overrides or (reset and prev)):
         for k, v in overrides.items():
             setattr(task, k, v)
         return

@@ -304,3 +304,31 @@ def test_a_task_whose_reference_draws_random_numbers_passes_its_own_reference(tm
     drop = kbtask.build_model(kbtask.load_task(DROPOUT_TASK), kbtask.load_task(DROPOUT_TASK).Model, 0, "cpu")
     assert draws_random(drop, xs) is True
     assert draws_random(drop.lin, xs) is False
+
+
+FIRST_CALL_RANDOM_TASK = DROPOUT_TASK.replace(b'''        self.drop = nn.Dropout(0.5)
+    def forward(self, x):
+        return self.drop(self.lin(x))''', b'''        self.h = None
+    def forward(self, x):
+        if self.h is None:
+            self.h = torch.randn(x.shape[1])
+        return self.lin(x) + self.h''')
+
+LINEAR_TASK = DROPOUT_TASK.replace(b"        return self.drop(self.lin(x))", b"        return self.lin(x)")
+
+
+def test_a_forward_random_on_its_first_call_only_and_shapes_one_after_another(tmp_path):
+    """Two findings of a red-team pass. A forward that draws random numbers on its first call
+    only is judged random on copies of the parent's model (judging it on the model itself
+    spent that first call in the parent only); extra shapes given one after another reach the
+    child each on the run's sizes, never on an earlier shape's (the child applied each on top
+    of the last: the reference was caught at the second shape)."""
+    spec = hc.CandidateSpec("f", FIRST_CALL_RANDOM_TASK + b"\nModelNew = Model\n", "f.py", FIRST_CALL_RANDOM_TASK)
+    rec = hc.run_candidate(spec, hc.task_config(FIRST_CALL_RANDOM_TASK, "f.py", protocol.PROFILES["quick"], "cpu"),
+                           tmp_path / "f", device="cpu")
+    assert not [v for v in rec["verdicts"] if v["passed"] is False], rec["verdicts"]
+    cfg = hc.with_overrides(protocol.PROFILES["quick"], extra_shapes=((("batch_size", 2),), (("n", 8),)))
+    spec = hc.CandidateSpec("s", LINEAR_TASK + b"\nModelNew = Model\n", "s.py", LINEAR_TASK)
+    rec = hc.run_candidate(spec, hc.task_config(LINEAR_TASK, "s.py", cfg, "cpu"), tmp_path / "s", device="cpu")
+    verdicts = {v["name"]: v["passed"] for v in rec["verdicts"]}
+    assert verdicts["other_shapes_correct"] is True and not [k for k, v in verdicts.items() if v is False], rec["verdicts"]
