@@ -64,6 +64,15 @@ def seed_for(c: "Ctx", tag: str, offset: int = 0) -> int | None:
     return protocol.call_rng_seed(f"request/{tag}" if isinstance(tag, int) else tag) + offset
 
 
+def _copy_or_self(model):
+    """A deep copy of ``model``; the model itself where it cannot be copied (a module holding
+    something deepcopy refuses: judged on the model, as before copies, rather than raising)."""
+    try:
+        return copy.deepcopy(model)
+    except Exception:  # noqa: BLE001 - any refusal of deepcopy
+        return model
+
+
 def draws_random(model, xs) -> bool:
     """Whether the task's forward draws random numbers: the outputs on ``xs`` of two copies of
     ``model``, each called once, after two different seeds, differ (NaN equal to NaN). The
@@ -74,8 +83,8 @@ def draws_random(model, xs) -> bool:
     import torch
 
     with torch.random.fork_rng(devices=list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []):
-        a = reference(copy.deepcopy(model), xs, 1)
-        b = reference(copy.deepcopy(model), xs, 2)
+        a = reference(_copy_or_self(model), xs, 1)
+        b = reference(_copy_or_self(model), xs, 2)
     a, b = (a if isinstance(a, tuple) else (a,)), (b if isinstance(b, tuple) else (b,))
     for x, y in zip(a, b):
         if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor):

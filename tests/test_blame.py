@@ -304,6 +304,8 @@ def test_a_task_whose_reference_draws_random_numbers_passes_its_own_reference(tm
     drop = kbtask.build_model(kbtask.load_task(DROPOUT_TASK), kbtask.load_task(DROPOUT_TASK).Model, 0, "cpu")
     assert draws_random(drop, xs) is True
     assert draws_random(drop.lin, xs) is False
+    drop.gen = (i for i in range(3))  # a generator: deepcopy refuses it, the model itself is judged
+    assert draws_random(drop, xs) is True
 
 
 FIRST_CALL_RANDOM_TASK = DROPOUT_TASK.replace(b'''        self.drop = nn.Dropout(0.5)
