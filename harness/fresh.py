@@ -147,9 +147,9 @@ class FreshTimer:
         """``n`` sets from one vmapped ``get_inputs()`` call, each tensor of each set an
         allocation of its own laid out as the plain call ``one`` lays it out (strides,
         ``requires_grad``), all filled by one batched copy: nothing of another set is reachable
-        from a set's tensors (unless not ``separate``: :meth:`_views`). None where vmap refuses the task (warnings are not errors here,
-        whatever filter the process set), where a result differs from the plain call in
-        dtype or shape, where the plain call's layout is not dense (an expanded or overlapping
+        from a set's tensors (unless not ``separate``: :meth:`_views`). None where vmap
+        refuses the task (warnings are not errors here, whatever filter the process set), where
+        a result differs from the plain call in dtype or shape, where the plain call's layout is not dense (an expanded or overlapping
         input: only ``n`` calls reproduce it), or where an input's values are the same in every
         set while two plain calls give different ones (drawn outside torch, where vmap cannot
         reach: every set would repeat them)."""
