@@ -4,7 +4,8 @@
 
 Each task's own source with ``ModelNew = Model`` appended runs through ``run_candidates`` with
 the quick profile on the CPU, ``batch_size`` cut to 2 and every other plain integer size above
-64 cut to 64 (the sweep of the issue). One JSON line per task: the outcome (``ok``: a record;
+64 cut to 64 (the sweep of the issue), or where the reference itself does not run there,
+``batch_size`` alone cut, or the task's own sizes (``kbtask.runnable_reduced_sizes``). One JSON line per task: the outcome (``ok``: a record;
 ``usage``: refused before the candidate ran, with the message; ``error``: anything else our
 code raised), the checks that did not pass (False) or could not decide (None) with their
 details, the record's failure, and the seconds. An honest candidate is never caught: every
@@ -33,7 +34,8 @@ def main(out, levels, only):
     from kbrepro.errors import ReproError
     from kbrepro.harness import jsonio
     from kbrepro.harness.kernelbench import resolve_checkout
-    from kbrepro.model.task_inputs import reduced_sizes
+    from kbrepro.harness.kbtask import runnable_reduced_sizes
+    from kbrepro.model.protocol import PROFILES
 
     kb = resolve_checkout(None)
     done = set()
@@ -53,9 +55,9 @@ def main(out, levels, only):
             if task in done:
                 continue
             src = f.read_bytes()
-            sizes = reduced_sizes(src)
-            row = {"task": task, "file": f.name, "sizes": sizes}
             t0 = time.perf_counter()
+            sizes, skipped = runnable_reduced_sizes(src, PROFILES["quick"].seeds[0], "cpu")
+            row = {"task": task, "file": f.name, "sizes": sizes, "sizes_skipped": skipped}
             with tempfile.TemporaryDirectory(prefix="kbrepro-sweep-") as tmp:
                 cand = Path(tmp) / f"ref_{task.replace('/', '_')}.py"
                 cand.write_bytes(src + b"\n\nModelNew = Model\n")

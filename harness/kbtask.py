@@ -25,6 +25,8 @@ import types
 from typing import Any, Mapping
 
 from kbrepro.model.protocol import DISTRIBUTIONS  # noqa: E402,F401
+from kbrepro.model.task_inputs import reduced_sizes
+
 #: the offset of the second generator's seed (a prime, so that seeds 0..n never collide)
 _NORMAL_OFFSET = 7919
 #: globals a size override may set: plain ints that a task's get_inputs reads at call time
@@ -205,4 +207,24 @@ def fingerprint(x) -> str | None:
            f"{rows & ((1 << 64) - 1):016x}"
 
 
-__all__ = ["fingerprint", "DISTRIBUTIONS", "load_task", "size_globals", "apply_overrides", "follow_sizes", "draw_inputs", "build_model"]
+def runnable_reduced_sizes(src: bytes, seed: int, device: str, batch: int = 2,
+                           plain: int = 64) -> tuple[dict[str, int], list[str]]:
+    """The smallest sizes of the ladder at which the task's own ``Model`` runs (the CPU sweep
+    of issue 28): every size reduced (:func:`kbrepro.model.task_inputs.reduced_sizes`), then
+    ``batch_size`` alone cut to ``batch``, then the task's own sizes. Returns the overrides
+    (empty: the task's own sizes) and, for each rung skipped, why the reference raised there
+    (:func:`reference_error`). A task whose sizes are tied to each other (1/100's batch and
+    input shape), or to fixed image sizes (3/19, 3/29), or to divisibility (3/25's groups) runs
+    on a lower rung. The last rung is not tried, only returned: its failure is the run's."""
+    full = reduced_sizes(src, batch=batch, plain=plain)
+    rungs = [full, {k: v for k, v in full.items() if k == "batch_size"}]
+    skipped: list[str] = []
+    for sizes in dict.fromkeys(tuple(sorted(r.items())) for r in rungs if r):
+        err = reference_error(src, dict(sizes), seed, device)
+        if err is None:
+            return dict(sizes), skipped
+        skipped.append(f"{dict(sizes)}: {err}")
+    return {}, skipped
+
+
+__all__ = ["fingerprint", "DISTRIBUTIONS", "load_task", "size_globals", "apply_overrides", "follow_sizes", "draw_inputs", "build_model", "reference_error", "runnable_reduced_sizes"]
