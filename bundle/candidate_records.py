@@ -44,7 +44,7 @@ def load(raw_doc: object, files: Mapping[str, bytes], task_source: Callable[[mc.
     verdicts: dict[str, tuple] = {}
     for i, rec in enumerate(doc.candidates):
         vs = cheats_v2.derive_any(doc.schema_version, rec.observations, rec.timing, rec.blocks, doc.predicate.atol,
-                               doc.predicate.rtol)
+                                  doc.predicate.rtol, rec.config.no_extra_shape)
         verdicts[rec.name] = vs
         custom = dict((v.name, v.passed) for v in vs).get("custom_kernel_ran")
         ev = rules.Evidence(task_source(rec), payload, env.get("l2_cache_bytes"), env.get("gpu_name"))

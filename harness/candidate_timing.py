@@ -187,27 +187,32 @@ def _pair(v) -> list:
     return [float(x) if math.isfinite(x) else None for x in v.tolist()]
 
 
-def block(c: Ctx, arms: dict, ft: FreshTimer, *, l2: str, rounds: int, flush_bytes: int, io_bytes: int) -> dict:
+def block(c: Ctx, arms: dict, ft: FreshTimer, *, l2: str, rounds: int, flush_bytes: int, io_bytes: int,
+          budget: int) -> dict:
     """One timing block (warm or cold L2): every arm once per round in a seeded shuffled order,
-    each on fresh sets (module docstring); the candidate's outputs held against eager's."""
+    each on fresh sets (module docstring); the candidate's outputs held against eager's. No
+    request holds more than ``budget`` bytes of sets (its warmups, the calibration and the
+    timed requests; at least one set)."""
     import torch
 
     cfg = c.cfg
     names = [*arms, "candidate"]
     flush = torch.empty(flush_bytes, dtype=torch.uint8, device=c.dev) if flush_bytes else None
-    warm, nw = protocol.pool_seed(cfg.timing_seed, f"{l2}-warmup", 0), max(1, cfg.warmups)
+    warm = protocol.pool_seed(cfg.timing_seed, f"{l2}-warmup", 0)
+    nw = protocol.invocations_with_pool(max(1, cfg.warmups), io_bytes, budget)
     pool = ft.draw_pool(c.task, warm, nw, separate=False)
     for name, fn in arms.items():
         ft.region(fn, pool, nw, flush, graph_steps=name in GRAPHED, rng=seed_for(c, warm))
+    del pool
     _candidate(c, warm, nw, flush_bytes)
     # invocations per request: enough that eager fills TARGET_REQUEST_MS (timed here, on fresh
     # sets), capped so that every invocation's inputs and output fit the pool
-    cal = ft.draw_pool(c.task, protocol.pool_seed(cfg.timing_seed, f"{l2}-calibration", 0), cfg.invocations_per_pair,
-                        separate=False)
+    cal = ft.draw_pool(c.task, protocol.pool_seed(cfg.timing_seed, f"{l2}-calibration", 0),
+                       protocol.invocations_with_pool(cfg.invocations_per_pair, io_bytes, budget), separate=False)
     eager_ms = ft.region(arms["eager"], cal, len(cal), flush)[0] if "eager" in arms else None
-    del cal, pool
+    del cal
     inv = protocol.invocations_with_pool(protocol.invocations_per_request(cfg.invocations_per_pair, eager_ms),
-                                         io_bytes)
+                                         io_bytes, budget)
     rng = random.Random(cfg.order_seed + (1 if l2 == "cold" else 0))
     pick = random.Random(cfg.order_seed + (3 if l2 == "cold" else 2))
     rows = []
@@ -237,7 +242,7 @@ def block(c: Ctx, arms: dict, ft: FreshTimer, *, l2: str, rounds: int, flush_byt
         rows.append({"order": order, "times_ms": times, "host_ms": host, "outputs": outputs, "checksum_ms": chk_ms})
     proto = {"mode": "events", "warmups": cfg.warmups, "rounds": rounds, "invocations_per_pair": inv,
              "order_seed": cfg.order_seed + (1 if l2 == "cold" else 0), "l2": l2, "inputs": "fresh",
-             "calibration_ms": eager_ms, "io_bytes": io_bytes}
+             "calibration_ms": eager_ms, "io_bytes": io_bytes, "pool_bytes": budget}
     blk = {"id": f"{c.spec.name}/{l2}", "candidate": c.spec.name, "l2": l2, "mode": "events", "protocol": proto,
            "arms": names, "rounds": rows}
     if flush_bytes:
@@ -255,7 +260,8 @@ def clock(c: Ctx, warm: Mapping) -> dict:
     n1 = warm["protocol"]["invocations_per_pair"]
     med = protocol.roofline_median_ms([r["times_ms"]["candidate"] for r in warm["rounds"]])
     n2 = min(protocol.clock_extra_invocations(n1, med),
-             protocol.invocations_with_pool(protocol.MAX_CLOCK_INVOCATIONS, warm["protocol"]["io_bytes"]))
+             protocol.invocations_with_pool(protocol.MAX_CLOCK_INVOCATIONS, warm["protocol"]["io_bytes"],
+                                            warm["protocol"]["pool_bytes"]))
     n2 = max(n2, n1 + 1)
     out = {"n1": n1, "n2": n2, "host1_ms": [], "host2_ms": [], "reported1_ms": [], "reported2_ms": []}
     for k in range(protocol.CLOCK_REPEATS):
@@ -266,41 +272,59 @@ def clock(c: Ctx, warm: Mapping) -> dict:
     return out
 
 
-def per_call(c: Ctx, ft: FreshTimer, xs_timing: list) -> dict:
+def per_call(c: Ctx, ft: FreshTimer, xs_timing: list, budget: int, io_bytes: int) -> dict:
     """Per-call times (each call synchronised alone) on fresh sets, of the candidate and of
-    eager on the same sets, with one candidate output per round (drawn after the fact)
-    checked in full against the parent's reference; and on the one repeated timing input."""
+    eager on the same sets, with one candidate output per round (its index drawn by the
+    parent's seeded generator, never sent before the candidate answered) checked in full
+    against the parent's reference; and on the one repeated timing input. A round's sets come
+    in requests of at most ``budget`` bytes (``io_bytes`` a set; the first request's seed is
+    the round's, as when one request held them all)."""
     cfg = c.cfg
     k = cfg.fresh_sets
+    fit = protocol.invocations_with_pool(k, io_bytes, budget)
     rng = random.Random(cfg.order_seed + 4)
     fresh, eager, spots, repeat = [], [], [], []
     for r in range(cfg.fresh_rounds):
-        seed = protocol.pool_seed(cfg.timing_seed, "percall", r)
-        rep, _ = _candidate(c, seed, k, 0, per_call=True)
-        fresh.append({"round": r, "times_ms": list(rep.header.get("times_ms") or [])})
-        checked(mc.CallRound, fresh[-1], "per-call times")
-        pool = ft.draw_pool(c.task, seed, k, separate=False)
-        eager.append({"round": r, "times_ms": ft.per_call(c.model, pool, seed_for(c, seed))})
         j = rng.randrange(k)
-        size = first(c.refs[next(iter(c.refs))]) if c.refs else None
-        nbytes = int(size.numel() * size.element_size()) if size is not None else 1 << 30
-        got = c.proc.request({"cmd": "output", "index": j}, timeout_s=cfg.call_timeout_s, max_bytes=2 * nbytes + 4096)
-        w = got.header.get("written_by")  # a reused output buffer holds the answer of the last call that wrote it
-        w = w if isinstance(w, int) and not isinstance(w, bool) and j <= w < k else j
-        ref = first(reference(c.model, pool[w], seed_for(c, seed, w)))  # the random state of the candidate's call w
-        del pool
-        try:
-            out = frame_tensor(got.header.get("tensor") or {}, got.frames[0] if got.frames else b"").to(ref.device)
-            cmp = compare(ref, out, c.tol)
-        except ValueError as exc:
-            cmp = {"shape_match": False, "official": {"pass": False}, "error": str(exc)[:200]}
-        spots.append({"round": r, "index": j, "written_by": w, "compare": cmp})
+        times, eager_times = [], []
+        for start in range(0, k, fit):
+            n = min(fit, k - start)
+            seed = protocol.pool_seed(cfg.timing_seed, f"percall{start}" if start else "percall", r)
+            rep, _ = _candidate(c, seed, n, 0, per_call=True)
+            times += list(rep.header.get("times_ms") or [])
+            pool = ft.draw_pool(c.task, seed, n, separate=False)
+            eager_times += ft.per_call(c.model, pool, seed_for(c, seed))
+            if start <= j < start + n:
+                spots.append(_spot(c, pool, seed, r, j, start, n))
+            del pool
+        fresh.append({"round": r, "times_ms": times})
+        checked(mc.CallRound, fresh[-1], "per-call times")
+        eager.append({"round": r, "times_ms": eager_times})
         _collect(c)
         rep = c.proc.request({"cmd": "time", "ids": ["timing"], "n": k, "per_call": True},
                              timeout_s=cfg.call_timeout_s)
         repeat.append({"round": r, "times_ms": list(rep.header.get("times_ms") or [])})
         checked(mc.CallRound, repeat[-1], "per-call times")
     return {"fresh": fresh, "eager_fresh": eager, "repeat": repeat, "spot_checks": spots, "sets_per_round": k}
+
+
+def _spot(c: Ctx, pool: list, seed: int, r: int, j: int, start: int, n: int) -> dict:
+    """The spot check of round ``r``: the candidate's output of call ``j`` (of the round; the
+    request's calls ``start`` to ``start + n``) against the parent's reference on the set its
+    memory answers."""
+    size = first(c.refs[next(iter(c.refs))]) if c.refs else None
+    nbytes = int(size.numel() * size.element_size()) if size is not None else 1 << 30
+    got = c.proc.request({"cmd": "output", "index": j - start}, timeout_s=c.cfg.call_timeout_s,
+                         max_bytes=2 * nbytes + 4096)
+    w = got.header.get("written_by")  # a reused output buffer holds the answer of the last call that wrote it
+    w = w if isinstance(w, int) and not isinstance(w, bool) and j - start <= w < n else j - start
+    ref = first(reference(c.model, pool[w], seed_for(c, seed, w)))  # the random state of the candidate's call w
+    try:
+        out = frame_tensor(got.header.get("tensor") or {}, got.frames[0] if got.frames else b"").to(ref.device)
+        cmp = compare(ref, out, c.tol)
+    except ValueError as exc:
+        cmp = {"shape_match": False, "official": {"pass": False}, "error": str(exc)[:200]}
+    return {"round": r, "index": j, "written_by": start + w, "compare": cmp}
 
 
 def timing_stage(c: Ctx, timing: dict, blocks: list, xs: list, ref, bandwidth_gbps) -> None:
@@ -320,16 +344,22 @@ def timing_stage(c: Ctx, timing: dict, blocks: list, xs: list, ref, bandwidth_gb
     timing["baselines"] = info
     out_bytes = sum(int(r.numel() * r.element_size()) for r in (ref if isinstance(ref, tuple) else (ref,)))
     in_bytes = sum(int(x.numel() * x.element_size()) for x in xs if isinstance(x, torch.Tensor))
-    blocks.append(block(c, arms, ft, l2="warm", rounds=c.cfg.rounds, flush_bytes=0, io_bytes=in_bytes + out_bytes))
+    io = in_bytes + out_bytes
+    # what the checking pass and the builds left in both processes' caches goes back to the
+    # device first; the requests' sets then take a share of what is free (protocol.pool_bytes)
+    c.proc.request({"cmd": "trim"}, timeout_s=c.cfg.call_timeout_s)
+    torch.cuda.empty_cache()
+    budget = protocol.pool_bytes(int(torch.cuda.mem_get_info(torch.device(c.dev))[0]))
+    blocks.append(block(c, arms, ft, l2="warm", rounds=c.cfg.rounds, flush_bytes=0, io_bytes=io, budget=budget))
     say("warm block")
     timing["clock"] = clock(c, blocks[0])
     say("clock")
     if c.cfg.cold_l2:
         l2 = int(torch.cuda.get_device_properties(0).L2_cache_size)
         blocks.append(block(c, arms, ft, l2="cold", rounds=c.cfg.cold_rounds, flush_bytes=2 * l2,
-                            io_bytes=in_bytes + out_bytes))
+                            io_bytes=io, budget=budget))
     say("cold block")
-    timing["per_call"] = per_call(c, ft, xs)
+    timing["per_call"] = per_call(c, ft, xs, budget, io)
     say("per call")
     med = protocol.roofline_median_ms([r["times_ms"]["candidate"] for r in blocks[0]["rounds"]])
     timing["roofline"] = {"bytes_moved": in_bytes + out_bytes, "median_ms": med, "bandwidth_gbps": bandwidth_gbps}

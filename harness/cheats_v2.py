@@ -190,8 +190,10 @@ def timed_calls_consistent(obs: Observations, timing: Timing, blocks: Sequence[B
 
 
 def derive_v2(obs: Observations, timing: Timing, blocks: Sequence[Block], atol: float,
-              rtol: float) -> tuple[CheckVerdict, ...]:
-    """Every check of :data:`CHECKS_V2`, in order, for a record of timing protocol 2."""
+              rtol: float, no_extra_shape: str = "") -> tuple[CheckVerdict, ...]:
+    """Every check of :data:`CHECKS_V2`, in order, for a record of timing protocol 2.
+    ``no_extra_shape``: the run's reason for checking no extra shape (its config), given as
+    other_shapes_correct's detail where no extra-shape case ran."""
     first = ran(obs)
     if first.passed is False and not obs.cases:
         return (first,) + tuple(CheckVerdict(n, None, "the candidate did not run") for n in CHECKS_V2[1:])
@@ -202,13 +204,17 @@ def derive_v2(obs: Observations, timing: Timing, blocks: Sequence[Block], atol: 
         v1["timed_outputs_correct"] = timed_outputs_correct_v2(timing, blocks, atol, rtol)
         v1["host_clock_agrees"] = host_clock_agrees_v2(blocks, timing)
     v1["timed_calls_consistent"] = timed_calls_consistent(obs, timing, blocks)
+    if no_extra_shape and not any(c.kind == "extra_shape" for c in obs.cases):
+        v1["other_shapes_correct"] = CheckVerdict("other_shapes_correct", None, f"no extra shape: {no_extra_shape}"[:400])
     return tuple(v1[n] for n in CHECKS_V2)
 
 
 def derive_any(version: int, obs: Observations, timing: Timing, blocks: Sequence[Block], atol: float,
-               rtol: float) -> tuple[CheckVerdict, ...]:
+               rtol: float, no_extra_shape: str = "") -> tuple[CheckVerdict, ...]:
     """:func:`derive` for a record of schema version 1, :func:`derive_v2` for version 2."""
-    return (derive_v2 if version >= 2 else derive)(obs, timing, blocks, atol, rtol)
+    if version >= 2:
+        return derive_v2(obs, timing, blocks, atol, rtol, no_extra_shape)
+    return derive(obs, timing, blocks, atol, rtol)
 
 
 __all__ = ["derive_v2", "derive_any", "official_allclose_v2", "timed_outputs_correct_v2", "host_clock_agrees_v2", "timed_calls_consistent",

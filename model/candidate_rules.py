@@ -358,7 +358,10 @@ def record_problems(doc: CandidatesDoc, i: int, ev: Evidence, custom: Sequence[s
         if bad and bad[0][0] is None:
             out.append(_p(P.CONTRADICTS, f"{at}.config.sizes", bad[0][1]))
             return out
-        if not shapes:
+        if cfg.no_extra_shape and (shapes or not protocol.default_extra_shapes({**glob, **dict(cfg.sizes)})):
+            out.append(_p(P.CONTRADICTS, f"{at}.config.no_extra_shape", "leaves out an extra shape where the user gave "
+                          "one or the task has none to leave out", None, cfg.no_extra_shape))
+        if not shapes and not cfg.no_extra_shape:
             shapes = protocol.default_extra_shapes({**glob, **dict(cfg.sizes)})
         for j, why in bad:
             out.append(_p(P.CONTRADICTS, f"{at}.config.extra_shapes[{j}]", why, None, shapes[j]))

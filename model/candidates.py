@@ -57,6 +57,9 @@ class RunConfig:
     build_timeout_s: Annotated[float, Num(gt=0)]
     call_timeout_s: Annotated[float, Num(gt=0)]
     budget_s: Optional[Annotated[float, Num(gt=0)]] = None
+    #: why no extra shape was checked ("": one was; absent in records made before it existed):
+    #: the reference itself raised at the default extra shape and at the fallback
+    no_extra_shape: SHORT = ""
 
 
 # ---------------------------------------------------------------------- the checking pass

@@ -55,6 +55,9 @@ class CandidateConfig:
     redrawn_seed: int = 1234
     extra_shapes: tuple = ()       # tuple of ((name, value), ...) overrides; () = the default rule
     sizes: tuple = ()              # ((name, value), ...): the task's size globals for the whole run
+    #: why no extra shape is checked ("" where one is): the reference itself raises at the
+    #: default extra shape and at the fallback (harness/candidate.py: task_config)
+    no_extra_shape: str = ""
     build_timeout_s: float = 900.0
     call_timeout_s: float = 300.0
     budget_s: float = 3600.0       # the whole candidate: every request's deadline stops here
@@ -74,7 +77,7 @@ PROFILES = {
 }
 #: configuration fields the user sets (not the protocol) and limits that bound a run without
 #: changing what it measures
-USER_FIELDS = ("sizes", "extra_shapes")
+USER_FIELDS = ("sizes", "extra_shapes", "no_extra_shape")
 LIMIT_FIELDS = ("build_timeout_s", "call_timeout_s", "budget_s")
 
 
@@ -193,6 +196,12 @@ def roofline_median_ms(candidate_times_ms: Sequence[float]) -> float:
 #: the most bytes of input sets a timed request may hold at once (the invocations per request
 #: are capped so that every invocation has a set of its own)
 POOL_BYTES_MAX = 16 << 30
+#: the share of the GPU memory free at the timing stage's start (both processes' caches
+#: emptied) that one request's input sets may take: the parent's arms and the candidate's child
+#: hold a request's sets in turn, each beside the timing input and its own model, and a block's
+#: held outputs stay until its round ends (issue 28: KernelBench 1/4's 8 GiB inputs ran the
+#: H200 out of memory under a cap that ignored what was free)
+POOL_FREE_SHARE = 0.25
 #: a checksum chunk holds at most this many output elements. With weights uniform in [-1, 1], a
 #: stale or partly computed output's weighted sum differs from the right one's by about
 #: 0.8 sqrt(m) sigma over a chunk of m elements, while the allowance of allclose grows as
@@ -249,10 +258,22 @@ def pool_seed(timing_seed: int, l2: str, round_index: int) -> int:
     return (timing_seed * 1_000_003 + tag * 100_003 + round_index * 10_007) % (1 << 62)
 
 
-def invocations_with_pool(calibrated: int, input_bytes: int) -> int:
+def pool_bytes(free_bytes: int) -> int:
+    """The bytes one timed request's input sets may hold (the ``pool_bytes`` a block records):
+    :data:`POOL_FREE_SHARE` of ``free_bytes`` (the device memory free when the timing stage
+    starts, ``torch.cuda.mem_get_info``), at most :data:`POOL_BYTES_MAX`."""
+    return max(0, min(POOL_BYTES_MAX, int(max(0, free_bytes) * POOL_FREE_SHARE)))
+
+
+def invocations_with_pool(calibrated: int, input_bytes: int, budget: Optional[int] = None) -> int:
     """Invocations per request once every invocation has an input set of its own: the
-    calibrated count, capped so that the sets fit :data:`POOL_BYTES_MAX` (at least 1)."""
-    return max(1, min(calibrated, POOL_BYTES_MAX // max(input_bytes, 1)))
+    calibrated count, capped so that the sets fit ``budget`` bytes (a block's recorded
+    ``pool_bytes``; None, in a record made before it was recorded: :data:`POOL_BYTES_MAX`), at
+    least 1. Raises ValueError for a budget above :data:`POOL_BYTES_MAX` or below 0."""
+    cap = POOL_BYTES_MAX if budget is None else int(budget)
+    if not 0 <= cap <= POOL_BYTES_MAX:
+        raise ValueError(f"a pool of {cap} bytes is outside 0 to {POOL_BYTES_MAX}")
+    return max(1, min(calibrated, cap // max(input_bytes, 1)))
 
 
 def checksum_chunks(numel: int) -> int:
@@ -341,5 +362,5 @@ def bytes_moved(input_bytes: Iterable[int], output_bytes: Iterable[int]) -> int:
 
 __all__ = ["CandidateConfig", "PROFILES", "BASELINES", "DISTRIBUTIONS", "STAGES", "TARGET_REQUEST_MS",
            "MAX_INVOCATIONS", "COPY_PROTOCOL", "expected_cases", "case_set_and_model", "same_buffers_reference", "default_extra_shapes", "fallback_extra_shapes", "shape_problems", "invocations_per_request", "copy_gbps",
-           "roofline_median_ms", "bytes_moved", "pool_seed", "invocations_with_pool", "checksum_chunks",
+           "roofline_median_ms", "bytes_moved", "pool_seed", "pool_bytes", "invocations_with_pool", "checksum_chunks",
            "checksum_agrees", "checksums_agree", "clock_slope_ms", "outside_region_ms", "call_rng_seed", "clock_extra_invocations", "calls_allowance_ms", "USER_FIELDS", "LIMIT_FIELDS"]

@@ -30,6 +30,9 @@ class Protocol:
     calibration_ms: Optional[POSITIVE_MS] = None
     #: bytes of one invocation's inputs and output (the pool's cap on invocations per request)
     io_bytes: Optional[POSITIVE] = None
+    #: the bytes a request's input sets could take (protocol.pool_bytes of the memory free at
+    #: the timing stage's start); absent in records made before it was recorded (16 GiB)
+    pool_bytes: Optional[Annotated[int, Num(ge=0, le=1 << 34)]] = None
 
 
 #: a sampled timed output: invocation, the invocation whose answer its memory holds, chunk,

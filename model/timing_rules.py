@@ -135,6 +135,9 @@ def block_problems(rec: CandidateRecord, at: str, gbps: Optional[float], task_sr
         pr = b.protocol
         if (pr.mode, pr.warmups, pr.rounds, pr.order_seed, pr.l2) != ("events", cfg.warmups, len(b.rounds), seed, b.l2):
             yield _p(P.CONTRADICTS, f"{bp}.protocol", "is not the profile's protocol for this block")
+        if pr.pool_bytes != rec.blocks[0].protocol.pool_bytes:
+            yield _p(P.CONTRADICTS, f"{bp}.protocol.pool_bytes", "differs from the warm block's: both come from the "
+                     "memory free when the timing stage began", rec.blocks[0].protocol.pool_bytes, pr.pool_bytes)
         want_flush = None if b.l2 == "warm" else (2 * l2_cache_bytes if l2_cache_bytes else -1)
         if b.l2 == "cold" and l2_cache_bytes == 0 and b.flush_bytes and b.flush_bytes % 2 == 0:
             want_flush = b.flush_bytes  # a sharded case on another GPU than the environment's: twice its own L2
@@ -163,7 +166,7 @@ def block_problems(rec: CandidateRecord, at: str, gbps: Optional[float], task_sr
         lo = protocol.invocations_per_request(cfg.invocations_per_pair, e * (1 if fresh else CALIBRATION_FACTOR))
         hi = protocol.invocations_per_request(cfg.invocations_per_pair, e / (1 if fresh else CALIBRATION_FACTOR))
         if fresh:
-            lo, hi = (protocol.invocations_with_pool(x, pr.io_bytes) for x in (lo, hi))
+            lo, hi = (protocol.invocations_with_pool(x, pr.io_bytes, pr.pool_bytes) for x in (lo, hi))
         if not lo <= inv <= hi or fresh and not eager / CALIBRATION_FACTOR_V2 <= e <= eager * CALIBRATION_FACTOR_V2:
             yield _p(P.DERIVED, f"{bp}.protocol.invocations_per_pair", "is not what the calibration rule gives for "
                      f"the eager arm's {e:.4g} ms (ceil({protocol.TARGET_REQUEST_MS:g} ms / eager) between "
@@ -303,7 +306,8 @@ def _clock_record_problems(rec: CandidateRecord, at: str, cfg) -> Iterator[Probl
     n1 = warm.protocol.invocations_per_pair
     med = protocol.roofline_median_ms([r.times_ms["candidate"] for r in warm.rounds])
     n2 = max(n1 + 1, min(protocol.clock_extra_invocations(n1, med),
-                         protocol.invocations_with_pool(protocol.MAX_CLOCK_INVOCATIONS, warm.protocol.io_bytes or 1)))
+                         protocol.invocations_with_pool(protocol.MAX_CLOCK_INVOCATIONS, warm.protocol.io_bytes or 1,
+                                                        warm.protocol.pool_bytes)))
     if (ck.n1, ck.n2) != (n1, n2) or not len(ck.host1_ms) == len(ck.host2_ms) == protocol.CLOCK_REPEATS:
         yield _p(P.DERIVED, f"{at}.timing.clock", "its lengths or repeats are not the rule's", [n1, n2, protocol.CLOCK_REPEATS],
                  [ck.n1, ck.n2, len(ck.host1_ms)])

@@ -26,7 +26,8 @@ def _lenient(raw_doc, files, task_source, *, prefix=""):
     doc, _ = mc.load(raw_doc)
     if doc is not None:
         verdicts = {r.name: cheats_v2.derive_any(doc.schema_version, r.observations, r.timing, r.blocks,
-                                              doc.predicate.atol, doc.predicate.rtol) for r in doc.candidates}
+                                              doc.predicate.atol, doc.predicate.rtol, r.config.no_extra_shape)
+                    for r in doc.candidates}
     else:
         verdicts = {r.get("name"): tuple(cheats.CheckVerdict(v["name"], v["passed"], v["detail"])
                                          for v in r.get("verdicts") or [])

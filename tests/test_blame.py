@@ -72,13 +72,74 @@ def test_sizes_or_a_given_extra_shape_at_which_the_reference_raises_are_a_usage_
         hc.task_config(BN_TASK, "bn.py", hc.with_overrides(quick, extra_shapes=((("batch_size", 1),),)), "cpu")
 
 
-def test_no_extra_shape_the_reference_runs_at_is_a_usage_error_naming_the_option():
-    one = BN_TASK.replace(b"batch_size = 2", b"batch_size = 2\nn_unused = 1").replace(
-        b"        return self.bn(self.lin(x))", b"        assert x.shape[0] % 2 == 0, 'even batches only'\n"
-        b"        return self.bn(self.lin(x))")
-    with pytest.raises(UsageError, match="default extra shape batch_size=1") as e:
-        hc.task_config(one, "one.py", protocol.PROFILES["quick"], "cpu")
-    assert "--extra-shape" in e.value.hint
+#: the batch tied to a fixed width (KernelBench 1/100: targets of batch_size broadcast against
+#: predictions of 8 columns): the reference runs only where batch_size is 8
+TIED_TASK = b'''import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+    def forward(self, predictions, targets):
+        return torch.mean(torch.clamp(1 - predictions * targets, min=0))
+
+batch_size = 8
+input_shape = (8,)
+
+def get_inputs():
+    return [torch.rand(batch_size, *input_shape), torch.randint(0, 2, (batch_size,)).float() * 2 - 1]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_no_extra_shape_the_reference_runs_at_is_left_out_with_a_note_never_a_catch(tmp_path):
+    """Where the reference raises at the default extra shape and at the fallback alike, no extra
+    shape is checked: the reason is recorded (config.no_extra_shape), other_shapes_correct cannot
+    decide and says why (a PARTIAL, never a catch), and the verifier's rules accept the record; a
+    note where the default runs, or beside a shape the user gave, is a contradiction. A shape the
+    user gave at which the reference raises stays a usage error."""
+    from kbrepro.bundle import candidate_records
+    from kbrepro.model import candidates as mc
+
+    said = []
+    cfg = hc.task_config(TIED_TASK, "tied.py", protocol.PROFILES["quick"], "cpu", said.append)
+    assert cfg.extra_shapes == () and "batch_size=4; batch_size=9" in cfg.no_extra_shape
+    assert "--extra-shape" in said[0]
+    spec = hc.CandidateSpec("c", TIED_TASK + b"\nModelNew = Model\n", "tied.py", TIED_TASK)
+    rec = hc.run_candidate(spec, cfg, tmp_path / "w", device="cpu")
+    verdicts = {v["name"]: (v["passed"], v["detail"]) for v in rec["verdicts"]}
+    assert not [k for k, (p, _) in verdicts.items() if p is False], verdicts
+    assert verdicts["other_shapes_correct"][0] is None and "no extra shape: the reference raises" in \
+        verdicts["other_shapes_correct"][1]
+    assert rec["observations"]["extra_shapes"] == [] and rec["config"]["no_extra_shape"] == cfg.no_extra_shape
+    rec.pop("provenance_dir")
+    rec["file"] = "inputs/candidates/c.py"
+    doc = {"schema": "kbrepro/candidates", "schema_version": 2, "kind": "kernelbench-candidates", "profile": "quick",
+           "device": "cpu", "started_utc": "2026-12-04T00:00:00Z", "finished_utc": "2026-12-04T01:00:00Z",
+           "predicate": {"official": "allclose", "atol": cfg.atol, "rtol": cfg.rtol},
+           "kernelbench": {"commit": "0" * 40}, "bandwidth": {"gbps": None, "reason": "no GPU"}, "candidates": [rec]}
+
+    def problems(d, task=TIED_TASK):
+        return [f"{p.path} {p.message}" for p in candidate_records.load(json.loads(jsonio.dumps(d)), {},
+                                                                        lambda r: task).problems]
+
+    from kbrepro.harness.checks import PREDICATES
+    doc["predicate"].update(PREDICATES["allclose"])
+    assert problems(doc) == []
+    # the note on a task with no extra shape to leave out (no batch_size), or beside a shape the
+    # user gave: a contradiction (where the default would have run, only a replay can tell: the
+    # static verdict is then PARTIAL, never PASS)
+    nobatch = TIED_TASK.replace(b"batch_size", b"rows")
+    assert any("config.no_extra_shape" in p for p in problems(doc, nobatch))
+    given = copy.deepcopy(doc)
+    given["candidates"][0]["config"]["extra_shapes"] = [{"batch_size": 4}]
+    assert any("config.no_extra_shape" in p for p in problems(given))
+    assert mc.load(json.loads(jsonio.dumps(doc)))[0].candidates[0].config.no_extra_shape == cfg.no_extra_shape
+    with pytest.raises(UsageError, match="--extra-shape batch_size=4: the reference of tied.py raises there"):
+        hc.task_config(TIED_TASK, "tied.py", hc.with_overrides(protocol.PROFILES["quick"],
+                                                               extra_shapes=((("batch_size", 4),),)), "cpu")
 
 
 def test_the_reference_error_is_one_line_and_none_where_it_runs():

@@ -366,6 +366,16 @@ PROTOCOL_2 = (
                   "protocol 2: clock requests of 1000 s in a timing stage of seconds"),
     CandidateCase("c6_clock_missing", 5, V2, lambda d, f: _c(d)["timing"].pop("clock"), "documents", "timing.clock",
                   "protocol 2: the clock over two lengths deleted"),
+    CandidateCase("c6_pool_budget_below_the_requests", 2, V2, lambda d, f: [b["protocol"].update(pool_bytes=0)
+                                                                            for b in _c(d)["blocks"]],
+                  "documents", "protocol.invocations_per_pair", "protocol 2: a pool of 0 bytes (one set a request) "
+                  "recorded beside requests of the calibrated length"),
+    CandidateCase("c6_pool_budget_differs_by_block", 5, V2, lambda d, f: _c(d)["blocks"][-1]["protocol"].update(
+        pool_bytes=12345), "documents", "protocol.pool_bytes", "protocol 2: the cold block states another pool "
+                  "budget than the warm one"),
+    CandidateCase("c3_pool_budget_beyond_the_cap", 3, V2, lambda d, f: [b["protocol"].update(pool_bytes=1 << 40)
+                                                                        for b in _c(d)["blocks"]],
+                  "documents", "pool_bytes", "protocol 2: a pool budget above the protocol's 16 GiB cap"),
     CandidateCase("c6_protocol_1_with_held_outputs", 5, QUICK, lambda d, f: _c(d)["blocks"][0]["rounds"][0].update(
         outputs={"n": 1, "aliased": 0, "failing": 0, "worst": 0.0, "sample": []}), "documents", "protocol",
                   "protocol 1 records holding a field of protocol 2"),
