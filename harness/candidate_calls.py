@@ -21,6 +21,7 @@ from kbrepro.harness.checks import Tolerance, compare
 from kbrepro.harness.isolate import CandidateProcess, frame_tensor
 from kbrepro.model import candidates as mc
 from kbrepro.model import protocol, strict
+from kbrepro.model import sizes as msizes
 from kbrepro.model.protocol import CandidateConfig
 
 
@@ -309,7 +310,7 @@ def after_timing(c: Ctx, task_src: bytes) -> None:
     del other
     shapes = c.cfg.extra_shapes or tuple(tuple(d.items()) for d in protocol.default_extra_shapes(
         kbtask.size_globals(c.task)))
-    c.obs["extra_shapes"] = [dict(s) for s in shapes]
+    c.obs["extra_shapes"] = [msizes.to_json(dict(s)) for s in shapes]  # a tuple as a JSON array
     for i, ov in enumerate(shapes):
         ov = dict(ov)
         t = kbtask.load_task(task_src, f"kbrepro_task_shape{i}")
