@@ -104,9 +104,13 @@ SHARD_OPTS = ("shards", "engine", "engine_opts", "device")
               help="the task a --candidate solves: LEVEL/TASK (e.g. 1/88) or a KernelBench path of the pin; "
                    "one for all candidates or one per --candidate, in order")
 @click.option("--size", "sizes", multiple=True,
-              help="a candidate run at other sizes: NAME=VALUE sets the task's size global (repeatable, recorded)")
+              help="a candidate run at other sizes: NAME=VALUE sets the task's size global (repeatable, recorded); "
+                   "VALUE of the kind of the task's own value: an integer (batch_size=8) or a tuple of 1 to 8 "
+                   "positive integers, in parentheses or not, a one-entry tuple with its comma "
+                   "(input_shape=(4096,) or input_shape=4096, and kernel_size=(5,7) or kernel_size=5,7)")
 @click.option("--extra-shape", "extra_shapes", multiple=True,
-              help="an extra shape each candidate is checked at: NAME=VALUE[,NAME=VALUE] [default: batch_size // 2]")
+              help="an extra shape each candidate is checked at: NAME=VALUE[,NAME=VALUE], VALUE as --size's "
+                   "(kernel_size=(3,5),batch_size=4) [default: batch_size // 2]")
 @click.option("--allow-failing", is_flag=True,
               help="keep a bundle that will fail verification (a study), or pack a candidate bundle even when a "
                    "candidate is caught or a default claim fails")
@@ -272,17 +276,6 @@ def _candidate_results(folder: str) -> bool:
         return False
 
 
-def _pairs(items, opt: str) -> dict:
-    out = {}
-    for it in items:
-        k, sep, v = it.partition("=")
-        if not sep or not k.strip().isidentifier() or not v.strip().isdigit() or int(v) == 0 or k.strip() in out:
-            raise UsageError(f"{opt} {it!r} is not NAME=VALUE with a positive integer VALUE, each NAME once",
-                             f"e.g. {opt} batch_size=8")
-        out[k.strip()] = int(v)
-    return out
-
-
 def _candidates_main(given, candidates, tasks, sizes, extra_shapes, allow_failing, profile, out, kernelbench,
                      from_results, results_dir, claims, name, sign=None, bundle_format=None,
                      shard_args=(None, None, (), None)) -> None:
@@ -333,8 +326,8 @@ def _candidates_main(given, candidates, tasks, sizes, extra_shapes, allow_failin
     paired = list(zip(candidates, tasks if len(tasks) == len(candidates) else tasks * len(candidates)))
     for _, t in paired:
         bc.task_path(t, pin)  # a bad task is a usage error before any work
-    size_map = _pairs(sizes, "--size")
-    shapes = tuple(_pairs(s.split(","), "--extra-shape") for s in extra_shapes)
+    size_map = bc.parse_size_options(sizes)
+    shapes = tuple(bc.parse_extra_shape(s) for s in extra_shapes)
     profile = profile or "full"
     from kbrepro.harness.candidate import PROFILES
 

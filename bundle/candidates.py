@@ -33,6 +33,7 @@ from kbrepro.bundle import claims as claims_mod
 from kbrepro.bundle import pack, scrub
 from kbrepro.errors import InvalidResultsError, OutputPathError, UnreadableInputError, UsageError
 from kbrepro.harness import jsonio
+from kbrepro.model import sizes as msizes
 from kbrepro.model.protocol import shape_problems
 from kbrepro.model.provenance_rules import MAX_BUILDS, ninja_commands
 from kbrepro.model.task_inputs import size_globals
@@ -166,17 +167,47 @@ def _utc() -> str:
 
 
 def _shape_text(shape) -> str:
-    return ",".join(f"{k}={v}" for k, v in shape)
+    return ",".join(f"{k}={msizes.text(v)}" for k, v in shape)
+
+
+def parse_size_options(items: Sequence[str], opt: str = "--size") -> dict:
+    """The ``NAME=VALUE`` items of option ``opt`` (``--size``; an extra shape's pairs) as
+    ``{name: int or tuple of ints}`` (:func:`kbrepro.model.sizes.parse_pair`: ``8``,
+    ``(4096,)``, ``4096,``, ``(5,7)``, ``5,7``). The one parser of the command lines
+    (make_bundle.py, ``shard plan``). Raises UsageError for a malformed pair, a zero or
+    negative entry, or a NAME given twice; whether the task has such a size of that kind is
+    :func:`kbrepro.model.protocol.shape_problems`' (checked by :func:`run_candidates`)."""
+    out: dict = {}
+    for it in items:
+        try:
+            k, v = msizes.parse_pair(it)
+            if k in out:
+                raise ValueError(f"{k} is given twice")
+        except ValueError as exc:
+            raise UsageError(f"{opt} {it!r}: {exc}; give NAME=VALUE, VALUE a positive integer or a tuple of them, "
+                             "each NAME once", f"e.g. {opt} batch_size=8, {opt} input_shape=(4096,) or "
+                             f"{opt} kernel_size=5,7") from None
+        out[k] = v
+    return out
+
+
+def parse_extra_shape(text: str) -> dict:
+    """One ``--extra-shape NAME=VALUE[,NAME=VALUE...]`` (the pairs split at the commas that
+    start another NAME, never at a tuple's) by :func:`parse_size_options`. Raises UsageError."""
+    return parse_size_options(msizes.split_pairs(text), "--extra-shape")
 
 
 def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelbench: str | None,
                    results_dir: Path, progress: Callable[[str], None] | None = None,
-                   extra_shapes: tuple = (), sizes: Mapping[str, int] | None = None, device: str = "cuda",
-                   names: Sequence[str] | None = None) -> Path:
+                   extra_shapes: tuple = (), sizes: Mapping[str, msizes.SizeValue] | None = None,
+                   device: str = "cuda", names: Sequence[str] | None = None) -> Path:
     """Check and time every ``(candidate file, task argument)`` on this GPU and write a
-    results folder (the bundle's ``data/`` layout) to ``results_dir``. ``names`` (one per
+    results folder (the bundle's ``data/`` layout) to ``results_dir``. ``sizes`` and each of
+    ``extra_shapes`` map a size global's name to an int or a tuple of ints (a list is read as
+    a tuple: :mod:`kbrepro.model.sizes`). ``names`` (one per
     item) overrides the names :func:`candidate_names` derives from the file names (a case of
-    a sharded run keeps the name its plan gave it). Raises UsageError (bad task or profile),
+    a sharded run keeps the name its plan gave it). Raises UsageError (bad task or profile, a
+    size the task does not have or of another kind than the task's value),
     KernelBenchPinError (checkout differs from the pin), UnreadableInputError."""
     import torch
 
@@ -189,10 +220,11 @@ def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelben
     if profile not in hc.PROFILES:
         raise UsageError(f"unknown candidate profile {profile!r}", f"use one of {', '.join(hc.PROFILES)}")
     cfg = hc.PROFILES[profile]
-    if extra_shapes:
-        cfg = hc.with_overrides(cfg, extra_shapes=tuple(tuple(sorted(s.items())) for s in extra_shapes))
+    if extra_shapes:  # tuple values as tuples (a replay passes the JSON arrays of a record)
+        cfg = hc.with_overrides(cfg, extra_shapes=tuple(tuple(sorted(msizes.canonical_map(s).items()))
+                                                        for s in extra_shapes))
     if sizes:
-        cfg = hc.with_overrides(cfg, sizes=tuple(sorted(dict(sizes).items())))
+        cfg = hc.with_overrides(cfg, sizes=tuple(sorted(msizes.canonical_map(sizes).items())))
     pin = load_pin()
     paths = [task_path(t, pin) for _, t in items]
     checkout = KernelBenchCheckout(resolve_checkout(kernelbench), pin)
@@ -206,8 +238,9 @@ def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelben
         bad = shape_problems(glob, own, [dict(s) for s in cfg.extra_shapes])
         if bad:
             what = "--size" if bad[0][0] is None else f"--extra-shape {_shape_text(cfg.extra_shapes[bad[0][0]])}"
-            raise UsageError(f"{what} {bad[0][1]} ({tp})", "give sizes the task names and extra shapes that differ "
-                             "from the run's")
+            raise UsageError(f"{what} {bad[0][1]} ({tp})", "give sizes the task names, each of the kind of the "
+                             "task's own value (an integer, or a tuple of as many integers: kernel_size=5,7), and "
+                             "extra shapes that differ from the run's")
     unused = sorted(set(dict(cfg.sizes)) - {k for c in cfgs.values() for k, _ in c.sizes})
     if unused:
         raise UsageError(f"--size {', '.join(unused)}: no task of the run has such a size", "check the name (a "

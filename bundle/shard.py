@@ -35,6 +35,7 @@ from kbrepro.errors import InvalidResultsError, UnreadableInputError, UsageError
 from kbrepro.harness import cases as hcases
 from kbrepro.harness import jsonio
 from kbrepro.harness.cases import Case
+from kbrepro.model.sizes import SizeValue, canonical_map
 
 PLAN = "shard.json"
 PLAN_SCHEMA = "kbrepro/shard-plan"
@@ -47,13 +48,13 @@ MAX_CASES = 256
 # planning
 
 
-def plan_cases(items: Sequence[tuple[str, bytes, str]], *, profile: str, pin, sizes: Mapping[str, int] | None = None,
-               extra_shapes: tuple = ()) -> list[Case]:
+def plan_cases(items: Sequence[tuple[str, bytes, str]], *, profile: str, pin,
+               sizes: Mapping[str, SizeValue] | None = None, extra_shapes: tuple = ()) -> list[Case]:
     """One :class:`~kbrepro.harness.cases.Case` per ``(name, candidate bytes, task pin path)``
     in ``items``, indexed in that order. ``pin`` is the KernelBench lock (task digests come
-    from it, never from the checkout); ``sizes`` (name -> int) and ``extra_shapes`` (a tuple of
-    name -> int mappings) are the run's variant. Raises UsageError for more than
-    :data:`MAX_CASES` cases, an unknown profile, or two cases with the same id."""
+    from it, never from the checkout); ``sizes`` (name -> int or tuple of ints) and
+    ``extra_shapes`` (a tuple of such mappings) are the run's variant. Raises UsageError for
+    more than :data:`MAX_CASES` cases, an unknown profile, or two cases with the same id."""
     import hashlib
 
     from kbrepro.harness.candidate import PROFILES
@@ -68,8 +69,8 @@ def plan_cases(items: Sequence[tuple[str, bytes, str]], *, profile: str, pin, si
     for i, (name, src, tp) in enumerate(items):
         out.append(Case(task=tp, task_sha256=pin.files[tp], candidate=name,
                         candidate_sha256=hashlib.sha256(src).hexdigest(), profile=profile, seeds=seeds,
-                        sizes=tuple(sorted((sizes or {}).items())),
-                        extra_shapes=tuple(tuple(s.items()) for s in extra_shapes), index=i))
+                        sizes=tuple(sorted(canonical_map(sizes).items())),
+                        extra_shapes=tuple(tuple(canonical_map(s).items()) for s in extra_shapes), index=i))
     ids = [c.id for c in out]
     if len(set(ids)) != len(ids):
         raise UsageError("two cases are the same (the same candidate, task and variant)", "give each pair once")
@@ -342,7 +343,7 @@ def is_sharded(folder: Path) -> bool:
 
 
 def plan_folder(items: Sequence[tuple[Path, str]], *, profile: str, kernelbench: str | None, results_dir: Path,
-                device: str, engine: str, sizes: Mapping[str, int] | None = None,
+                device: str, engine: str, sizes: Mapping[str, SizeValue] | None = None,
                 extra_shapes: tuple = ()) -> list[Path]:
     """Plan every ``(candidate file, task argument)`` as its own case and write the plan and
     the case folders under ``results_dir`` (:func:`plan_cases`, :func:`prepare_cases`); runs
@@ -442,7 +443,7 @@ def _run_plan(results_dir: Path, engine, *, runner, progress, max_cases) -> tupl
 
 
 def run_sharded(items: Sequence[tuple[Path, str]], *, profile: str, kernelbench: str | None, results_dir: Path,
-                engine, device: str = "cuda", sizes: Mapping[str, int] | None = None, extra_shapes: tuple = (),
+                engine, device: str = "cuda", sizes: Mapping[str, SizeValue] | None = None, extra_shapes: tuple = (),
                 runner: Callable[[str], None] = run_case_folder,
                 progress: Callable[[str], None] | None = None) -> tuple[Path, list[dict]]:
     """Plan and prepare every ``(candidate file, task argument)`` as its own case
@@ -648,7 +649,8 @@ def _cli():
     @click.option("--candidate", "candidates", multiple=True, type=click.Path(), required=True)
     @click.option("--task", "tasks", multiple=True, required=True, help="one for all candidates or one per candidate")
     @click.option("--profile", default="full", show_default=True)
-    @click.option("--size", "sizes", multiple=True, help="NAME=VALUE, as make_bundle.py --size")
+    @click.option("--size", "sizes", multiple=True,
+                  help="NAME=VALUE, as make_bundle.py --size (VALUE 8, (4096,) or 5,7)")
     @click.option("--kernelbench", type=click.Path(), default=None)
     @click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True)
     @click.option("--results-dir", "results_dir", type=click.Path(), required=True, help="a new or empty folder")
@@ -665,13 +667,7 @@ def _cli():
             check_input_file(c, "--candidate")
         if kernelbench:
             check_input_dir(kernelbench, "--kernelbench")
-        size_map = {}
-        for it in sizes:
-            k, sep, v = it.partition("=")
-            if not sep or not k.strip().isidentifier() or not v.strip().isdigit() or int(v) == 0 or k in size_map:
-                raise UsageError(f"--size {it!r} is not NAME=VALUE with a positive integer VALUE, each NAME once",
-                                 "e.g. --size batch_size=8")
-            size_map[k.strip()] = int(v)
+        size_map = bc.parse_size_options(sizes)
         pin = load_pin()
         pairs = list(zip(candidates, tasks if len(tasks) == len(candidates) else tasks * len(candidates)))
         for _, t in pairs:

@@ -21,6 +21,7 @@ from kbrepro.harness.checks import Tolerance, compare
 from kbrepro.harness.isolate import CandidateProcess, frame_tensor
 from kbrepro.model import candidates as mc
 from kbrepro.model import protocol, strict
+from kbrepro.model import sizes as msizes
 from kbrepro.model.protocol import CandidateConfig
 
 
@@ -310,7 +311,7 @@ def after_timing(c: Ctx, task_src: bytes) -> None:
     shapes = c.cfg.extra_shapes
     if not shapes and not c.cfg.no_extra_shape:  # the default rule; none where the run left it out
         shapes = tuple(tuple(d.items()) for d in protocol.default_extra_shapes(kbtask.size_globals(c.task)))
-    c.obs["extra_shapes"] = [dict(s) for s in shapes]
+    c.obs["extra_shapes"] = [msizes.to_json(dict(s)) for s in shapes]  # a tuple as a JSON array
     for i, ov in enumerate(shapes):
         ov = dict(ov)
         t = kbtask.load_task(task_src, f"kbrepro_task_shape{i}")

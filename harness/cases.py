@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Mapping
 
 from kbrepro.errors import UnreadableInputError
+from kbrepro.model import sizes as msizes
 
 #: the kind of case this version defines (a KernelBench candidate against its task)
 CASE_KIND = "kernelbench-candidate"
@@ -52,9 +53,9 @@ class Case:
     ``candidate`` the bundle-safe candidate name and ``candidate_sha256`` the digest of its
     file's bytes; ``profile`` the candidate profile (``full``, ``quick``); ``seeds`` the
     profile's seed set (ints); ``sizes`` the task's size globals set for the run (name ->
-    positive int) and ``extra_shapes`` the extra shapes (each a name -> int mapping, in
-    order): together the variant. ``index`` is the case's place in its plan (0-based): it
-    orders merged results and is not part of the id."""
+    positive int or tuple of them: :mod:`kbrepro.model.sizes`) and ``extra_shapes`` the extra
+    shapes (each such a mapping, in order): together the variant. ``index`` is the case's
+    place in its plan (0-based): it orders merged results and is not part of the id."""
 
     task: str
     task_sha256: str
@@ -71,8 +72,8 @@ class Case:
         return {"kind": CASE_KIND, "task": self.task, "task_sha256": self.task_sha256, "candidate": self.candidate,
                 "candidate_sha256": self.candidate_sha256, "profile": self.profile,
                 "seeds": [int(s) for s in self.seeds],
-                "variant": {"sizes": {k: int(v) for k, v in self.sizes},
-                            "extra_shapes": [{k: int(v) for k, v in s} for s in self.extra_shapes]}}
+                "variant": {"sizes": msizes.to_json(dict(self.sizes)),
+                            "extra_shapes": [msizes.to_json(dict(s)) for s in self.extra_shapes]}}
 
     @property
     def id(self) -> str:
@@ -113,8 +114,9 @@ def case_from_doc(doc: Mapping) -> Case:
         c = Case(task=str(doc["task"]), task_sha256=str(doc["task_sha256"]), candidate=str(doc["candidate"]),
                  candidate_sha256=str(doc["candidate_sha256"]), profile=str(doc["profile"]),
                  seeds=tuple(int(s) for s in doc["seeds"]),
-                 sizes=tuple(sorted((str(k), int(v)) for k, v in var["sizes"].items())),
-                 extra_shapes=tuple(tuple((str(k), int(v)) for k, v in s.items()) for s in var["extra_shapes"]),
+                 sizes=tuple(sorted((str(k), msizes.canonical(v)) for k, v in var["sizes"].items())),
+                 extra_shapes=tuple(tuple((str(k), msizes.canonical(v)) for k, v in s.items())
+                                    for s in var["extra_shapes"]),
                  index=int(doc["index"]))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise UnreadableInputError(f"case.json is not a case: {exc}", "remove the case folder and run the case again") from exc

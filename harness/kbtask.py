@@ -24,13 +24,12 @@ import ast
 import types
 from typing import Any, Mapping
 
+from kbrepro.model import sizes as msizes
 from kbrepro.model.protocol import DISTRIBUTIONS  # noqa: E402,F401
 from kbrepro.model.task_inputs import reduced_sizes
 
 #: the offset of the second generator's seed (a prime, so that seeds 0..n never collide)
 _NORMAL_OFFSET = 7919
-#: globals a size override may set: plain ints that a task's get_inputs reads at call time
-MAX_OVERRIDE = 1 << 24
 
 
 #: module attributes of a loaded task: its source, and the sizes set so far
@@ -48,25 +47,30 @@ def load_task(src: bytes, name: str = "kbrepro_task") -> types.ModuleType:
     return mod
 
 
-def size_globals(task: types.ModuleType) -> dict[str, int]:
-    """The task's plain positive int globals (candidates for a size override), by name."""
-    return {k: v for k, v in vars(task).items() if not k.startswith("_") and type(v) is int and 0 < v <= MAX_OVERRIDE}
+def size_globals(task: types.ModuleType) -> dict[str, msizes.SizeValue]:
+    """The task's size globals (candidates for a size override), by name: positive ints and
+    tuples of them (:func:`kbrepro.model.sizes.is_size`), as the loaded module holds them."""
+    return {k: v for k, v in vars(task).items() if not k.startswith("_") and msizes.is_size(v)}
 
 
-def apply_overrides(task: types.ModuleType, overrides: Mapping[str, int], reset: bool = False) -> None:
-    """Set the task's size globals (``{"batch_size": 8}``), on top of those set before (or,
-    with ``reset``, on the task's own values: earlier overrides dropped), and
+def apply_overrides(task: types.ModuleType, overrides: Mapping[str, msizes.SizeValue], reset: bool = False) -> None:
+    """Set the task's size globals (``{"batch_size": 8}``, ``{"kernel_size": (5, 7)}``; a
+    list, as a JSON request carries a tuple, is read as a tuple), on top of those set before
+    (or, with ``reset``, on the task's own values: earlier overrides dropped), and
     compute again every module global derived from them (``bias_shape = (out_channels, 1, 1)``,
     ``input_shape = (dim,)``): the task's module-level code runs again with each overridden
     assignment followed by ``name = value``, as :func:`kbrepro.model.task_inputs.input_specs`
     reads it. Raises ValueError for a name that is not one of :func:`size_globals` or a value
-    that is not a positive int; whatever the task's code raises at those sizes."""
+    that is not a size of the kind of the task's own (:func:`kbrepro.model.sizes.value_problem`);
+    whatever the task's code raises at those sizes."""
+    overrides = msizes.canonical_map(overrides)
     known = size_globals(task)
     for k, v in overrides.items():
         if k not in known:
-            raise ValueError(f"the task has no integer size global {k!r} (it has {', '.join(sorted(known)) or 'none'})")
-        if type(v) is not int or not 0 < v <= MAX_OVERRIDE:
-            raise ValueError(f"size {k}={v!r} is not a positive integer")
+            raise ValueError(f"the task has no size global {k!r} (it has {', '.join(sorted(known)) or 'none'})")
+        why = msizes.value_problem(k, v, known[k])
+        if why:
+            raise ValueError(f"size {why}")
     prev = vars(task).get(_SIZES) or {}
     sizes = dict(overrides) if reset else {**prev, **dict(overrides)}
     src = vars(task).get(_SOURCE)
@@ -89,18 +93,19 @@ def apply_overrides(task: types.ModuleType, overrides: Mapping[str, int], reset:
 
 
 def follow_sizes(namespace: dict, task: types.ModuleType) -> list[str]:
-    """Set every plain int global of ``namespace`` (a candidate module's) that has the name of
-    one of the task's overridden sizes to the task's value, and return those names. A
+    """Set every global of ``namespace`` (a candidate module's) that has the name of one of
+    the task's overridden sizes and a value of its kind (an int, or a tuple of as many
+    entries: :func:`kbrepro.model.sizes.same_kind`) to the task's value, and return those names. A
     KernelBench candidate copies the task's module-level sizes (``batch_size = 256``) and its
     ``__init__`` or ``forward`` may read them, as the task's ``Model`` does: at a size the run
     set (``--size``, the other shapes of the checking pass) its copy must read what the task's
     module reads, or an honest candidate fails for our override (3/33, issue 28). Only names
-    the task overrides, only int values; module-level code of the candidate that already ran
-    keeps what it computed."""
+    the task overrides, only values of the same kind; module-level code of the candidate that
+    already ran keeps what it computed."""
     sizes = vars(task).get(_SIZES) or {}
     out = []
     for k, v in sizes.items():
-        if type(namespace.get(k)) is int:
+        if msizes.same_kind(namespace.get(k), v):
             namespace[k] = v
             out.append(k)
     return out
@@ -134,7 +139,7 @@ def build_model(task: types.ModuleType, cls, seed: int, device: str):
     return cls(*init).to(device)
 
 
-def reference_error(src: bytes, sizes: Mapping[str, int], seed: int, device: str) -> str | None:
+def reference_error(src: bytes, sizes: Mapping[str, msizes.SizeValue], seed: int, device: str) -> str | None:
     """Why the task's own ``Model`` cannot run at ``sizes`` (the task loaded from ``src``, its
     model built and called once on the official inputs of ``seed``, on ``device``): a one-line
     ``Type: message``, or None where it runs. What the reference does there is the task's

@@ -33,6 +33,7 @@ from kbrepro.model.provenance_rules import (binaries_with_sass, binary_problems,
 from kbrepro.model.timing_rules import (COPY_PEAK_SLACK, _close, _p, _specs, block_problems, copy_block_problems,
                                         derived_gbps, gpu_peak_gbps)
 from kbrepro.model.problems import Problem
+from kbrepro.model.sizes import SizeValue
 from kbrepro.model.task_inputs import Undecidable, parse_digest, size_globals
 
 #: relative difference under which a stated float equals the derived one (the engine computes
@@ -99,7 +100,7 @@ def document_problems(doc: CandidatesDoc, gpu_name: Optional[str] = None) -> lis
     return out
 
 
-def _variant_sizes(rec: CandidateRecord, case: Case, shapes: Sequence[Mapping[str, int]]) -> Optional[dict]:
+def _variant_sizes(rec: CandidateRecord, case: Case, shapes: Sequence[Mapping[str, SizeValue]]) -> Optional[dict]:
     sizes = dict(rec.config.sizes)
     if case.kind == "extra_shape":
         m = re.fullmatch(r"shape(\d+)", case.id)

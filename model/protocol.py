@@ -21,6 +21,8 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
+from kbrepro.model import sizes as msizes
+
 #: input distributions of the checking pass (harness.kbtask.draw_inputs)
 DISTRIBUTIONS = ("official", "normal", "normal_x100")
 #: baselines timed against the candidate, in this order (names of timing arms)
@@ -55,6 +57,7 @@ class CandidateConfig:
     redrawn_seed: int = 1234
     extra_shapes: tuple = ()       # tuple of ((name, value), ...) overrides; () = the default rule
     sizes: tuple = ()              # ((name, value), ...): the task's size globals for the whole run
+    #                                (each value an int or a tuple of ints: model/sizes.py)
     #: why no extra shape is checked ("" where one is): the reference itself raises at the
     #: default extra shape and at the fallback (harness/candidate.py: task_config)
     no_extra_shape: str = ""
@@ -64,8 +67,8 @@ class CandidateConfig:
 
     def to_doc(self) -> dict:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        d["extra_shapes"] = [dict(s) for s in self.extra_shapes]
-        d["sizes"] = dict(self.sizes)
+        d["extra_shapes"] = [msizes.to_json(dict(s)) for s in self.extra_shapes]
+        d["sizes"] = msizes.to_json(dict(self.sizes))
         return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
 
 
@@ -125,14 +128,17 @@ def same_buffers_reference(cfg: CandidateConfig) -> str:
     return f"s{cfg.seeds[1] if len(cfg.seeds) > 1 else cfg.seeds[0] + 1}/official"
 
 
-def default_extra_shapes(size_globals: Mapping[str, int]) -> list[dict]:
+def default_extra_shapes(size_globals: Mapping[str, msizes.SizeValue]) -> list[dict]:
     """The extra shape checked when none is given: half the batch (``batch_size // 2``) where
-    the task's batch size (after the run's overrides) is at least 2; none otherwise."""
+    the task's batch size (after the run's overrides) is an integer of at least 2; none
+    otherwise. Only ``batch_size`` is varied: a tuple-valued global that holds a batch-like
+    dimension (``input_shape = (batch_size, 3, 224, 224)``) follows ``batch_size`` where the
+    task derives it from it, and is otherwise left at the run's value."""
     b = size_globals.get("batch_size", 0)
     return [{"batch_size": b // 2}] if isinstance(b, int) and b >= 2 else []
 
 
-def fallback_extra_shapes(size_globals: Mapping[str, int]) -> list[dict]:
+def fallback_extra_shapes(size_globals: Mapping[str, msizes.SizeValue]) -> list[dict]:
     """The extra shape tried when the reference itself raises at :func:`default_extra_shapes`'
     (BatchNorm in training mode at a batch of one): one more than the run's batch
     (``batch_size + 1``) where the batch is at least 2; none otherwise. The run records the one
@@ -141,19 +147,26 @@ def fallback_extra_shapes(size_globals: Mapping[str, int]) -> list[dict]:
     return [{"batch_size": b + 1}] if isinstance(b, int) and b >= 2 else []
 
 
-def shape_problems(size_globals: Mapping[str, int], sizes: Mapping[str, int],
-                   extra_shapes: Sequence[Mapping[str, int]]) -> list[tuple[Optional[int], str]]:
-    """What is wrong with a run's size overrides against its task's module-level integer sizes
-    ``size_globals``: ``(j, reason)`` pairs, ``j`` the extra shape's index or None for the sizes.
-    A size the task does not name is refused (then nothing else is judged); an extra shape that
-    changes no size of the run (``sizes`` applied) checks the main shape again, not another one.
-    The one copy of this rule: the run refuses such a request before it starts, and the verifier
-    refuses a record that holds one."""
+def shape_problems(size_globals: Mapping[str, msizes.SizeValue], sizes: Mapping[str, msizes.SizeValue],
+                   extra_shapes: Sequence[Mapping[str, msizes.SizeValue]]) -> list[tuple[Optional[int], str]]:
+    """What is wrong with a run's size overrides against its task's module-level sizes
+    ``size_globals`` (ints and tuples of ints): ``(j, reason)`` pairs, ``j`` the extra shape's
+    index or None for the sizes. A size the task does not name is refused, then a value that is
+    not a size or not of the kind of the task's own (an int for a tuple, a tuple of another
+    length: :func:`kbrepro.model.sizes.value_problem`); either way nothing else is judged. An
+    extra shape that changes no size of the run (``sizes`` applied) checks the main shape
+    again, not another one. The one copy of this rule: the run refuses such a request before it
+    starts, and the verifier refuses a record that holds one."""
     unknown = sorted(set(sizes) - set(size_globals))
     for extra in extra_shapes:
         unknown += sorted(set(extra) - set(size_globals))
     if unknown:
         return [(None, f"names {', '.join(unknown[:4])}, not a size of the task")]
+    for j, given in [(None, sizes)] + list(enumerate(extra_shapes)):
+        for k, v in sorted(given.items()):
+            why = msizes.value_problem(k, v, size_globals[k])
+            if why:
+                return [(j, why)]
     run_sizes = {**size_globals, **dict(sizes)}
     return [(j, "changes no size of the run: it checks the main shape again, not another one")
             for j, x in enumerate(extra_shapes) if not x or all(run_sizes.get(k) == v for k, v in x.items())]

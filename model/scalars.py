@@ -3,8 +3,9 @@ JSON types with their ranges, lengths and patterns, as :mod:`kbrepro.model.stric
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Literal, Mapping
+from typing import Annotated, Literal, Mapping, Tuple, Union
 
+from kbrepro.model.sizes import MAX_DIMS
 from kbrepro.model.strict import NONFINITE, Items, Num, Text
 
 # ------------------------------------------------------------------------------- scalars
@@ -39,7 +40,10 @@ DIGEST = Annotated[str, Text(1, 200, r"torch\.[a-z0-9]+\|\(([0-9]+(, [0-9]+)*,?)
 DEVICE = Annotated[str, Text(1, 40, r"[a-z_]+(:[0-9]{1,3})?")]
 LAYOUT = Literal["torch.strided", "torch.sparse_coo", "torch.sparse_csr", "torch.sparse_csc", "torch.sparse_bsr",
                  "torch.sparse_bsc", "torch._mkldnn", "torch.jagged"]
-SIZES = Annotated[Mapping[Annotated[str, Text(1, 64, r"[A-Za-z_][A-Za-z0-9_]*")], int], Items(0, 32)]
+#: a size global's value (model/sizes.py): an integer, or a tuple of 1 to 8 (a JSON array);
+#: whether it is one the task may take is the verifier's rule (protocol.shape_problems)
+SIZE_VALUE = Union[int, Annotated[Tuple[int, ...], Items(1, MAX_DIMS)]]
+SIZES = Annotated[Mapping[Annotated[str, Text(1, 64, r"[A-Za-z_][A-Za-z0-9_]*")], SIZE_VALUE], Items(0, 32)]
 ARM = Annotated[str, Text(1, 40, r"[a-z_]{1,40}")]
 
 CASE_KINDS = ("official", "normal", "normal_x100", "same_buffers", "repeat", "poison", "profiled",

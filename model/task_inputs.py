@@ -24,6 +24,8 @@ import operator
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Tuple
 
+from kbrepro.model.sizes import SizeValue, is_size
+
 #: bytes per element of the dtypes KernelBench inputs and outputs use
 ELEMENT_BYTES = {"torch.float32": 4, "torch.float64": 8, "torch.float16": 2, "torch.bfloat16": 2,
                  "torch.int64": 8, "torch.int32": 4, "torch.int16": 2, "torch.int8": 1, "torch.uint8": 1,
@@ -282,7 +284,7 @@ class _Eval:
 _UNKNOWN = object()
 
 
-def _globals(tree: ast.Module, sizes: Optional[Mapping[str, int]] = None) -> dict:
+def _globals(tree: ast.Module, sizes: Optional[Mapping[str, SizeValue]] = None) -> dict:
     """Module-level assignments, evaluated in order, each overridden name set to its size
     right after its own assignment (so globals derived from it follow: ``harness.kbtask.
     apply_overrides``); what the rule cannot evaluate is unknown (an error only where a shape
@@ -316,28 +318,26 @@ def _globals(tree: ast.Module, sizes: Optional[Mapping[str, int]] = None) -> dic
     return env
 
 
-#: the largest size a run may set (harness.kbtask.MAX_OVERRIDE)
-MAX_SIZE = 1 << 24
-
-
-def size_globals(src: bytes) -> dict[str, int]:
-    """The task's plain positive int globals (at most :data:`MAX_SIZE`, no leading ``_``) as
-    its module-level assignments give them, read without running it: the names a size
-    override may set. Empty for a source that does not parse."""
+def size_globals(src: bytes) -> dict[str, SizeValue]:
+    """The task's size globals (no leading ``_``): positive ints and tuples of them
+    (:func:`kbrepro.model.sizes.is_size`: ``dim = 4096``, ``kernel_size = (5, 7)``), as its
+    module-level assignments give them, read without running it: the names a size override
+    may set. Empty for a source that does not parse."""
     try:
         tree = ast.parse(bytes(src))
     except (SyntaxError, ValueError):
         return {}
-    return {k: v for k, v in _globals(tree).items()
-            if not k.startswith("_") and type(v) is int and 0 < v <= MAX_SIZE}
+    return {k: v for k, v in _globals(tree).items() if not k.startswith("_") and is_size(v)}
 
 
 def reduced_sizes(src: bytes, batch: int = 2, plain: int = 64) -> dict[str, int]:
     """The overrides of a task run small (the CPU sweep of issue 28): ``batch_size`` cut to
-    ``batch`` and every other size of :func:`size_globals` above ``plain`` cut to ``plain``;
-    sizes already that small are left out."""
+    ``batch`` and every other integer size of :func:`size_globals` above ``plain`` cut to
+    ``plain``; sizes already that small, and tuple-valued sizes, are left out."""
     out = {}
     for k, v in size_globals(src).items():
+        if type(v) is not int:
+            continue
         if k == "batch_size":
             if v > batch:
                 out[k] = batch
@@ -346,7 +346,7 @@ def reduced_sizes(src: bytes, batch: int = 2, plain: int = 64) -> dict[str, int]
     return out
 
 
-def input_specs(src: bytes, sizes: Mapping[str, int]) -> Tuple[Optional[TensorSpec], ...]:
+def input_specs(src: bytes, sizes: Mapping[str, SizeValue]) -> Tuple[Optional[TensorSpec], ...]:
     """The inputs ``get_inputs()`` of the task ``src`` returns after ``sizes`` were set as its
     globals: a :class:`TensorSpec` per tensor, None per other value. Raises
     :class:`Undecidable` where the source uses a construct the rule does not interpret."""

@@ -14,6 +14,7 @@ from kbrepro.model import problems as P
 from kbrepro.model import protocol
 from kbrepro.model.candidates import CandidateRecord, CopyBlock
 from kbrepro.model.problems import Problem
+from kbrepro.model.sizes import SizeValue
 from kbrepro.model.task_inputs import ELEMENT_BYTES, Undecidable, input_specs, parse_digest
 
 
@@ -86,7 +87,7 @@ def copy_block_problems(block: CopyBlock, at: str) -> list[Problem]:
     return out
 
 
-def _specs(task_src: bytes, sizes: Mapping[str, int], cache: dict) -> tuple:
+def _specs(task_src: bytes, sizes: Mapping[str, SizeValue], cache: dict) -> tuple:
     key = tuple(sorted(sizes.items()))
     if key not in cache:
         cache[key] = input_specs(task_src, sizes)

@@ -152,7 +152,7 @@ def test_a_size_override_reaches_both_processes_and_an_unknown_one_is_refused():
         _, out = _call(p)
         assert tuple(out.shape) == (2, 8)
     with isolate.CandidateProcess() as p:
-        with pytest.raises(CandidateFailure, match="no integer size global 'width'"):
+        with pytest.raises(CandidateFailure, match="no size global 'width'"):
             _build(p, overrides={"width": 2})
 
 
