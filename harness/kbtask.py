@@ -216,13 +216,15 @@ def runnable_reduced_sizes(src: bytes, seed: int, device: str, batch: int = 2,
                            plain: int = 64) -> tuple[dict[str, int], list[str]]:
     """The smallest sizes of the ladder at which the task's own ``Model`` runs (the CPU sweep
     of issue 28): every size reduced (:func:`kbrepro.model.task_inputs.reduced_sizes`), then
-    ``batch_size`` alone cut to ``batch``, then the task's own sizes. Returns the overrides
+    ``batch_size`` alone cut to ``batch``, then every size (the batch too) cut to ``plain``,
+    then the task's own sizes. Returns the overrides
     (empty: the task's own sizes) and, for each rung skipped, why the reference raised there
     (:func:`reference_error`). A task whose sizes are tied to each other (1/100's batch and
-    input shape), or to fixed image sizes (3/19, 3/29), or to divisibility (3/25's groups) runs
-    on a lower rung. The last rung is not tried, only returned: its failure is the run's."""
+    input shape: the third rung), or to fixed image sizes (3/19, 3/29), or to divisibility
+    (3/25's groups) runs on a lower rung. The last rung is not tried, only returned: its
+    failure is the run's."""
     full = reduced_sizes(src, batch=batch, plain=plain)
-    rungs = [full, {k: v for k, v in full.items() if k == "batch_size"}]
+    rungs = [full, {k: v for k, v in full.items() if k == "batch_size"}, reduced_sizes(src, batch=plain, plain=plain)]
     skipped: list[str] = []
     for sizes in dict.fromkeys(tuple(sorted(r.items())) for r in rungs if r):
         err = reference_error(src, dict(sizes), seed, device)

@@ -330,12 +330,19 @@ def size_globals(src: bytes) -> dict[str, SizeValue]:
     return {k: v for k, v in _globals(tree).items() if not k.startswith("_") and is_size(v)}
 
 
-def reduced_sizes(src: bytes, batch: int = 2, plain: int = 64) -> dict[str, int]:
+def reduced_sizes(src: bytes, batch: int = 2, plain: int = 64) -> dict[str, SizeValue]:
     """The overrides of a task run small (the CPU sweep of issue 28): ``batch_size`` cut to
-    ``batch`` and every other integer size of :func:`size_globals` above ``plain`` cut to
-    ``plain``; sizes already that small, and tuple-valued sizes, are left out."""
-    out = {}
+    ``batch``, every other integer size of :func:`size_globals` above ``plain`` cut to
+    ``plain``, and so is every entry above ``plain`` of a tuple-valued size (1/100's
+    ``input_shape``, 2/1's ``bias_shape`` beside its cut channels); sizes already that small
+    are left out."""
+    out: dict[str, SizeValue] = {}
     for k, v in size_globals(src).items():
+        if type(v) is tuple:
+            cut = tuple(min(e, plain) for e in v)
+            if cut != v:
+                out[k] = cut
+            continue
         if type(v) is not int:
             continue
         if k == "batch_size":

@@ -22,7 +22,7 @@ from kbrepro.harness import jsonio  # noqa: E402
 from kbrepro.harness.kbtask import runnable_reduced_sizes  # noqa: E402
 from kbrepro.model.protocol import PROFILES  # noqa: E402
 
-SLICE = ["1/1", "1/23", "1/51", "1/94", "1/96", "1/97", "1/98", "2/1", "2/23", "2/33", "2/39", "2/66",
+SLICE = ["1/1", "1/23", "1/100", "1/51", "1/94", "1/96", "1/97", "1/98", "2/1", "2/23", "2/33", "2/39", "2/66",
          "3/1", "3/19", "3/29", "3/33", "3/35", "3/48"]
 
 
