@@ -367,6 +367,11 @@ class _Server:
         return {}
 
     def draw(self, h: dict) -> dict:
+        """A set drawn with the task's ``get_inputs()`` (``into``: its values written into an
+        earlier set's tensors); every set not named in ``keep`` is dropped first."""
+        if "keep" in h:
+            keep = set(h["keep"] or ())
+            self.inputs = {k: v for k, v in self.inputs.items() if k in keep}
         if h.get("overrides"):
             self.kbtask.apply_overrides(self.task, {**self.base_sizes, **h["overrides"]}, reset=True)
         xs = self.kbtask.draw_inputs(self.task, int(h["seed"]), h["distribution"], self.device)

@@ -179,13 +179,21 @@ def _weights(n: int = 1024) -> list[int]:
 _W = _weights()
 
 
+#: rows of 1024 elements a fingerprint sums at a time (two int64 copies of 512 MiB)
+FINGERPRINT_ROWS = 1 << 16
+
+
 def fingerprint(x) -> str | None:
     """A fingerprint of a tensor's bytes, computed where the tensor lives (no copy to the host):
     its dtype and shape, and three wrapping int64 sums of its bytes viewed as integers (plain,
     weighted by column of a 1024-wide view, weighted by row). Equal bytes give equal
     fingerprints on any device; a change of any element changes the plain sum unless it is
     cancelled on purpose (this detects edits by a kernel, not forgery by an adversary who
-    controls the process, which nothing in that process could detect). None for a non-tensor."""
+    controls the process, which nothing in that process could detect). None for a non-tensor.
+    Computed over :data:`FINGERPRINT_ROWS` rows of the view at a time (the sums wrap modulo
+    2**64, so the chunks add up to the same bits): an input of 16 GiB (KernelBench 1/45) once
+    needed two int64 copies of 32 GiB each, and its out-of-memory error was read as the
+    candidate's."""
     import torch
 
     if not isinstance(x, torch.Tensor):
@@ -196,20 +204,23 @@ def fingerprint(x) -> str | None:
     size = c.element_size()
     flat = c.reshape(-1)
     if size in (2, 4, 8) and flat.numel():
-        v = flat.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[size]).to(torch.int64)
+        v = flat.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[size])
     else:
-        v = flat.view(torch.uint8).to(torch.int64)
+        v = flat.view(torch.uint8)
     n = v.numel()
-    pad = (-n) % 1024
-    if pad:
-        v = torch.cat([v, v.new_zeros(pad)])
-    m = v.view(-1, 1024)
-    w = torch.tensor(_W, dtype=torch.int64, device=m.device)
-    plain = int(m.sum())
-    cols = int((m * w).sum())
-    rows = int((m.sum(1) * torch.arange(1, m.shape[0] + 1, dtype=torch.int64, device=m.device)).sum())
-    return f"{x.dtype}|{tuple(x.shape)}|{plain & ((1 << 64) - 1):016x}{cols & ((1 << 64) - 1):016x}" \
-           f"{rows & ((1 << 64) - 1):016x}"
+    w = torch.tensor(_W, dtype=torch.int64, device=v.device)
+    plain = cols = rows = 0
+    for r0 in range(0, -(-n // 1024), FINGERPRINT_ROWS):
+        part = v[r0 * 1024:(r0 + FINGERPRINT_ROWS) * 1024].to(torch.int64)
+        pad = (-part.numel()) % 1024
+        if pad:
+            part = torch.cat([part, part.new_zeros(pad)])
+        m = part.view(-1, 1024)
+        plain += int(m.sum())
+        cols += int((m * w).sum())
+        rows += int((m.sum(1) * torch.arange(r0 + 1, r0 + m.shape[0] + 1, dtype=torch.int64, device=m.device)).sum())
+    mask = (1 << 64) - 1
+    return f"{x.dtype}|{tuple(x.shape)}|{plain & mask:016x}{cols & mask:016x}{rows & mask:016x}"
 
 
 def runnable_reduced_sizes(src: bytes, seed: int, device: str, batch: int = 2,

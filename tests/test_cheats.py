@@ -194,6 +194,42 @@ def test_host_clock_thresholds_one_slow_round_a_claim_above_the_clock_and_a_shor
         assert cheats.host_clock_agrees(typed(obs, timing, at)[2]).passed is want, g
 
 
+def test_threads_a_models_first_call_starts_are_its_build_and_later_ones_are_caught():
+    """torch.compile's first call of a model (the main one, the re-drawn weights', an extra
+    shape's) starts compile workers that stay: an honest Inductor candidate of KernelBench 1/41
+    on the H200 was caught for the extra shape's first call. A thread left by a later call of a
+    model still fails."""
+    def with_models(fn):
+        obs, timing, blocks = copy.deepcopy(honest())
+        for c in obs["cases"]:
+            c["model"] = {"redrawn_weights": "redrawn", "shape0": "shape0"}.get(c["id"], "main")
+        fn(obs)
+        return verdicts(obs, timing, blocks)["no_threads_left"].passed
+
+    assert with_models(lambda o: [_set_case(o, k, threads_after=5) for k in ("s0/official", "redrawn_weights",
+                                                                             "shape0")]) is True
+    assert with_models(lambda o: _set_case(o, "s0/normal", threads_after=5)) is False
+
+
+def test_the_fingerprint_in_chunks_is_the_fingerprint_whole(monkeypatch):
+    """The fingerprint sums a few rows at a time (a 16 GiB input once needed 64 GiB of int64
+    copies): the chunks give the same bits as one sum, for every element size and a ragged end."""
+    import torch
+
+    from kbrepro.harness import kbtask
+
+    g = torch.Generator().manual_seed(5)
+    xs = [torch.randn(7 * 1024 + 13, generator=g), torch.randint(-2 ** 62, 2 ** 62, (5, 1500), generator=g),
+          torch.randn(3, 2049, generator=g).half(), torch.randint(0, 255, (4100,), generator=g, dtype=torch.uint8),
+          torch.tensor([True, False, True])]
+    whole = [kbtask.fingerprint(x) for x in xs]
+    monkeypatch.setattr(kbtask, "FINGERPRINT_ROWS", 2)
+    assert [kbtask.fingerprint(x) for x in xs] == whole
+    y = xs[0].clone()
+    y[-1] += 1.0
+    assert kbtask.fingerprint(y) != whole[0]
+
+
 def test_library_kernels_are_named_and_own_kernels_are_not():
     for name in ("void at::native::vectorized_elementwise_kernel<4>", "sm90_xmma_gemm_f32f32", "cutlass::Kernel2",
                  "nvjet_tst_128x64", "triton_poi_fused_add_0", "ampere_sgemm_128x64_nn"):
