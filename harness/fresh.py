@@ -20,7 +20,10 @@ child for the candidate (issue 27; DESIGN.md section 7a):
   need it). A task whose ``get_inputs()`` vmap cannot run (a Python number among the
   inputs, an operation without a batching rule), whose inputs are laid out otherwise
   (expanded, sliced), or whose values come from outside torch (the same in every vmapped set,
-  different in two plain calls) is drawn by ``n`` calls one after another, as before. The
+  different in two plain calls) is drawn by ``n`` calls one after another, as before; so is a
+  task whose one set holds :data:`DRAW_CHUNK_BYTES` or more (vmap saves nothing on calls that
+  large, and its template calls, batch and copies held four 16 GiB sets of KernelBench 1/45 at
+  once: out of memory on the H200). The
   choice depends only on the task's code and sizes, so both processes make the same one. The
   pool is drawn right before each arm's request, so every arm starts from the same cache state;
 * :meth:`FreshTimer.region` times ``n`` invocations back to back with CUDA events, each on its
@@ -118,13 +121,17 @@ class FreshTimer:
     def _batched_draw(self, task: Any, n: int, dev, separate: bool = True) -> list[list] | None:
         """The ``n`` sets from ``get_inputs()`` calls under vmap (module docstring): two plain
         calls first (the template: each input's type, dtype, shape, strides and whether its
-        values change from call to call), then a vmapped call for 2 sets, then calls for as many
+        values change from call to call; None after the first where a set holds
+        :data:`DRAW_CHUNK_BYTES` or more), then a vmapped call for 2 sets, then calls for as many
         sets as fit :data:`DRAW_CHUNK_BYTES` of inputs (from the bytes of a set: the same split
         in any process, whatever memory is free). None where vmap cannot stand for ``n`` calls
         (:meth:`_vmapped`). Raises what a plain ``get_inputs()`` raises, and
         ``torch.OutOfMemoryError``."""
-        one, two = self._plain(task, dev), self._plain(task, dev)
-        if one is None or two is None or len(one) != len(two):
+        one = self._plain(task, dev)
+        if one is None or sum(x.numel() * x.element_size() for x in one) >= DRAW_CHUNK_BYTES:
+            return None  # call by call: a set this large gains nothing from vmap (module docstring)
+        two = self._plain(task, dev)
+        if two is None or len(one) != len(two):
             return None
         out: list[list] = []
         chunk = min(n, 2)

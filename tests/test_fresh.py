@@ -316,3 +316,17 @@ def test_a_batched_draw_splits_by_bytes_the_same_way_in_any_process(monkeypatch)
     assert len(a) == 9 and all(torch.equal(x[0], y[0]) for x, y in zip(a, b))
     assert len({x[0].data_ptr() for x in a}) == 9
     assert len({float(x[0].sum()) for x in a}) == 9
+
+
+def test_a_set_as_large_as_a_draw_chunk_is_drawn_call_by_call(monkeypatch):
+    """A set of DRAW_CHUNK_BYTES or more is drawn by n plain calls after the seed: vmap would
+    hold its two template sets, the batch and the copies at once (four 16 GiB sets of
+    KernelBench 1/45 ran the H200 out of memory). Two processes still draw the same sets."""
+    from kbrepro.harness import fresh
+
+    monkeypatch.setattr(fresh, "DRAW_CHUNK_BYTES", 4 * 70000 * 4)
+    pool = _ft().draw_pool(_Task, 23, 3)
+    torch.manual_seed(23)
+    want = [_Task.get_inputs() for _ in range(3)]
+    assert all(torch.equal(p[0], w[0]) for p, w in zip(pool, want))
+    assert len({x[0].data_ptr() for x in pool}) == 3
