@@ -35,7 +35,7 @@ from kbrepro.errors import InvalidResultsError, OutputPathError, UnreadableInput
 from kbrepro.harness import jsonio
 from kbrepro.model import sizes as msizes
 from kbrepro.model.protocol import shape_problems
-from kbrepro.model.provenance_rules import MAX_BUILDS, ninja_commands
+from kbrepro.model.provenance_rules import MAX_BUILDS, fit_component, ninja_commands
 from kbrepro.model.task_inputs import size_globals
 from kbrepro.bundle.kinds import (CRATE_SINCE, DOC_VERSIONS, FORMAT, FORMAT_VERSION, FORMAT_VERSIONS,  # noqa: F401
                                   SCHEMA_VERSION, format_for)
@@ -150,11 +150,12 @@ def candidates_in(folder: Path) -> list[tuple[Path, str]]:
 def safe_relpath(path: str) -> str:
     """A build file's path as a bundle path: each part starts with a letter or digit (``x``
     put in front of ``.ninja_log`` or ``__triton_launcher...``), other characters than
-    letters, digits, ``.``, ``_`` and ``-`` become ``_``."""
+    letters, digits, ``.``, ``_`` and ``-`` become ``_``, and a part over 100 characters is
+    shortened with a digest of itself (:func:`kbrepro.model.provenance_rules.fit_component`)."""
     parts = []
     for part in path.split("/"):
         part = re.sub(r"[^A-Za-z0-9._-]", "_", part) or "x"
-        parts.append(part if part[0].isalnum() else "x" + part)
+        parts.append(fit_component(part if part[0].isalnum() else "x" + part))
     return "/".join(parts)
 
 

@@ -49,7 +49,7 @@ from kbrepro.harness.isolate import CandidateProcess
 from kbrepro.model import candidates as mc
 from kbrepro.model import protocol
 from kbrepro.model.protocol import BASELINES, PROFILES, CandidateConfig  # noqa: F401 (the engine's names)
-from kbrepro.model.provenance_rules import MAX_BUILDS, ninja_commands
+from kbrepro.model.provenance_rules import MAX_BUILDS, MAX_COMPONENT, fit_component, ninja_commands
 
 #: the largest provenance file copied into a bundle, and the most per candidate
 MAX_PROVENANCE_FILE = 32 * 1024 * 1024
@@ -176,7 +176,7 @@ def collect_provenance(name: str, ext_dir: Path, triton_dir: Path, out_dir: Path
             entry["reason"] = f"cuobjdump failed: {type(exc).__name__}"
             binaries.append(entry)
             continue
-        stem = rec["path"].replace("/", "_")
+        stem = fit_component(rec["path"].replace("/", "_"), MAX_COMPONENT - len(".sass"))
         if sass.strip():
             dst = out_dir / "sass" / f"{stem}.sass"
             dst.parent.mkdir(parents=True, exist_ok=True)

@@ -4,8 +4,23 @@ bundled binary's SASS and symbols. :mod:`kbrepro.model.candidate_rules` calls th
 """
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Iterable, Iterator, Mapping
+
+#: the longest path component a bundle holds (a tar header's name field; bundle/pack.py)
+MAX_COMPONENT = 100
+
+
+def fit_component(part: str, limit: int = MAX_COMPONENT) -> str:
+    """``part`` if it is at most ``limit`` characters, else its first ``limit - 17`` characters,
+    ``-`` and the first 16 hex digits of its SHA-256: the same short name wherever it is derived
+    (Inductor names its Triton binaries after every fused op: ``triton/<52-character
+    hash>/triton_poi_fused_max_pool2d_with_indices_unsqueeze_0.cubin``'s SASS listing took a name
+    of 140 characters, which no bundle can hold)."""
+    if len(part) <= limit:
+        return part
+    return f"{part[:limit - 17]}-{hashlib.sha256(part.encode()).hexdigest()[:16]}"
 
 from kbrepro.model import problems as P
 from kbrepro.model.candidates import CandidateRecord
@@ -146,4 +161,4 @@ def sass_functions(sass_texts: Iterable[str]) -> frozenset[str]:
     return frozenset(out)
 
 
-__all__ = ["NINJA_KEYS", "MAX_BUILDS", "ninja_commands", "build_problems", "binary_problems", "binaries_with_sass", "in_binary", "kernel_base_name", "defines", "sass_functions"]
+__all__ = ["MAX_COMPONENT", "fit_component", "NINJA_KEYS", "MAX_BUILDS", "ninja_commands", "build_problems", "binary_problems", "binaries_with_sass", "in_binary", "kernel_base_name", "defines", "sass_functions"]

@@ -395,3 +395,20 @@ def test_a_forward_random_on_its_first_call_only_and_shapes_one_after_another(tm
     rec = hc.run_candidate(spec, hc.task_config(LINEAR_TASK, "s.py", cfg, "cpu"), tmp_path / "s", device="cpu")
     verdicts = {v["name"]: v["passed"] for v in rec["verdicts"]}
     assert verdicts["other_shapes_correct"] is True and not [k for k, v in verdicts.items() if v is False], rec["verdicts"]
+
+
+def test_inductors_long_binary_names_fit_a_bundle():
+    """torch.compile's Triton binaries are named after every fused op: a path component of a
+    bundle holds at most 100 characters, so a longer one keeps its head and a digest of itself
+    (the same wherever derived: the packer's bundle path is the verifier's). An honest Inductor
+    candidate of 1/41 on the H200 could not be packed before."""
+    from kbrepro.bundle.pack import SAFE_COMPONENT
+    from kbrepro.model.provenance_rules import fit_component
+
+    name = "triton_poi_fused_max_pool2d_with_indices_unsqueeze_0" * 2 + ".cubin"
+    path = f"triton/5P7SBCX2AEWFPM5EIVCKJVQTLCDHAAARHSOHBAFLAHJHHBHMWI3A/{name}"
+    got = bc.safe_relpath(path)
+    assert got == bc.safe_relpath(path) and got.split("/")[0] == "triton"
+    assert all(SAFE_COMPONENT.match(p) for p in got.split("/")) and len(got.split("/")[-1]) == 100
+    assert bc.safe_relpath(path.replace("_0.cubin", "_1.cubin")) != got  # the digest tells them apart
+    assert fit_component("short.cubin") == "short.cubin" and len(fit_component("x" * 300, 95)) == 95

@@ -1,16 +1,20 @@
 """The CPU sweep in the tests (issue 28): the reference itself as candidate, at reduced sizes
-(batch_size 2, other sizes above 64 cut to 64, or the next rung of
-``kbtask.runnable_reduced_sizes`` where the reference does not run there), for a slice of
-the pinned tasks chosen to cover what accused honest candidates before: scalar outputs (the loss
-tasks), integer outputs, BatchNorm in training mode (the extra shape), dropout (a random
-reference), a task that cannot discriminate, a candidate's copy of a size, a task importing
-einops, several inputs, tuple outputs of a recurrent model, tasks whose reference does not run at the reduced sizes
-(MobileNet's images, Swin's fixed image size). Each must bundle with no check
-failed (a check that cannot decide makes a PARTIAL, never a catch) and no harness or usage
-error. The whole sweep (250 tasks, about 50 minutes here) is ``benchmarks/cpu_sweep.py``; its
-numbers are in benchmarks/RESULTS.md. Needs a KernelBench checkout at the pin."""
+(``kbtask.runnable_reduced_sizes``: batch_size 2 and other sizes above 64 cut to 64, tuple
+entries too, or the next rung of its ladder where the reference does not run there).
+
+``SLICE`` runs in every test run: it covers what accused honest candidates before (scalar
+outputs of the loss tasks, integer outputs, BatchNorm in training mode and its extra shape,
+dropout's random reference, a task that cannot discriminate, a candidate's copy of a size,
+einops, several inputs, a recurrent model's tuple outputs, tasks whose reference does not run
+at the reduced sizes, 1/100's batch tied to a fixed shape). Every other task at the pin is
+marked ``sweep`` and runs with ``--sweep`` (``.ci/run`` runs it, ``-n auto``). Each must bundle
+with no check failed (a check that cannot decide makes a PARTIAL, never a catch) and no harness
+or usage error. Numbers are in benchmarks/RESULTS.md. Needs a KernelBench checkout at the pin
+(the submodule); without one, these skip and say so."""
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -24,6 +28,12 @@ from kbrepro.model.protocol import PROFILES  # noqa: E402
 
 SLICE = ["1/1", "1/23", "1/100", "1/51", "1/94", "1/96", "1/97", "1/98", "2/1", "2/23", "2/33", "2/39", "2/66",
          "3/1", "3/19", "3/29", "3/33", "3/35", "3/48"]
+#: every task of levels 1 to 3 the pin lists (read from the lock, not the checkout)
+PINNED = sorted((f"{m.group(1)}/{m.group(2)}" for p in json.loads(
+    (Path(__file__).resolve().parent.parent / "manifests" / "kernelbench.pin.json").read_text())["files"]
+    if (m := re.fullmatch(r"KernelBench/level([123])/(\d+)_[^/]+\.py", p))),
+    key=lambda t: tuple(int(x) for x in t.split("/")))
+REST = [pytest.param(t, marks=pytest.mark.sweep) for t in PINNED if t not in SLICE]
 
 
 def _tasks() -> dict[str, Path]:
@@ -41,7 +51,11 @@ def _tasks() -> dict[str, Path]:
     return found
 
 
-@pytest.mark.parametrize("task", SLICE)
+def test_the_sweep_covers_every_pinned_task_of_levels_1_to_3():
+    assert len(PINNED) == 250 and set(SLICE) <= set(PINNED)
+
+
+@pytest.mark.parametrize("task", SLICE + REST)
 def test_the_reference_as_candidate_is_never_caught(tmp_path, task):
     f = _tasks()[task]
     src = f.read_bytes()
