@@ -79,7 +79,10 @@ def default_claims(doc: Mapping) -> dict:
                      if isinstance(c, dict))
         claims.append({"id": f"{k}b", "sentence": f"{n} passes torch.allclose(reference, candidate, atol={atol:g}, "
                        f"rtol={rtol:g}) on every case: seeds x input distributions, re-drawn weights"
-                       + (" and extra shapes." if shapes else " (no extra shape: the task has no batch size to vary)."),
+                       + (" and extra shapes." if shapes else " (no extra shape: the reference itself raised at every "
+                                                                  "one tried, so none was checked)." if (
+                           rec.get("config") or {}).get("no_extra_shape") else
+                           " (no extra shape: the task has no batch size to vary)."),
                        "checks": [{"kind": "all_equal", "select": f"{q}.verdicts[?(name == 'official_allclose' || "
                                    "name == 'redrawn_weights_correct' || name == 'other_shapes_correct') && "
                                    "passed != null].passed", "equals": True}]})

@@ -198,6 +198,44 @@ def parse_extra_shape(text: str) -> dict:
     return parse_size_options(msizes.split_pairs(text), "--extra-shape")
 
 
+def task_configs(profile: str, sizes: Mapping[str, msizes.SizeValue] | None, extra_shapes: tuple,
+                 paths: Sequence[str], checkout) -> dict:
+    """Each pinned task path's configuration: the profile, the sizes it names (over several
+    tasks, a size applies to the tasks that name it) and the extra shapes, held to the rule the
+    verifier holds a record to (:func:`kbrepro.model.protocol.shape_problems`) before anything
+    runs; ``checkout`` a verified :class:`~kbrepro.harness.kernelbench.KernelBenchCheckout`.
+    The one check of ``make_bundle.py`` and of ``shard plan``. Raises UsageError (an unknown
+    profile, a size no task names or of another kind than the task's value, an extra shape
+    that changes nothing)."""
+    from kbrepro.harness import candidate as hc
+
+    if profile not in hc.PROFILES:
+        raise UsageError(f"unknown candidate profile {profile!r}", f"use one of {', '.join(hc.PROFILES)}")
+    cfg = hc.PROFILES[profile]
+    if extra_shapes:  # tuple values as tuples (a replay passes the JSON arrays of a record)
+        cfg = hc.with_overrides(cfg, extra_shapes=tuple(tuple(sorted(msizes.canonical_map(s).items()))
+                                                        for s in extra_shapes))
+    if sizes:
+        cfg = hc.with_overrides(cfg, sizes=tuple(sorted(msizes.canonical_map(sizes).items())))
+    cfgs = {}
+    for tp in sorted(set(paths)):  # the rule the verifier holds a record to, before the run spends the GPU
+        glob = size_globals(checkout.read_verified(tp))
+        # over several tasks (a level), a size applies to the tasks that name it
+        own = {k: v for k, v in cfg.sizes if k in glob} if len(set(paths)) > 1 else dict(cfg.sizes)
+        cfgs[tp] = hc.with_overrides(cfg, sizes=tuple(sorted(own.items())))
+        bad = shape_problems(glob, own, [dict(s) for s in cfg.extra_shapes])
+        if bad:
+            what = "--size" if bad[0][0] is None else f"--extra-shape {_shape_text(cfg.extra_shapes[bad[0][0]])}"
+            raise UsageError(f"{what} {bad[0][1]} ({tp})", "give sizes the task names, each of the kind of the "
+                             "task's own value (an integer, or a tuple of as many integers: kernel_size=5,7), and "
+                             "extra shapes that differ from the run's")
+    unused = sorted(set(dict(cfg.sizes)) - {k for c in cfgs.values() for k, _ in c.sizes})
+    if unused:
+        raise UsageError(f"--size {', '.join(unused)}: no task of the run has such a size", "check the name (a "
+                         "module-level size of the task file: an integer, or a tuple such as input_shape=(64,))")
+    return cfgs
+
+
 def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelbench: str | None,
                    results_dir: Path, progress: Callable[[str], None] | None = None,
                    extra_shapes: tuple = (), sizes: Mapping[str, msizes.SizeValue] | None = None,
@@ -218,34 +256,11 @@ def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelben
     from kbrepro.harness.kernelbench import KernelBenchCheckout, load_pin, resolve_checkout
 
     say = progress or (lambda m: None)
-    if profile not in hc.PROFILES:
-        raise UsageError(f"unknown candidate profile {profile!r}", f"use one of {', '.join(hc.PROFILES)}")
-    cfg = hc.PROFILES[profile]
-    if extra_shapes:  # tuple values as tuples (a replay passes the JSON arrays of a record)
-        cfg = hc.with_overrides(cfg, extra_shapes=tuple(tuple(sorted(msizes.canonical_map(s).items()))
-                                                        for s in extra_shapes))
-    if sizes:
-        cfg = hc.with_overrides(cfg, sizes=tuple(sorted(msizes.canonical_map(sizes).items())))
     pin = load_pin()
     paths = [task_path(t, pin) for _, t in items]
     checkout = KernelBenchCheckout(resolve_checkout(kernelbench), pin)
     checkout.verify(sorted(set(paths) | {"LICENSE"}))
-    cfgs = {}
-    for tp in sorted(set(paths)):  # the rule the verifier holds a record to, before the run spends the GPU
-        glob = size_globals(checkout.read_verified(tp))
-        # over several tasks (a level), a size applies to the tasks that name it
-        own = {k: v for k, v in cfg.sizes if k in glob} if len(set(paths)) > 1 else dict(cfg.sizes)
-        cfgs[tp] = hc.with_overrides(cfg, sizes=tuple(sorted(own.items())))
-        bad = shape_problems(glob, own, [dict(s) for s in cfg.extra_shapes])
-        if bad:
-            what = "--size" if bad[0][0] is None else f"--extra-shape {_shape_text(cfg.extra_shapes[bad[0][0]])}"
-            raise UsageError(f"{what} {bad[0][1]} ({tp})", "give sizes the task names, each of the kind of the "
-                             "task's own value (an integer, or a tuple of as many integers: kernel_size=5,7), and "
-                             "extra shapes that differ from the run's")
-    unused = sorted(set(dict(cfg.sizes)) - {k for c in cfgs.values() for k, _ in c.sizes})
-    if unused:
-        raise UsageError(f"--size {', '.join(unused)}: no task of the run has such a size", "check the name (a "
-                         "module-level integer of the task file)")
+    cfgs = task_configs(profile, sizes, extra_shapes, paths, checkout)
     # each task's reference runs at the sizes and extra shapes before any candidate does
     cfgs = {tp: hc.task_config(checkout.read_verified(tp), tp, c, device, say) for tp, c in cfgs.items()}
     names = list(names) if names is not None else candidate_names([p for p, _ in items])
@@ -298,7 +313,7 @@ def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelben
     doc = {"schema": "kbrepro/candidates", "schema_version": SCHEMA_VERSION, "kind": KIND, "profile": profile,
            "device": "cuda" if device.startswith("cuda") else "cpu",
            "started_utc": started, "finished_utc": _utc(),
-           "predicate": {"official": "allclose", **PREDICATES["allclose"], "atol": cfg.atol, "rtol": cfg.rtol},
+           "predicate": {"official": "allclose", **PREDICATES["allclose"], "atol": hc.PROFILES[profile].atol, "rtol": hc.PROFILES[profile].rtol},
            "kernelbench": {"commit": pin.commit, "repository": pin.repository},
            "bandwidth": {"gbps": gbps, "block": blk} if blk else {"gbps": None, "reason": "no GPU"}, "candidates": records}
     files["results/candidates.json"] = jsonio.dumps(doc).encode()

@@ -347,13 +347,17 @@ def plan_folder(items: Sequence[tuple[Path, str]], *, profile: str, kernelbench:
                 extra_shapes: tuple = ()) -> list[Path]:
     """Plan every ``(candidate file, task argument)`` as its own case and write the plan and
     the case folders under ``results_dir`` (:func:`plan_cases`, :func:`prepare_cases`); runs
-    nothing. Returns the case folders in plan order. Raises UsageError (bad task or profile)
-    and UnreadableInputError (a candidate file that cannot be read)."""
+    nothing. Returns the case folders in plan order. Raises UsageError (bad task or profile,
+    sizes or extra shapes the tasks refuse: :func:`kbrepro.bundle.candidates.task_configs`),
+    KernelBenchPinError and UnreadableInputError (a candidate file that cannot be read)."""
     from kbrepro.bundle import candidates as bc
-    from kbrepro.harness.kernelbench import load_pin
+    from kbrepro.harness.kernelbench import KernelBenchCheckout, load_pin, resolve_checkout
 
     pin = load_pin()
     paths = [bc.task_path(t, pin) for _, t in items]
+    checkout = KernelBenchCheckout(resolve_checkout(kernelbench), pin)
+    checkout.verify(sorted(set(paths)))
+    bc.task_configs(profile, sizes, extra_shapes, paths, checkout)  # the run's check of sizes, at plan time
     names = bc.candidate_names([p for p, _ in items])
     srcs = bc.read_sources([p for p, _ in items])
     plan = plan_cases(list(zip(names, srcs, paths)), profile=profile, pin=pin, sizes=sizes, extra_shapes=extra_shapes)

@@ -246,14 +246,17 @@ def undecided(loaded) -> list[tuple[str, str]]:
     """``(candidate, why)`` for every named check of a GPU run that cannot decide, except where
     the record itself says why it cannot apply: a candidate that did not run (``ran`` fails:
     it is caught), and ``other_shapes_correct`` on a task with no size to vary (the rule gives
-    no extra shape and the user named none). Each makes the verdict PARTIAL (fail closed: an
-    undecided check is never a pass)."""
+    no extra shape and the user named none). A run that left its extra shape out
+    (``config.no_extra_shape``: the reference raised there) is not such a task: the reason is the
+    run's word, which no static check can repeat, so its undecided check stays. Each makes the
+    verdict PARTIAL (fail closed: an undecided check is never a pass)."""
     out = []
     for rec in loaded.doc.candidates:
         vs = loaded.verdicts[rec.name]
         if vs and vs[0].passed is False:
             continue
-        no_shape = rec.observations.extra_shapes is not None and not rec.observations.extra_shapes
+        no_shape = rec.observations.extra_shapes is not None and not rec.observations.extra_shapes \
+            and not rec.config.no_extra_shape
         for v in vs:
             if v.passed is None and not (v.name == "other_shapes_correct" and no_shape):
                 out.append((rec.name, f"{v.name} cannot decide ({v.detail[:160]})"))

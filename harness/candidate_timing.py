@@ -240,7 +240,7 @@ def block(c: Ctx, arms: dict, ft: FreshTimer, *, l2: str, rounds: int, flush_byt
         del eager_ys
         outputs = _held(cand, ref, sizes, c.tol.atol, c.tol.rtol, pick)
         rows.append({"order": order, "times_ms": times, "host_ms": host, "outputs": outputs, "checksum_ms": chk_ms})
-    proto = {"mode": "events", "warmups": cfg.warmups, "rounds": rounds, "invocations_per_pair": inv,
+    proto = {"mode": "events", "warmups": nw, "rounds": rounds, "invocations_per_pair": inv,
              "order_seed": cfg.order_seed + (1 if l2 == "cold" else 0), "l2": l2, "inputs": "fresh",
              "calibration_ms": eager_ms, "io_bytes": io_bytes, "pool_bytes": budget}
     blk = {"id": f"{c.spec.name}/{l2}", "candidate": c.spec.name, "l2": l2, "mode": "events", "protocol": proto,

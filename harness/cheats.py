@@ -338,8 +338,11 @@ def no_threads_left(obs: Observations) -> CheckVerdict:
     bad = [c.id for c in cases if c.threads_after > c.threads_before]
     if not cases:
         return CheckVerdict("no_threads_left", None, "fewer than two calls")
-    return CheckVerdict("no_threads_left", not bad, "no call left a thread behind" if not bad else
-                        f"case(s) {', '.join(bad[:4])} left threads running after the call")
+    firsts = [c.id for c in obs.cases[1:] if c not in cases and c.threads_after > c.threads_before]
+    return CheckVerdict("no_threads_left", not bad, (
+        "no call left a thread behind" if not firsts else "no call after its model's first left a thread behind "
+        f"(the first call of {', '.join(firsts[:4])} started threads: its model's build)") if not bad else
+        f"case(s) {', '.join(bad[:4])} left threads running after the call")
 
 
 def per_call_times_consistent(times_ms: Iterable[float], gap: float = SPLIT_GAP,

@@ -43,7 +43,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from kbrepro.errors import CandidateFailure, ReproError
+from kbrepro.errors import CandidateFailure, EnvironmentUnavailableError, ReproError
 
 #: seconds a request may take by default (a load_inline build takes about 40 s on the H200)
 DEFAULT_TIMEOUT_S = 600.0
@@ -839,6 +839,8 @@ class CandidateProcess:
                 got.append((doc, tuple(fr)))
             except (EOFError, ConnectionResetError):
                 got.append("eof")
+            except MemoryError:  # an allowed reply this host cannot hold: ours, not the candidate's
+                got.append("memory")
             except (OSError, ValueError, UnicodeDecodeError, ReproError) as exc:
                 got.append(f"malformed: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}")
 
@@ -856,6 +858,11 @@ class CandidateProcess:
         out = got[0] if got else "eof"
         if out == "eof":
             raise self._fail(self._exit_reason())
+        if out == "memory":
+            self.close()
+            raise EnvironmentUnavailableError(f"this host ran out of memory reading the reply to {header.get('cmd')!r} "
+                                              f"(at most {max_bytes} bytes allowed)",
+                                              "run on a host with more memory, or at smaller sizes (--size)")
         if isinstance(out, str):
             raise self._fail(f"a {out} reply to {header.get('cmd')!r}")
         doc, fr = out

@@ -24,6 +24,7 @@ import ast
 import types
 from typing import Any, Mapping
 
+from kbrepro.errors import EnvironmentUnavailableError
 from kbrepro.model import sizes as msizes
 from kbrepro.model.protocol import DISTRIBUTIONS  # noqa: E402,F401
 from kbrepro.model.task_inputs import reduced_sizes
@@ -143,7 +144,9 @@ def reference_error(src: bytes, sizes: Mapping[str, msizes.SizeValue], seed: int
     """Why the task's own ``Model`` cannot run at ``sizes`` (the task loaded from ``src``, its
     model built and called once on the official inputs of ``seed``, on ``device``): a one-line
     ``Type: message``, or None where it runs. What the reference does there is the task's
-    fact, never a candidate's: the run refuses such sizes before any candidate runs."""
+    fact, never a candidate's: the run refuses such sizes before any candidate runs. Running
+    out of memory is the machine's, not the task's fact: raises EnvironmentUnavailableError
+    (before, an out-of-memory error at the extra shapes left them out as if the task raised)."""
     import torch
 
     def once() -> None:  # its model, inputs and outputs are freed when it returns
@@ -158,6 +161,11 @@ def reference_error(src: bytes, sizes: Mapping[str, msizes.SizeValue], seed: int
 
     try:
         once()
+    except (MemoryError, torch.OutOfMemoryError) as exc:
+        where = ", ".join(f"{k}={msizes.text(v)}" for k, v in sorted(sizes.items())) or "the task's own sizes"
+        raise EnvironmentUnavailableError(
+            f"the reference ran out of memory on {device} at {where}: {type(exc).__name__}",
+            "free the device or run at smaller sizes (--size NAME=VALUE)") from None
     except Exception as exc:  # the task's own code raised: reported, not ours to judge
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         return f"{type(exc).__name__}: {msg}"[:300]

@@ -134,7 +134,10 @@ def block_problems(rec: CandidateRecord, at: str, gbps: Optional[float], task_sr
             yield _p(P.INCOMPLETE, f"{bp}.arms", f"are not the baselines that ran and the candidate: {arms}")
             continue
         pr = b.protocol
-        if (pr.mode, pr.warmups, pr.rounds, pr.order_seed, pr.l2) != ("events", cfg.warmups, len(b.rounds), seed, b.l2):
+        # protocol 2 warms up on sets of its own, as many as the pool holds (at least one)
+        warmups = protocol.invocations_with_pool(max(1, cfg.warmups), pr.io_bytes or 1, pr.pool_bytes) \
+            if pr.inputs == "fresh" and pr.io_bytes is not None and pr.pool_bytes is not None else cfg.warmups
+        if (pr.mode, pr.warmups, pr.rounds, pr.order_seed, pr.l2) != ("events", warmups, len(b.rounds), seed, b.l2):
             yield _p(P.CONTRADICTS, f"{bp}.protocol", "is not the profile's protocol for this block")
         if pr.pool_bytes != rec.blocks[0].protocol.pool_bytes:
             yield _p(P.CONTRADICTS, f"{bp}.protocol.pool_bytes", "differs from the warm block's: both come from the "

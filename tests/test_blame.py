@@ -137,6 +137,15 @@ def test_no_extra_shape_the_reference_runs_at_is_left_out_with_a_note_never_a_ca
     given["candidates"][0]["config"]["extra_shapes"] = [{"batch_size": 4}]
     assert any("config.no_extra_shape" in p for p in problems(given))
     assert mc.load(json.loads(jsonio.dumps(doc)))[0].candidates[0].config.no_extra_shape == cfg.no_extra_shape
+    # the run's word that the reference raised keeps the check undecided: PARTIAL, never PASS
+    from kbrepro.bundle.verify_candidate import undecided
+
+    loaded = candidate_records.load(json.loads(jsonio.dumps(doc)), {}, lambda r: TIED_TASK)
+    assert any(n == "c" and why.startswith("other_shapes_correct cannot decide (no extra shape: the reference raises")
+               for n, why in undecided(loaded))
+    blank = copy.deepcopy(doc)
+    blank["candidates"][0]["config"]["no_extra_shape"] = " "
+    assert any("config.no_extra_shape" in p for p in problems(blank))
     with pytest.raises(UsageError, match="--extra-shape batch_size=4: the reference of tied.py raises there"):
         hc.task_config(TIED_TASK, "tied.py", hc.with_overrides(protocol.PROFILES["quick"],
                                                                extra_shapes=((("batch_size", 4),),)), "cpu")
@@ -412,3 +421,15 @@ def test_inductors_long_binary_names_fit_a_bundle():
     assert all(SAFE_COMPONENT.match(p) for p in got.split("/")) and len(got.split("/")[-1]) == 100
     assert bc.safe_relpath(path.replace("_0.cubin", "_1.cubin")) != got  # the digest tells them apart
     assert fit_component("short.cubin") == "short.cubin" and len(fit_component("x" * 300, 95)) == 95
+
+
+def test_the_reference_running_out_of_memory_is_the_machines_fact_not_the_tasks():
+    """An out-of-memory error of the reference at the sizes or at an extra shape is exit 4 with
+    its next step: before, it left the extra shape out as if the task raised there."""
+    from kbrepro.errors import EnvironmentUnavailableError
+
+    hungry = BN_TASK.replace(b"        return self.bn(self.lin(x))",
+                             b"        if x.shape[0] != 2:\n            raise MemoryError()\n        return self.bn(self.lin(x))")
+    with pytest.raises(EnvironmentUnavailableError, match="ran out of memory on cpu at batch_size=1") as e:
+        hc.task_config(hungry, "h.py", protocol.PROFILES["quick"], "cpu")
+    assert e.value.exit_code == 4 and "--size" in e.value.hint

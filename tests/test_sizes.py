@@ -86,10 +86,12 @@ def test_make_bundle_refuses_a_malformed_tuple_first(tmp_path, monkeypatch, args
     one_error(cli("make", "--candidate", tmp_path / "c.py", "--task", "1/56", *args), 2, fragment)
 
 
-def test_size_globals_hold_tuples_and_the_sweep_reduces_only_ints():
+def test_size_globals_hold_tuples_and_the_sweep_reduces_tuple_entries_too():
     g = ti.size_globals(TUPLE_TASK)
     assert g == {"batch_size": 8, "input_shape": (32,), "kernel_size": (5, 7), "dim": 1}
-    assert ti.reduced_sizes(TUPLE_TASK, batch=2, plain=4) == {"batch_size": 2}
+    assert ti.reduced_sizes(TUPLE_TASK, batch=2, plain=4) == {"batch_size": 2, "input_shape": (4,),
+                                                               "kernel_size": (4, 4)}
+    assert ti.reduced_sizes(TUPLE_TASK, batch=2, plain=64) == {"batch_size": 2}
     assert ti.input_specs(TUPLE_TASK, {"input_shape": (3,)})[0].shape == (8, 3)
     assert msizes.is_size((1,)) and not msizes.is_size(()) and not msizes.is_size([1]) and not msizes.is_size((True,))
 
@@ -216,3 +218,19 @@ def test_a_run_refuses_a_size_of_another_kind_before_it_starts(tmp_path):
     with pytest.raises(UsageError, match="--extra-shape input_shape=\\(1, 2\\) sets input_shape"):
         bc.run_candidates([(tmp_path / "c.py", TASK)], profile="quick", kernelbench=None, results_dir=tmp_path / "r",
                           extra_shapes=({"input_shape": (1, 2)},), device="cpu")
+
+
+def test_shard_plan_refuses_sizes_the_tasks_refuse_before_it_writes_a_case(tmp_path):
+    """``shard plan`` holds sizes to the run's one rule (bundle/candidates.py: task_configs): a
+    size no task names, or of another kind than the task's value, is a usage error at plan time,
+    not a failed case at run time."""
+    from kbrepro.bundle import shard
+
+    _checkout()
+    (tmp_path / "c.py").write_text("class ModelNew: pass\n")
+    for sizes, fragment in (({"nosuch": 64}, "--size names nosuch, not a size of the task"),
+                            ({"input_shape": 64}, "an integer, where the task's input_shape is")):
+        with pytest.raises(UsageError, match=fragment):
+            shard.plan_folder([(tmp_path / "c.py", TASK)], profile="quick", kernelbench=None,
+                              results_dir=tmp_path / "plan", device="cpu", engine="local", sizes=sizes)
+        assert not (tmp_path / "plan").exists()
