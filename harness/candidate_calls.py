@@ -313,9 +313,8 @@ def after_timing(c: Ctx, task_src: bytes) -> None:
     case(c, "redrawn_weights", "redrawn_weights", xs, reference(other, xs, rng), set_id="redrawn", model="redrawn",
          rng=rng)
     del other
-    shapes = c.cfg.extra_shapes
-    if not shapes and not c.cfg.no_extra_shape:  # the default rule; none where the run left it out
-        shapes = tuple(tuple(d.items()) for d in protocol.default_extra_shapes(kbtask.size_globals(c.task)))
+    shapes = [tuple(d.items()) for d in protocol.checked_extra_shapes(
+        [dict(s) for s in c.cfg.extra_shapes], c.cfg.no_extra_shape, kbtask.size_globals(c.task))]
     c.obs["extra_shapes"] = [msizes.to_json(dict(s)) for s in shapes]  # a tuple as a JSON array
     for i, ov in enumerate(shapes):
         ov = dict(ov)

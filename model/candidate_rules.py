@@ -359,13 +359,13 @@ def record_problems(doc: CandidatesDoc, i: int, ev: Evidence, custom: Sequence[s
         if bad and bad[0][0] is None:
             out.append(_p(P.CONTRADICTS, f"{at}.config.sizes", bad[0][1]))
             return out
-        if cfg.no_extra_shape and (shapes or not protocol.default_extra_shapes({**glob, **dict(cfg.sizes)})
+        run_sizes = {**glob, **dict(cfg.sizes)}
+        if cfg.no_extra_shape and (shapes or not protocol.default_extra_shapes(run_sizes)
                                    or not cfg.no_extra_shape.strip() or doc.schema_version < 2):
             out.append(_p(P.CONTRADICTS, f"{at}.config.no_extra_shape", "leaves out an extra shape where the user gave "
                           "one, the task has none to leave out, no reason is given, or the record's format predates "
                           "it", None, cfg.no_extra_shape))
-        if not shapes and not cfg.no_extra_shape:
-            shapes = protocol.default_extra_shapes({**glob, **dict(cfg.sizes)})
+        shapes = protocol.checked_extra_shapes(shapes, cfg.no_extra_shape, run_sizes)
         for j, why in bad:
             out.append(_p(P.CONTRADICTS, f"{at}.config.extra_shapes[{j}]", why, None, shapes[j]))
     obs = rec.observations

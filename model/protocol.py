@@ -138,6 +138,16 @@ def default_extra_shapes(size_globals: Mapping[str, msizes.SizeValue]) -> list[d
     return [{"batch_size": b // 2}] if isinstance(b, int) and b >= 2 else []
 
 
+def checked_extra_shapes(given: Sequence[Mapping], no_extra_shape: str, run_sizes: Mapping) -> list[dict]:
+    """The extra shapes a run checks: the ones ``given`` (the user's, or the fallback the run
+    took), else none where the run left them out (``no_extra_shape``: the reference raised at
+    every one tried), else :func:`default_extra_shapes` of ``run_sizes`` (the task's sizes with
+    the run's applied). The one copy of the rule: the engine runs these, the verifier expects them."""
+    if given:
+        return [dict(s) for s in given]
+    return [] if no_extra_shape else default_extra_shapes(run_sizes)
+
+
 def fallback_extra_shapes(size_globals: Mapping[str, msizes.SizeValue]) -> list[dict]:
     """The extra shape tried when the reference itself raises at :func:`default_extra_shapes`'
     (BatchNorm in training mode at a batch of one): one more than the run's batch
@@ -374,6 +384,6 @@ def bytes_moved(input_bytes: Iterable[int], output_bytes: Iterable[int]) -> int:
 
 
 __all__ = ["CandidateConfig", "PROFILES", "BASELINES", "DISTRIBUTIONS", "STAGES", "TARGET_REQUEST_MS",
-           "MAX_INVOCATIONS", "COPY_PROTOCOL", "expected_cases", "case_set_and_model", "same_buffers_reference", "default_extra_shapes", "fallback_extra_shapes", "shape_problems", "invocations_per_request", "copy_gbps",
+           "MAX_INVOCATIONS", "COPY_PROTOCOL", "expected_cases", "case_set_and_model", "same_buffers_reference", "default_extra_shapes", "checked_extra_shapes", "fallback_extra_shapes", "shape_problems", "invocations_per_request", "copy_gbps",
            "roofline_median_ms", "bytes_moved", "pool_seed", "pool_bytes", "invocations_with_pool", "checksum_chunks",
            "checksum_agrees", "checksums_agree", "clock_slope_ms", "outside_region_ms", "call_rng_seed", "clock_extra_invocations", "calls_allowance_ms", "USER_FIELDS", "LIMIT_FIELDS"]
