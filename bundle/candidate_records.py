@@ -17,6 +17,7 @@ from kbrepro.harness import cheats, cheats_v2
 from kbrepro.model import candidate_rules as rules
 from kbrepro.model import candidates as mc
 from kbrepro.model.problems import Problem
+from kbrepro.model.source_rules import plain_pytorch
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ def load(raw_doc: object, files: Mapping[str, bytes], task_source: Callable[[mc.
     verdicts: dict[str, tuple] = {}
     for i, rec in enumerate(doc.candidates):
         vs = cheats_v2.derive_any(doc.schema_version, rec.observations, rec.timing, rec.blocks, doc.predicate.atol,
-                                  doc.predicate.rtol, rec.config.no_extra_shape)
+                                  doc.predicate.rtol, rec.config.no_extra_shape, plain_pytorch(payload.get(rec.file)))
         verdicts[rec.name] = vs
         custom = dict((v.name, v.passed) for v in vs).get("custom_kernel_ran")
         ev = rules.Evidence(task_source(rec), payload, env.get("l2_cache_bytes"), env.get("gpu_name"))

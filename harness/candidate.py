@@ -49,6 +49,7 @@ from kbrepro.harness.isolate import CandidateProcess
 from kbrepro.model import candidates as mc
 from kbrepro.model import protocol
 from kbrepro.model.protocol import BASELINES, PROFILES, CandidateConfig  # noqa: F401 (the engine's names)
+from kbrepro.model.source_rules import plain_pytorch
 from kbrepro.model.provenance_rules import MAX_BUILDS, MAX_COMPONENT, fit_component, ninja_commands
 
 #: the largest provenance file copied into a bundle, and the most per candidate
@@ -321,7 +322,8 @@ def run_candidate(spec: CandidateSpec, cfg: CandidateConfig, workdir: Path, *, d
     # the verdicts, from the typed records (the packer and the verifier derive them again)
     typed = (checked(mc.Observations, obs, "observations"), checked(mc.Timing, timing, "timing record"),
              tuple(checked(mc.Block, b, "timing block") for b in blocks))
-    rec["verdicts"] = [v.to_doc() for v in cheats_v2.derive_v2(*typed, cfg.atol, cfg.rtol, cfg.no_extra_shape)]
+    rec["verdicts"] = [v.to_doc() for v in cheats_v2.derive_v2(*typed, cfg.atol, cfg.rtol, cfg.no_extra_shape,
+                                                                   plain_pytorch(spec.source))]
     return rec
 
 

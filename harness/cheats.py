@@ -24,7 +24,7 @@ output_is_plain_tensor        lazy outputs, tensor subclasses computing inside t
 discriminates                 outputs that cannot tell right from wrong (KernelBench issue #165)
 deterministic_under_poison    ``torch.empty`` reading freed memory (the Feb 2025 150x result)
 precision_flags_unchanged     TF32 or reduced-precision reductions switched on in an fp32 task
-custom_kernel_ran             a "custom" kernel that only calls PyTorch / cuBLAS
+custom_kernel_ran             a "custom" kernel that only calls PyTorch / cuBLAS (a plain PyTorch file: undecided)
 single_stream                 work on a side stream the caller's timer never waits for
 no_work_after_return          the same, seen by the clock: the device busy after the stream is done
 no_threads_left               background threads still working after the call
@@ -281,14 +281,20 @@ def custom_kernels(obs: Observations) -> list[str]:
     return sorted({k.name for k in obs.profile.kernels if not LIBRARY_KERNEL.search(k.name)})
 
 
-def custom_kernel_ran(obs: Observations) -> CheckVerdict:
+def custom_kernel_ran(obs: Observations, plain: Optional[str] = None) -> CheckVerdict:
     """From the profiler's list of kernels one call launched (after the harness's marker
     kernel): at least one is not a library kernel (:data:`LIBRARY_KERNEL`).
     (:mod:`kbrepro.model.candidate_rules` holds a passing verdict against the bundled
-    binaries: a custom kernel that no traced binary defines is a contradiction.)"""
+    binaries: a custom kernel that no traced binary defines is a contradiction.)
+    ``plain``: :func:`kbrepro.model.source_rules.plain_pytorch` of the candidate's file; a
+    plain PyTorch candidate that ran only library kernels presents no kernel of its own, so
+    the check does not decide ("not a custom kernel"), where any other file is caught."""
     if obs.profile is None:
         return CheckVerdict("custom_kernel_ran", None, "the call was not profiled")
     names = [k.name for k in obs.profile.kernels]
+    if plain and not custom_kernels(obs):
+        return CheckVerdict("custom_kernel_ran", None, f"not a custom kernel ({plain}): only library kernels ran "
+                            f"({', '.join(sorted({n[:60] for n in names})[:3]) or 'none'})"[:400])
     if not names:
         return CheckVerdict("custom_kernel_ran", False, "the call launched no kernel")
     own = custom_kernels(obs)
@@ -451,11 +457,12 @@ def within_roofline(bytes_moved: Optional[int], median_ms: Optional[float], band
 
 
 def derive(obs: Observations, timing: Timing, blocks: Sequence[Block], atol: float,
-           rtol: float) -> tuple[CheckVerdict, ...]:
+           rtol: float, plain: Optional[str] = None) -> tuple[CheckVerdict, ...]:
     """Every check of :data:`CHECKS`, in order, from one candidate's typed observations
     ``obs``, its ``timing`` record (per-call times, spot checks, bytes moved, bandwidth,
-    median) and its timing ``blocks``. A candidate that did not run gets ``ran`` False and
-    None elsewhere."""
+    median) and its timing ``blocks``; ``plain``: whether its file is plain PyTorch
+    (:func:`custom_kernel_ran`). A candidate that did not run gets ``ran`` False and None
+    elsewhere."""
     first = ran(obs)
     if first.passed is False and not obs.cases:
         return (first,) + tuple(CheckVerdict(n, None, "the candidate did not run") for n in CHECKS[1:])
@@ -463,7 +470,7 @@ def derive(obs: Observations, timing: Timing, blocks: Sequence[Block], atol: flo
     out = [first, official_allclose(obs), other_shapes_correct(obs), redrawn_weights_correct(obs),
            follows_fresh_inputs(obs), inputs_unchanged(obs), output_is_plain_tensor(obs),
            discriminates(obs, atol, rtol), deterministic_under_poison(obs), precision_flags_unchanged(obs),
-           custom_kernel_ran(obs), single_stream(obs), no_work_after_return(obs), no_threads_left(obs),
+           custom_kernel_ran(obs, plain), single_stream(obs), no_work_after_return(obs), no_threads_left(obs),
            per_call_times_consistent(_per_call(timing, "fresh")), fresh_inputs_same_speed(timing),
            timed_outputs_correct(timing), host_clock_agrees(blocks),
            within_roofline(roof.bytes_moved if roof else None, roof.median_ms if roof else None,

@@ -8,7 +8,7 @@ as the protocol-1 checks are; :func:`derive_any` picks the checks of a record's 
 from __future__ import annotations
 
 import statistics
-from typing import Sequence
+from typing import Optional, Sequence
 
 from kbrepro.harness.cheats import (CHECKS_V2, HOST_SLACK_FRACTION, HOST_SLACK_MS, MAIN_KINDS, CheckVerdict, _cases,
                                     derive, official_allclose, ran, timed_outputs_correct)
@@ -190,14 +190,15 @@ def timed_calls_consistent(obs: Observations, timing: Timing, blocks: Sequence[B
 
 
 def derive_v2(obs: Observations, timing: Timing, blocks: Sequence[Block], atol: float,
-              rtol: float, no_extra_shape: str = "") -> tuple[CheckVerdict, ...]:
+              rtol: float, no_extra_shape: str = "", plain: Optional[str] = None) -> tuple[CheckVerdict, ...]:
     """Every check of :data:`CHECKS_V2`, in order, for a record of timing protocol 2.
     ``no_extra_shape``: the run's reason for checking no extra shape (its config), given as
-    other_shapes_correct's detail where no extra-shape case ran."""
+    other_shapes_correct's detail where no extra-shape case ran; ``plain``: whether the
+    candidate's file is plain PyTorch (:func:`kbrepro.harness.cheats.custom_kernel_ran`)."""
     first = ran(obs)
     if first.passed is False and not obs.cases:
         return (first,) + tuple(CheckVerdict(n, None, "the candidate did not run") for n in CHECKS_V2[1:])
-    v1 = {v.name: v for v in derive(obs, timing, blocks, atol, rtol)}
+    v1 = {v.name: v for v in derive(obs, timing, blocks, atol, rtol, plain)}
     v1["discriminates"] = discriminates_v2(obs, atol, rtol)
     v1["official_allclose"] = official_allclose_v2(obs)
     if blocks:
@@ -210,10 +211,11 @@ def derive_v2(obs: Observations, timing: Timing, blocks: Sequence[Block], atol: 
 
 
 def derive_any(version: int, obs: Observations, timing: Timing, blocks: Sequence[Block], atol: float,
-               rtol: float, no_extra_shape: str = "") -> tuple[CheckVerdict, ...]:
-    """:func:`derive` for a record of schema version 1, :func:`derive_v2` for version 2."""
+               rtol: float, no_extra_shape: str = "", plain: Optional[str] = None) -> tuple[CheckVerdict, ...]:
+    """:func:`derive` for a record of schema version 1, :func:`derive_v2` for version 2.
+    ``plain`` applies to version 2 only (a format-1 record's verdicts keep their rule)."""
     if version >= 2:
-        return derive_v2(obs, timing, blocks, atol, rtol, no_extra_shape)
+        return derive_v2(obs, timing, blocks, atol, rtol, no_extra_shape, plain)
     return derive(obs, timing, blocks, atol, rtol)
 
 

@@ -20,13 +20,15 @@ from kbrepro.bundle import candidate_records, pack
 from kbrepro.bundle import candidates as bc
 from kbrepro.harness import cheats, cheats_v2, jsonio
 from kbrepro.model import candidates as mc
+from kbrepro.model.source_rules import plain_pytorch
 
 
 def _lenient(raw_doc, files, task_source, *, prefix=""):
     doc, _ = mc.load(raw_doc)
     if doc is not None:
         verdicts = {r.name: cheats_v2.derive_any(doc.schema_version, r.observations, r.timing, r.blocks,
-                                              doc.predicate.atol, doc.predicate.rtol, r.config.no_extra_shape)
+                                              doc.predicate.atol, doc.predicate.rtol, r.config.no_extra_shape,
+                                              plain_pytorch(files.get(f"{prefix}{r.file}")))
                     for r in doc.candidates}
     else:
         verdicts = {r.get("name"): tuple(cheats.CheckVerdict(v["name"], v["passed"], v["detail"])

@@ -1,0 +1,144 @@
+"""A plain PyTorch candidate (the reference itself, torch.compile of it) presents no kernel of
+its own: custom_kernel_ran does not decide for it ("not a custom kernel", PARTIAL), never a catch,
+while a file that brings a kernel and runs only library kernels is still caught (issue 28). The
+rule (model/source_rules.py) fails closed, and the verifier derives it from the bundled file."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from unittest import mock
+
+import pytest
+
+import forge_candidates as fc
+from corpus import cases_candidates as cc
+from kbrepro.bundle.verify import verify_archive
+from kbrepro.harness import cheats
+from kbrepro.model import candidates as mc
+from kbrepro.model.source_rules import plain_pytorch
+
+ROOT = Path(__file__).resolve().parent.parent
+KB = ROOT / "KernelBench"
+GPU = ROOT / "tests" / "gpu_candidates"
+PLAIN = b"import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, a, b):\n" \
+        b"        return a + b\n"
+LIB = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctorOnSelf_add<float>>(int)"
+
+
+def _tasks() -> list[Path]:
+    return sorted(p for lv in ("level1", "level2", "level3") for p in (KB / "KernelBench" / lv).glob("*.py"))
+
+
+def test_every_pinned_task_and_its_torch_compile_candidate_are_plain():
+    from examples.inductor_candidate import candidate_source
+
+    tasks = _tasks()
+    if len(tasks) != 250:
+        pytest.skip("no KernelBench checkout at the pin")
+    for p in tasks:
+        src = p.read_bytes()
+        assert plain_pytorch(src), p.name
+        assert plain_pytorch(candidate_source(src)), p.name
+
+
+@pytest.mark.parametrize("name", ["cheat_pytorch_fallback.py", "honest_gelu_cuda.py", "honest_gelu_triton.py"])
+def test_a_file_that_brings_a_kernel_is_not_plain(name):
+    assert plain_pytorch((GPU / name).read_bytes()) is None
+
+
+EVASIONS = {
+    "load_inline": "from torch.utils.cpp_extension import load_inline\n",
+    "cpp_extension module": "from torch.utils import cpp_extension\n",
+    "attribute": "import torch\nf = torch.utils.cpp_extension.load_inline\n",
+    "jiterator": "import torch\nk = torch.cuda.jiterator._create_jit_fn('template <typename T> T f(T x) { return x; }')\n",
+    "torch.ops.load_library": "import torch\ntorch.ops.load_library('k.so')\n",
+    "getattr": "import torch\nf = getattr(torch.utils, 'cpp_' + 'extension')\n",
+    "__import__": "m = __import__('tri' + 'ton')\n",
+    "importlib": "import importlib\n",
+    "exec": "exec('import triton')\n",
+    "eval": "eval('1')\n",
+    "builtin compile": "c = compile('x=1', 'f', 'exec')\n",
+    "__dict__": "import torch\nm = torch.utils.__dict__\n",
+    "subclasses": "x = ().__class__.__bases__[0].__subclasses__()\n",
+    "sys": "import sys\n",
+    "torch.sys": "import torch\nm = torch.sys.modules\n",
+    "torch.os": "import torch\ntorch.os.system('nvcc k.cu')\n",
+    "os": "import os\n",
+    "ctypes": "import ctypes\n",
+    "cupy": "import cupy\n",
+    "triton": "import triton\n",
+    "relative import": "from . import kernels\n",
+    "cuda source string": "SRC = '__global__ void k(float* x) {}'\n",
+    "ptx string": "P = '.version 8.0\\n.target sm_90\\n.entry k()'\n",
+    "dlpack": "import torch\nt = torch.from_dlpack(x)\n",
+    "numpy ctypeslib": "import numpy as np\nnp.ctypeslib.load_library('k', '.')\n",
+    "torch._C": "import torch._C\n",
+    "torch.library": "import torch\n@torch.library.custom_op('a::b', mutates_args=())\ndef f(x): return x\n",
+    "syntax error": "def f(:\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(EVASIONS))
+def test_what_could_bring_or_hide_a_kernel_is_not_plain(name):
+    assert plain_pytorch(EVASIONS[name].encode()) is None
+
+
+def test_unreadable_or_oversized_files_are_not_plain():
+    assert plain_pytorch(None) is None
+    assert plain_pytorch(b"\xff\xfe") is None
+    assert plain_pytorch(b"x = 1\n" + b"#" * (1 << 20)) is None
+    assert plain_pytorch(b"x = " + b"(" * 200_000 + b")" * 200_000) is None
+    assert plain_pytorch(PLAIN)
+
+
+def _verdict(names, plain):
+    prof = mc.Profile(kernels=tuple(mc.Kernel(name=n, stream=7) for n in names), marker_stream=7)
+    obs = mock.Mock(profile=prof)
+    return cheats.custom_kernel_ran(obs, plain)
+
+
+def test_custom_kernel_ran_for_plain_and_for_kernel_bringing_files():
+    plain = plain_pytorch(PLAIN)
+    v = _verdict([LIB], plain)
+    assert v.passed is None and v.detail.startswith("not a custom kernel (plain PyTorch"), v
+    assert _verdict([LIB], None).passed is False
+    assert _verdict([], None).passed is False
+    assert _verdict([LIB, "my_kernel(float*)"], plain).passed is True
+    assert _verdict([LIB, "my_kernel(float*)"], None).passed is True
+
+
+def _plain_candidate(doc, files):
+    """The example's first candidate as a plain PyTorch file whose call ran only library kernels."""
+    r = cc._c(doc)
+    files[r["file"]] = PLAIN
+    r["source_sha256"] = hashlib.sha256(PLAIN).hexdigest()
+    r["observations"]["profile"]["kernels"] = [{"name": LIB, "stream": r["observations"]["profile"]["marker_stream"]}]
+
+
+def _custom(rep):
+    return [n for t in rep.tiers for n in t.notes] + list(rep.partial)
+
+
+def test_a_plain_candidate_bundle_verifies_partial_not_caught(tmp_path):
+    rep = verify_archive(fc.forge(ROOT / "examples" / cc.V2, _plain_candidate, tmp_path / "plain.tar"), level="static")
+    assert rep.verdict == "PARTIAL" and rep.exit_code == 5, [p for t in rep.tiers for p in t.problems]
+    assert not any("CAUGHT by custom_kernel_ran" in n for n in _custom(rep)), _custom(rep)
+    assert any("custom_kernel_ran" in n and "not a custom kernel" in n for n in _custom(rep)), _custom(rep)
+
+
+@pytest.mark.parametrize("forged", ["plain called caught", "kernel file called plain"])
+def test_the_verifier_derives_plainness_from_the_bundled_file(tmp_path, forged):
+    """A packer that believed another answer of the rule: the verifier's own derivation differs."""
+    if forged == "plain called caught":
+        edit, lie = _plain_candidate, (lambda src: None)
+    else:
+        def edit(doc, files):  # the load_inline candidate, its call running only library kernels
+            r = cc._c(doc)
+            r["observations"]["profile"]["kernels"] = [{"name": LIB, "stream": r["observations"]["profile"]["marker_stream"]}]
+        lie = (lambda src: "plain PyTorch: forged")
+    with mock.patch.object(fc, "plain_pytorch", lie):
+        out = fc.forge(ROOT / "examples" / cc.V2, edit, tmp_path / "forged.tar")
+    rep = verify_archive(out, level="static")
+    problems = [f"{p.get('path')} {p['message']}" for t in rep.tiers for p in t.problems]
+    assert rep.exit_code == 1 and any("custom_kernel_ran is not what its observations give" in p for p in problems), \
+        problems
