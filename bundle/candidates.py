@@ -410,6 +410,12 @@ def build_payload(files: Mapping[str, bytes], *, extra_claims: Mapping | None = 
     if loaded.problems:
         raise InvalidResultsError("the candidate records are incomplete or contradict themselves: "
                                   + "; ".join(map(str, loaded.problems[:5])), "pack the folder a run wrote, unedited")
+    from kbrepro.bundle import shard  # noqa: E402 (shard imports this module: the cycle issue 30 removes)
+
+    cases = shard.case_problems(doc, lambda task: files.get(f"inputs/kernelbench/{task}"))
+    if cases:  # what the verifier fails, the packer refuses
+        raise InvalidResultsError("the cases of the sharded run do not match its records: "
+                                  + "; ".join(f"{p} {m}" for p, m in cases[:3]), "pack the folder a run wrote, unedited")
     notes = []
     for r in doc["candidates"]:
         # the verdicts are this packer's, derived from the typed observations (a run's own verdicts are

@@ -35,7 +35,9 @@ from kbrepro.errors import InvalidResultsError, UnreadableInputError, UsageError
 from kbrepro.harness import cases as hcases
 from kbrepro.harness import jsonio
 from kbrepro.harness.cases import Case
+from kbrepro.model import protocol
 from kbrepro.model.sizes import SizeValue, canonical_map
+from kbrepro.model.task_inputs import size_globals
 
 PLAN = "shard.json"
 PLAN_SCHEMA = "kbrepro/shard-plan"
@@ -520,28 +522,46 @@ def _comparable(doc):
     return doc
 
 
-def record_case_fields(r: Mapping, doc: Mapping) -> dict:
+def record_case_fields(r: Mapping, doc: Mapping, task_source: Callable[[str], bytes | None] | None = None) -> list[dict]:
     """The case fields a candidate record of ``doc`` (candidates.json) implies: what its
     ``case.id`` must be the digest of (the verifier derives them itself, never reading them
-    from the ``cases`` list)."""
+    from the ``cases`` list). More than one where the record's extra shape is the run's own
+    fallback (:func:`kbrepro.model.protocol.requested_extra_shapes`: a case planned with none
+    records the one its run took); ``task_source(task path)`` gives the task's bytes for that
+    (None: unknown, only the recorded fields)."""
     cfg = r.get("config") if isinstance(r.get("config"), dict) else {}
-    return {"kind": hcases.CASE_KIND, "task": r.get("task"), "task_sha256": r.get("task_sha256"),
-            "candidate": r.get("name"), "candidate_sha256": r.get("source_sha256"), "profile": doc.get("profile"),
-            "seeds": cfg.get("seeds"), "variant": {"sizes": cfg.get("sizes") or {},
-                                                   "extra_shapes": cfg.get("extra_shapes") or []}}
+    sizes = cfg.get("sizes") or {}
+    shapes = cfg.get("extra_shapes") or []
+    run_sizes = None
+    src = task_source(r.get("task")) if task_source is not None and isinstance(r.get("task"), str) else None
+    if src is not None and isinstance(sizes, dict) and isinstance(shapes, list) and all(isinstance(x, dict) for x in shapes):
+        try:
+            run_sizes = {**size_globals(src), **{k: tuple(v) if isinstance(v, list) else v for k, v in sizes.items()}}
+        except (ValueError, SyntaxError, RecursionError, MemoryError, TypeError):
+            run_sizes = None
+    options = protocol.requested_extra_shapes(shapes, run_sizes) if run_sizes is not None else [shapes]
+    return [{"kind": hcases.CASE_KIND, "task": r.get("task"), "task_sha256": r.get("task_sha256"),
+             "candidate": r.get("name"), "candidate_sha256": r.get("source_sha256"), "profile": doc.get("profile"),
+             "seeds": cfg.get("seeds"), "variant": {"sizes": sizes, "extra_shapes": _json_shapes(e)}} for e in options]
+
+
+def _json_shapes(shapes: list) -> list:
+    """Extra shapes as a JSON document holds them (tuple values as lists)."""
+    return [{k: list(v) if isinstance(v, tuple) else v for k, v in s.items()} for s in shapes]
 
 
 _FIELDS = ("kind", "task", "task_sha256", "candidate", "candidate_sha256", "profile", "seeds", "variant")
 
 
-def case_problems(doc: Mapping) -> list[tuple[str, str]]:
+def case_problems(doc: Mapping, task_source: Callable[[str], bytes | None] | None = None) -> list[tuple[str, str]]:
     """What is wrong with the case fields of a merged candidates.json (the verifier's check;
     ``(json path, message)`` pairs, empty when consistent): every listed case's id is the
     digest of its fields and its index its place; ids are unique; a done case has no error
     and a failed one has one; ``ran_on`` records are well-typed; every record's ``case.id`` is
     the digest of the fields the record itself implies (:func:`record_case_fields`) and names
     a listed done case whose fields are those; every done case has exactly one record, in plan
-    order. A document without ``cases`` and without ``case`` fields has no problems."""
+    order. A document without ``cases`` and without ``case`` fields has no problems.
+    ``task_source``: as :func:`record_case_fields`'s."""
     recs = [r for r in doc.get("candidates") or [] if isinstance(r, dict)]
     listed = doc.get("cases")
     with_case = [i for i, r in enumerate(recs) if "case" in r]
@@ -576,12 +596,13 @@ def case_problems(doc: Mapping) -> list[tuple[str, str]]:
         if "case" not in r or not isinstance(r["case"], dict):
             out.append((at, "missing: a sharded run's every record names its case"))
             continue
-        mine = record_case_fields(r, doc)
-        cid = hcases.case_id(mine)
-        if r["case"].get("id") != cid:
+        implied = {hcases.case_id(f): f for f in record_case_fields(r, doc, task_source)}
+        cid = r["case"].get("id")
+        if cid not in implied:
             out.append((f"{at}.id", f"is not the digest of the record's own task, candidate, profile, seeds and "
-                        f"variant ({cid})"))
+                        f"variant ({' or '.join(implied)})"))
             continue
+        mine = implied[cid]
         c = by_id.get(cid)
         if c is None or c.get("status") != "done":
             out.append((f"{at}.id", "names no done case of the list"))

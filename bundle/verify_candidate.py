@@ -216,7 +216,7 @@ def tier_documents(b, t) -> None:
                "of its data")
     from kbrepro.bundle import shard
 
-    for path, msg in shard.case_problems(doc):
+    for path, msg in shard.case_problems(doc, lambda task: b.files.get(f"data/inputs/kernelbench/{task}")):
         t.fail("data/results/candidates.json", f"the cases of a sharded run: {msg}", path=path)
     failed = [c for c in doc.get("cases") or [] if isinstance(c, dict) and c.get("status") == "failed"]
     if failed:

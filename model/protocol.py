@@ -157,6 +157,18 @@ def fallback_extra_shapes(size_globals: Mapping[str, msizes.SizeValue]) -> list[
     return [{"batch_size": b + 1}] if isinstance(b, int) and b >= 2 else []
 
 
+def requested_extra_shapes(recorded: Sequence[Mapping], run_sizes: Optional[Mapping]) -> list[list[dict]]:
+    """The extra shapes a run may have been asked for, given those its record holds
+    (``config.extra_shapes``) and its task's sizes with the run's applied (``run_sizes``, None
+    where unknown): the recorded ones, and also none where they are the run's own
+    :func:`fallback_extra_shapes` (the run took them itself: a sharded case planned with no
+    extra shape records them). The one copy of the rule a case id is derived by."""
+    out = [[dict(s) for s in recorded]]
+    if recorded and run_sizes is not None and out[0] == fallback_extra_shapes(run_sizes):
+        out.append([])
+    return out
+
+
 def shape_problems(size_globals: Mapping[str, msizes.SizeValue], sizes: Mapping[str, msizes.SizeValue],
                    extra_shapes: Sequence[Mapping[str, msizes.SizeValue]]) -> list[tuple[Optional[int], str]]:
     """What is wrong with a run's size overrides against its task's module-level sizes
@@ -384,6 +396,6 @@ def bytes_moved(input_bytes: Iterable[int], output_bytes: Iterable[int]) -> int:
 
 
 __all__ = ["CandidateConfig", "PROFILES", "BASELINES", "DISTRIBUTIONS", "STAGES", "TARGET_REQUEST_MS",
-           "MAX_INVOCATIONS", "COPY_PROTOCOL", "expected_cases", "case_set_and_model", "same_buffers_reference", "default_extra_shapes", "checked_extra_shapes", "fallback_extra_shapes", "shape_problems", "invocations_per_request", "copy_gbps",
+           "MAX_INVOCATIONS", "COPY_PROTOCOL", "expected_cases", "case_set_and_model", "same_buffers_reference", "default_extra_shapes", "checked_extra_shapes", "fallback_extra_shapes", "requested_extra_shapes", "shape_problems", "invocations_per_request", "copy_gbps",
            "roofline_median_ms", "bytes_moved", "pool_seed", "pool_bytes", "invocations_with_pool", "checksum_chunks",
            "checksum_agrees", "checksums_agree", "clock_slope_ms", "outside_region_ms", "call_rng_seed", "clock_extra_invocations", "calls_allowance_ms", "USER_FIELDS", "LIMIT_FIELDS"]

@@ -21,6 +21,7 @@ from kbrepro.bundle.verify import _bag_info, verify_archive
 from kbrepro.errors import EnvironmentUnavailableError, InvalidResultsError, UnreadableInputError, UsageError
 from kbrepro.harness import cases as hcases
 from kbrepro.harness import engines, jsonio
+from kbrepro.model import protocol
 
 ROOT = Path(__file__).resolve().parent.parent
 SHA_A, SHA_B = "a" * 64, "b" * 64
@@ -598,3 +599,36 @@ def test_a_long_study_runs_in_slices_plan_then_run_some_cases_at_a_time(sharded,
     doc = json.loads((r / "results" / "candidates.json").read_bytes())
     assert [c["status"] for c in doc["cases"]] == ["done", "done"] and [x["name"] for x in doc["candidates"]] == ["a", "b"]
     one_error(cli("shard", "run", tmp_path), 2, "holds no shard.json")
+
+
+def test_a_record_whose_run_took_the_fallback_extra_shape_still_names_its_planned_case():
+    """A case planned with no extra shape whose run found the reference raising at half the
+    batch (BatchNorm in training mode at a batch of one, KernelBench 3/24 at its own batch of 2
+    on the H200) records the fallback it took; its id is still derived, and no other shape is."""
+    plan = _plan(2)
+    files, _ = shard.merge_cases([_result(c) for c in plan])
+    doc = json.loads(files["results/candidates.json"])
+    task = {"KernelBench/level1/40_LayerNorm.py": b"batch_size = 16\nfeatures = 8\n"}.get
+    assert protocol.requested_extra_shapes([{"batch_size": 3}], {"batch_size": 2}) == [[{"batch_size": 3}], []]
+    assert protocol.requested_extra_shapes([{"batch_size": 1}], {"batch_size": 2}) == [[{"batch_size": 1}]]
+    assert protocol.requested_extra_shapes([{"batch_size": 3}], None) == [[{"batch_size": 3}]]
+    doc["candidates"][1]["config"]["extra_shapes"] = [{"batch_size": 3}]  # batch 2 (the run's size) + 1
+    assert shard.case_problems(doc, task) == []
+    assert "not the digest of the record's own" in " ".join(m for _, m in shard.case_problems(doc))
+    doc["candidates"][1]["config"]["extra_shapes"] = [{"batch_size": 5}]  # not the fallback: another variant
+    assert "not the digest of the record's own" in " ".join(m for _, m in shard.case_problems(doc, task))
+
+
+def test_the_packer_refuses_records_that_name_another_case(sharded):
+    """What the verifier fails (a record whose case id its own fields do not give), the packer
+    refuses: before, such a folder packed and then failed its own verification."""
+    _, _, res, _, _ = sharded
+    files = {str(p.relative_to(res)): p.read_bytes() for p in res.rglob("*") if p.is_file()
+             and p.relative_to(res).parts[0] in ("inputs", "results")}
+    doc = json.loads(files["results/candidates.json"])
+    bc.build_payload(dict(files))  # the folder as the run wrote it packs
+    a, b = doc["candidates"][0]["case"]["id"], doc["candidates"][1]["case"]["id"]
+    doc["candidates"][0]["case"]["id"], doc["candidates"][1]["case"]["id"] = b, a
+    files["results/candidates.json"] = jsonio.dumps(doc).encode()
+    with pytest.raises(InvalidResultsError, match="cases of the sharded run do not match its records"):
+        bc.build_payload(files)
