@@ -89,7 +89,7 @@ SHARD_OPTS = ("shards", "engine", "engine_opts", "device")
 @click.option("--from-results", "from_results", type=click.Path(), default=None,
               help="pack results that already exist (ours, or the post's original files); needs no GPU")
 @click.option("--results-dir", type=click.Path(), default=None,
-              help="where a new run writes its documents [default: results/<study>-<profile>-<UTC>]")
+              help="where a new run writes its documents; a candidate run stopped before it finished resumes in its folder [default: results/<study>-<profile>-<UTC>]")
 @click.option("--claims", type=click.Path(), default=None,
               help="claims YAML [default: the study's own claims file]")
 @click.option("--cache-dir", type=click.Path(), default=None, help="our cubin cache [default: none]")
@@ -344,7 +344,11 @@ def _candidates_main(given, candidates, tasks, sizes, extra_shapes, allow_failin
         eng = engines.make_engine(engine or "local", shards=shards, device=device,
                                   opts=engines.parse_opts(engine_opts))
     rdir = Path(results_dir) if results_dir else Path("results") / f"candidates-{profile}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-    remove_created(prepare_output_dir(rdir, "--results-dir")[1])
+    from kbrepro.bundle import checkpoint
+
+    # a folder holding an unfinished run of these candidates: the run resumes there
+    if not (eng is None and results_dir and checkpoint.holds_progress(rdir)):
+        remove_created(prepare_output_dir(rdir, "--results-dir")[1])
     from kbrepro.errors import deferred_sigint
 
     with deferred_sigint():

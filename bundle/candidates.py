@@ -25,13 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from kbrepro.bundle import candidate_records
+from kbrepro.bundle import candidate_records, checkpoint
 from kbrepro.bundle.candidate_report import (COMPILED, KIND, best_compiled, default_claims,  # noqa: F401
                                              excluded_compiled, merge_claims, render_report, spec_yaml,
                                              where_cases_ran)
 from kbrepro.bundle import claims as claims_mod
 from kbrepro.bundle import pack, scrub
-from kbrepro.errors import InvalidResultsError, OutputPathError, UnreadableInputError, UsageError
+from kbrepro.errors import Interrupted, InvalidResultsError, OutputPathError, UnreadableInputError, UsageError
 from kbrepro.harness import jsonio
 from kbrepro.model import sizes as msizes
 from kbrepro.model.protocol import shape_problems
@@ -269,43 +269,38 @@ def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelben
                          "let the product derive them from the file names")
     srcs = read_sources([p for p, _ in items])
     results_dir = Path(results_dir)
-    started = _utc()
+    ident = checkpoint.identity(profile=profile, device=device, sizes=sizes or {}, extra_shapes=extra_shapes,
+                                names=names, sources=srcs, paths=paths, commit=pin.commit)
     env = fingerprint.collect("start")
-    if device.startswith("cuda"):
+    resuming = checkpoint.holds_progress(results_dir)
+    if resuming or not device.startswith("cuda"):  # a CPU run (tests): no timing, no bandwidth
+        blk, gbps = None, None
+    else:
         blk = extras.copy_bandwidth(None)
         gbps = extras.copy_gbps(blk)
         say(f"copy bandwidth {gbps:.0f} GB/s")
-    else:  # a CPU run (tests): no timing, no bandwidth
-        blk, gbps = None, None
+    cp = checkpoint.open_run(results_dir, ident, env, (gbps, blk), _utc())
+    env, (gbps, blk), started = cp.env, cp.bandwidth, cp.started
+    if resuming:
+        say(f"resuming the run in {results_dir}: {len(cp.finished)} of {len(names)} candidates finished before")
     records = []
     files: dict[str, bytes] = {}
-    for name, src, tp in zip(names, srcs, paths):
-        task_src = checkout.read_verified(tp)
-        spec = hc.CandidateSpec(name, src, tp, task_src)
-        work = results_dir / "work" / name
-        rec = hc.run_candidate(spec, cfgs[tp], work, device=device, progress=say, bandwidth_gbps=gbps)
-        rec["file"] = f"inputs/candidates/{name}.py"
+    for i, (name, src, tp) in enumerate(zip(names, srcs, paths)):
+        if i in cp.finished:
+            rec, own = cp.finished[i]
+            records.append(rec)
+            files.update(own)
+            continue
+        try:
+            rec, own = _run_one(hc.CandidateSpec(name, src, tp, checkout.read_verified(tp)), cfgs[tp], results_dir,
+                                device, say, gbps, files)
+        except KeyboardInterrupt:
+            raise Interrupted(f"{len(cp.finished)} of {len(names)} candidates finished and are kept in {results_dir}; "
+                              "the same command resumes the run") from None
+        cp.keep(i, rec, own)
         records.append(rec)
-        files[rec["file"]] = src
-        files[f"inputs/kernelbench/{tp}"] = task_src
-        prov = Path(rec.pop("provenance_dir"))
-        for f in (rec["provenance"].get("files") or []):
-            if f.get("copied"):
-                f["bundle_path"] = f"provenance/{name}/{safe_relpath(f['path'])}"
-                if f["bundle_path"] in files:  # two build files one bundle path: keep the first, list the other
-                    f.update(copied=False, bundle_path=None)
-                    del f["bundle_path"]
-                    continue
-                files[f["bundle_path"]] = scrub_provenance_file(f, (prov / f["path"]).read_bytes(),
-                                                                [work, results_dir])
-        # the flags in effect as the bundle holds them: read again from the scrubbed build files
-        rec["provenance"]["builds"] = [{"path": f["path"], **ninja_commands(files[f["bundle_path"]].decode("utf-8", "replace"))}
-                                       for f in rec["provenance"].get("files") or []
-                                       if f.get("bundle_path") and f["path"].rsplit("/", 1)[-1] == "build.ninja"][:MAX_BUILDS]
-        for b in rec["provenance"].get("binaries") or []:
-            if b.get("sass_file"):
-                b["sass_file"] = f"provenance/{name}/{b['sass_file']}"
-                files[b["sass_file"]] = (prov / b["sass_file"].split("/", 2)[2]).read_bytes()
+        files.update(own)
+        say(checkpoint.summary_line(rec))
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
     files["inputs/kernelbench/LICENSE"] = checkout.read_verified("LICENSE")
@@ -322,7 +317,39 @@ def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelben
         dst = results_dir / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
         jsonio.atomic_write_bytes(dst, data)
+    cp.remove()
     return results_dir
+
+
+def _run_one(spec, cfg, results_dir: Path, device: str, say, gbps, taken: Mapping[str, bytes]) -> tuple[dict, dict]:
+    """One candidate run and checked: its record and the files it adds to the results folder
+    (path -> bytes: its file, its task, its provenance files; ``taken``: the paths earlier
+    candidates added)."""
+    from kbrepro.harness import candidate as hc
+
+    name, tp = spec.name, spec.task_path
+    work = results_dir / "work" / name
+    rec = hc.run_candidate(spec, cfg, work, device=device, progress=say, bandwidth_gbps=gbps)
+    rec["file"] = f"inputs/candidates/{name}.py"
+    own: dict[str, bytes] = {rec["file"]: spec.source, f"inputs/kernelbench/{tp}": spec.task_source}
+    prov = Path(rec.pop("provenance_dir"))
+    for f in (rec["provenance"].get("files") or []):
+        if f.get("copied"):
+            f["bundle_path"] = f"provenance/{name}/{safe_relpath(f['path'])}"
+            if f["bundle_path"] in own or f["bundle_path"] in taken:  # two build files one bundle path: keep the first
+                f.update(copied=False, bundle_path=None)
+                del f["bundle_path"]
+                continue
+            own[f["bundle_path"]] = scrub_provenance_file(f, (prov / f["path"]).read_bytes(), [work, results_dir])
+    # the flags in effect as the bundle holds them: read again from the scrubbed build files
+    rec["provenance"]["builds"] = [{"path": f["path"], **ninja_commands(own[f["bundle_path"]].decode("utf-8", "replace"))}
+                                   for f in rec["provenance"].get("files") or []
+                                   if f.get("bundle_path") and f["path"].rsplit("/", 1)[-1] == "build.ninja"][:MAX_BUILDS]
+    for b in rec["provenance"].get("binaries") or []:
+        if b.get("sass_file"):
+            b["sass_file"] = f"provenance/{name}/{b['sass_file']}"
+            own[b["sass_file"]] = (prov / b["sass_file"].split("/", 2)[2]).read_bytes()
+    return rec, own
 
 
 # ---------------------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -730,7 +731,22 @@ class _Server:
                 _send(self.conn, {"ok": False, "error": f"{type(exc).__name__}: {msg}"[:300]})
 
 
-def _child(conn, uid: int | None = None) -> None:
+def _die_with_parent(parent: int) -> None:
+    """SIGKILL this process when its parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``; set after
+    any change of user, which clears it): a parent killed or interrupted leaves no child
+    running the candidate on the GPU, and none that prints a BrokenPipeError traceback when
+    its reply finds the pipe closed. Where the parent is already gone, exits at once."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):  # not Linux: the quiet exits of serve() remain
+        pass
+    if os.getppid() != parent:
+        os._exit(0)
+
+
+def _child(conn, uid: int | None = None, parent: int | None = None) -> None:
     try:
         os.setpgid(0, 0)  # a group of its own: what it starts is killed with it (not what leaves the group)
     except OSError:
@@ -740,8 +756,12 @@ def _child(conn, uid: int | None = None) -> None:
         os.setgid(uid)
         os.setuid(uid)
         os.umask(0o077)
+    if parent is not None:
+        _die_with_parent(parent)
     try:
         _Server(conn).serve()
+    except (BrokenPipeError, ConnectionResetError, EOFError):  # the parent is gone: nobody to answer
+        os._exit(0)
     finally:
         conn.close()
 
@@ -770,7 +790,7 @@ class CandidateProcess:
         _not_dumpable()
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe(duplex=True)
-        self.proc = ctx.Process(target=_child, args=(child, self.run_as), daemon=True)
+        self.proc = ctx.Process(target=_child, args=(child, self.run_as, os.getpid()), daemon=True)
         start_with_env(self.proc, self._env)  # the child's extension and Triton cache folders
         child.close()
         if self.budget_s is not None:

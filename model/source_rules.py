@@ -35,10 +35,11 @@ DENIED_ATTRS = frozenset({"cpp_extension", "jiterator", "_C", "library", "load_i
                           "__globals__", "__builtins__", "__subclasses__", "__code__", "__import__", "sys", "os",
                           "importlib", "subprocess", "builtins", "_utils_internal",
                           "ctypes", "cdll", "CDLL", "__class__", "__bases__", "__mro__", "__loader__", "__spec__",
-                          "system", "popen", "_ops", "ctypeslib"})
+                          "system", "popen", "_ops", "ctypeslib", "load", "loads", "_load", "hub", "package",
+                          "get_type_hints", "ForwardRef", "_evaluate", "__annotations__"})
 #: strings no plain file holds: kernel sources and compiler inputs
 DENIED_TEXT = ("__global__", 'extern "C"', ".entry", ".version", ".target", "__device__", "#include", "@triton",
-               "triton.jit", "load_inline", "cpp_extension", "jiterator", "load_library")
+               "triton.jit", "load_inline", "cpp_extension", "jiterator", "load_library", "__import__", "import ")
 #: the largest source this rule parses (bytes); a larger file is not plain
 MAX_SOURCE = 1 << 20
 

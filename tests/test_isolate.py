@@ -283,3 +283,48 @@ def test_the_timing_request_runs_no_collection_inside_the_parents_clock():
     assert events == ["disable", "loop", "enable"]
     events.clear()
     assert srv.collect() == {} and events == ["collect", "freeze"]
+
+
+PARENT = r'''
+import sys, time
+sys.path[:0] = sys.argv[1:2]
+from kbrepro.harness import isolate
+TASK, SRC = open(sys.argv[2], "rb").read(), open(sys.argv[3], "rb").read()
+with isolate.CandidateProcess() as p:
+    print(p.proc.pid, flush=True)
+    p.request({"cmd": "build", "device": "cpu", "seed": 0}, [SRC, TASK], timeout_s=60)
+'''
+
+
+def test_a_child_dies_with_its_killed_parent_and_prints_no_traceback(tmp_path):
+    """The parent killed (SIGKILL) while its candidate's build still runs: the child goes with
+    it at once (it would have run on, then printed a BrokenPipeError traceback; issue 29)."""
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "task.py").write_bytes(TASK)
+    (tmp_path / "cand.py").write_bytes(HONEST + b"\nimport time\ntime.sleep(8)\n")
+    root = str(Path(isolate.__file__).resolve().parent.parent.parent)
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, root, str(tmp_path / "task.py"), str(tmp_path / "cand.py")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child = int(parent.stdout.readline())
+    time.sleep(1.0)  # the child is in the candidate's import
+    parent.send_signal(signal.SIGKILL)
+    parent.wait(timeout=10)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 5:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        with open(f"/proc/{child}/stat") as f:
+            if f.read().split(") ", 1)[1].startswith("Z"):
+                break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the child outlived its parent by 5 s")
+    time.sleep(0.2)
+    err = parent.stderr.read().decode()
+    assert "Traceback" not in err and "BrokenPipe" not in err, err

@@ -75,6 +75,9 @@ EVASIONS = {
     "torch._C": "import torch._C\n",
     "torch.library": "import torch\n@torch.library.custom_op('a::b', mutates_args=())\ndef f(x): return x\n",
     "syntax error": "def f(:\n",
+    "torch.load": "import torch\nm = torch.load('kernel.pt', weights_only=False)\n",
+    "torch.hub": "import torch\nm = torch.hub.load('a/b', 'k')\n",
+    "annotation evaluated": "import typing\ndef f(x: \"__import__('triton')\"): pass\ntyping.get_type_hints(f)\n",
 }
 
 

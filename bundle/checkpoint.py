@@ -1,0 +1,144 @@
+"""A candidate run that survives being stopped (issue 29): every finished candidate is kept in
+the results folder as it finishes, and the same command run again on the same folder resumes
+after the last one kept.
+
+Layout, inside the run's results folder while the run is unfinished::
+
+    progress/run.json          what the run is (its identity) and what it measured once
+                               (environment at start, copy bandwidth)
+    progress/<index>.json      one finished candidate: its record and the files it added
+    inputs/, provenance/       those files, written as each candidate finishes
+
+The finished run writes ``results/`` and removes ``progress/``. A folder whose ``run.json``
+names another run (other candidates, tasks, sizes, profile or device), or whose machine or
+software changed since it started (any environment field but the clocks), is refused: records
+of two runs never end up in one document.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from kbrepro.errors import UnreadableInputError, UsageError
+from kbrepro.harness import jsonio
+
+PROGRESS = "progress"
+RUN_FILE = "run.json"
+KIND = "kbrepro/candidate-run-progress"
+#: environment fields that may differ between the start of a run and its resumption
+MOVING_FIELDS = frozenset({"clocks_start", "clocks_end"})
+
+
+def identity(*, profile: str, device: str, sizes: Mapping, extra_shapes: tuple, names: list[str],
+             sources: list[bytes], paths: list[str], commit: str) -> dict:
+    """What makes two commands the same run: the profile, device, sizes and extra shapes as
+    given, and each candidate's name, SHA-256 and task path, in order, at KernelBench ``commit``."""
+    return {"profile": profile, "device": device, "sizes": json.loads(jsonio.dumps(dict(sizes or {}))),
+            "extra_shapes": json.loads(jsonio.dumps([dict(s) for s in extra_shapes])), "kernelbench": commit,
+            "candidates": [{"name": n, "sha256": hashlib.sha256(s).hexdigest(), "task": p}
+                           for n, s, p in zip(names, sources, paths)]}
+
+
+def holds_progress(results_dir: Path) -> bool:
+    """Whether ``results_dir`` holds an unfinished candidate run (``progress/run.json``)."""
+    return (Path(results_dir) / PROGRESS / RUN_FILE).is_file()
+
+
+def _env_key(env: Mapping) -> dict:
+    return {k: v for k, v in (env.get("fields") or {}).items() if k not in MOVING_FIELDS}
+
+
+@dataclass
+class Checkpoint:
+    """An unfinished run's progress folder: ``env`` and ``bandwidth`` (``(gbps, block)``) as
+    measured when the run started, and ``finished`` (candidate index -> ``(record, files)``)."""
+
+    folder: Path
+    env: dict
+    bandwidth: tuple
+    started: str
+    finished: dict = field(default_factory=dict)
+
+    def keep(self, index: int, rec: dict, files: Mapping[str, bytes]) -> None:
+        """Keep finished candidate ``index``: its ``files`` (results-folder path -> bytes) written
+        first, then its record, each atomically (a record is kept only once its files are)."""
+        root = self.folder.parent
+        for rel, data in files.items():
+            dst = root / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            jsonio.atomic_write_bytes(dst, data)
+        jsonio.atomic_write_bytes(self.folder / f"{index}.json",
+                                  jsonio.dumps({"record": rec, "files": sorted(files)}).encode())
+        self.finished[index] = (rec, dict(files))
+
+    def remove(self) -> None:
+        """Remove the progress folder (the run's ``results/`` now holds everything)."""
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def open_run(results_dir: Path, ident: dict, env: dict, bandwidth: tuple, started: str) -> Checkpoint:
+    """The progress of the run ``ident`` in ``results_dir``: a new one (``env``, ``bandwidth``
+    and ``started`` recorded) or, where the folder holds that run's progress, the one kept
+    there (its own environment, bandwidth and start; its finished candidates read back).
+    Raises UsageError where the folder holds another run's progress, or the machine or
+    software changed since it started, or a progress file cannot be read (each with the next
+    step)."""
+    folder = Path(results_dir) / PROGRESS
+    run = folder / RUN_FILE
+    if not run.is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        jsonio.atomic_write_bytes(run, jsonio.dumps({"kind": KIND, "identity": ident, "environment": env,
+                                                     "bandwidth": list(bandwidth), "started_utc": started}).encode())
+        return Checkpoint(folder, env, bandwidth, started)
+    again = f"choose another --results-dir, or remove {folder} to start the run again"
+    try:
+        doc = jsonio.loads_strict(run.read_bytes(), str(run))
+        if doc.get("kind") != KIND:
+            raise ValueError("not a progress file")
+        if doc["identity"] != ident:
+            raise UsageError(f"--results-dir {results_dir} holds an unfinished run of other candidates, tasks or "
+                             "settings", again)
+        if _env_key(doc["environment"]) != _env_key(env):
+            moved = sorted(k for k in set(_env_key(doc["environment"])) | set(_env_key(env))
+                           if _env_key(doc["environment"]).get(k) != _env_key(env).get(k))
+            raise UsageError(f"--results-dir {results_dir} holds a run started on another machine or software "
+                             f"(changed: {', '.join(moved[:5])})", again)
+        cp = Checkpoint(folder, doc["environment"], tuple(doc["bandwidth"]), doc["started_utc"])
+        n = len(ident["candidates"])
+        for p in sorted(folder.glob("*.json")):
+            if p.name == RUN_FILE:
+                continue
+            i = int(p.stem)
+            if not 0 <= i < n:
+                raise ValueError(f"{p.name}: no such candidate")
+            kept = jsonio.loads_strict(p.read_bytes(), str(p))
+            rec = kept["record"]
+            if rec.get("name") != ident["candidates"][i]["name"]:
+                raise ValueError(f"{p.name}: the record of another candidate")
+            cp.finished[i] = (rec, {rel: (Path(results_dir) / rel).read_bytes() for rel in kept["files"]})
+        return cp
+    except UsageError:
+        raise
+    except (UnreadableInputError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise UsageError(f"the progress kept in {folder} cannot be read ({type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())[:160]})", again) from None
+
+
+def summary_line(rec: Mapping) -> str:
+    """One line for a finished candidate: its seconds and its verdicts (caught by, undecided)."""
+    vs = [v for v in rec.get("verdicts") or [] if isinstance(v, dict)]
+    caught = [v["name"] for v in vs if v.get("passed") is False]
+    open_ = [v["name"] for v in vs if v.get("passed") is None]
+    head = f"{rec.get('name')}: finished in {float(rec.get('seconds') or 0):.1f} s; "
+    if caught:
+        return head + f"CAUGHT by {', '.join(caught[:4])}" + (f" (+{len(caught) - 4})" if len(caught) > 4 else "")
+    return head + (f"passed {len(vs) - len(open_)} checks, {len(open_)} undecided"
+                   + (f" ({', '.join(open_[:3])})" if open_ else ""))
+
+
+__all__ = ["Checkpoint", "identity", "holds_progress", "open_run", "summary_line", "PROGRESS", "RUN_FILE"]
+

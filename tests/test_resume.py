@@ -1,0 +1,106 @@
+"""A candidate run stopped part-way keeps every candidate that finished, and the same command on
+the same folder resumes after them, to the documents an unstopped run writes (issue 29); a folder
+holding another run's progress, or one started on another machine, is refused (CPU, KernelBench
+1/40 at small sizes)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from unittest import mock
+
+import pytest
+
+from conftest import kernelbench_from_example
+from kbrepro.bundle import candidates as bc
+from kbrepro.bundle import checkpoint, shard
+from kbrepro.errors import Interrupted, UsageError
+from kbrepro.harness import candidate as hc
+from kbrepro.harness import fingerprint
+from test_shard import LN, LN_B, SIZES
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    d = tmp_path_factory.mktemp("resume")
+    kb = kernelbench_from_example(d, "layernorm-l1-40-full-*.tar")
+    for n, src in (("a", LN), ("b", LN_B), ("c", LN)):
+        (d / f"{n}.py").write_bytes(src)
+    items = [(d / "a.py", "1/40"), (d / "b.py", "1/40"), (d / "c.py", "1/40")]
+    whole = bc.run_candidates(items, profile="quick", kernelbench=str(kb), results_dir=d / "whole", sizes=SIZES,
+                              device="cpu")
+    return d, kb, items, whole
+
+
+def _run(setup, out, **kw):
+    d, kb, items, _ = setup
+    return bc.run_candidates(items, profile="quick", kernelbench=str(kb), results_dir=out, sizes=kw.pop("sizes", SIZES),
+                             device="cpu", **kw)
+
+
+def _stop_at(k):
+    """run_candidate interrupted (Ctrl-C) at its ``k``-th call (0-based)."""
+    real = hc.run_candidate
+    calls = []
+
+    def fake(spec, *a, **kw):
+        calls.append(spec.name)
+        if len(calls) == k + 1:
+            raise KeyboardInterrupt
+        return real(spec, *a, **kw)
+    return fake, calls
+
+
+def test_a_stopped_run_keeps_what_finished_and_the_same_command_resumes(setup, tmp_path):
+    out = tmp_path / "res"
+    fake, calls = _stop_at(2)
+    with mock.patch.object(hc, "run_candidate", fake), pytest.raises(Interrupted) as ei:
+        _run(setup, out)
+    assert "2 of 3 candidates finished and are kept" in ei.value.kept and "the same command resumes" in ei.value.kept
+    assert sorted(p.name for p in (out / checkpoint.PROGRESS).iterdir()) == ["0.json", "1.json", "run.json"]
+    assert not (out / "results" / "candidates.json").exists()
+    assert (out / "inputs" / "candidates" / "b.py").read_bytes() == LN_B  # its files kept with it
+
+    lines = []
+    fake, calls = _stop_at(99)
+    with mock.patch.object(hc, "run_candidate", fake):
+        _run(setup, out, progress=lines.append)
+    assert calls == ["c"]  # only the candidate that had not finished ran again
+    assert any("resuming the run" in m and "2 of 3 candidates finished before" in m for m in lines), lines
+    assert any(m.startswith("c: finished in ") and "checks" in m for m in lines), lines
+    assert not (out / checkpoint.PROGRESS).exists()
+    a = json.loads((out / "results" / "candidates.json").read_bytes())
+    b = json.loads((setup[3] / "results" / "candidates.json").read_bytes())
+    assert [r["name"] for r in a["candidates"]] == ["a", "b", "c"]
+    assert shard.differences(a, b) == []  # the documents of a run never stopped, timings and hosts aside
+    bc.build_payload({str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()
+                      and p.relative_to(out).parts[0] in ("inputs", "results", "provenance")})
+
+
+def test_a_folder_with_another_run_s_progress_or_machine_is_refused(setup, tmp_path):
+    out = tmp_path / "res"
+    fake, _ = _stop_at(1)
+    with mock.patch.object(hc, "run_candidate", fake), pytest.raises(Interrupted):
+        _run(setup, out)
+    with pytest.raises(UsageError, match="unfinished run of other candidates, tasks or settings"):
+        _run(setup, out, sizes={**SIZES, "dim2": 4})
+    real = fingerprint.collect
+
+    def elsewhere(*a, **kw):
+        env = real(*a, **kw)
+        env["fields"]["python_version"] = {**env["fields"]["python_version"], "value": "3.99.0"}
+        return env
+    with mock.patch.object(fingerprint, "collect", elsewhere), \
+            pytest.raises(UsageError, match="another machine or software .changed: python_version"):
+        _run(setup, out)
+    (out / checkpoint.PROGRESS / "0.json").write_text("{not json")
+    with pytest.raises(UsageError, match="cannot be read"):
+        _run(setup, out)
+
+
+def test_summary_line_names_the_catches_or_the_undecided_checks():
+    rec = {"name": "k", "seconds": 2.0, "verdicts": [{"name": "ran", "passed": True},
+                                                     {"name": "inputs_unchanged", "passed": False},
+                                                     {"name": "single_stream", "passed": None}]}
+    assert checkpoint.summary_line(rec) == "k: finished in 2.0 s; CAUGHT by inputs_unchanged"
+    rec["verdicts"][1]["passed"] = True
+    assert checkpoint.summary_line(rec) == "k: finished in 2.0 s; passed 2 checks, 1 undecided (single_stream)"
