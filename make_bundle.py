@@ -9,12 +9,12 @@
 Exit codes: 0 ok, 1 invalid results, 2 usage (also: an output path that cannot be written),
 3 unreadable input (also: an input path that cannot be read), 4 no GPU or missing
 dependency, 130 interrupted (Ctrl-C). Errors become exit codes here, at the CLI edge
-(``kbrepro.errors.EdgeMixin``).
+(``kbrepro.cli.edge.EdgeMixin``).
 """
 from __future__ import annotations
 
 if __name__ == "__main__":  # Ctrl-C while the imports below run: one line, exit 130
-    from kbrepro.errors import guard_early_interrupt
+    from kbrepro.process import guard_early_interrupt
 
     guard_early_interrupt()
 
@@ -32,7 +32,8 @@ if os.environ.get("CUDA_CACHE_DISABLE") != "1":
     set_own("KBREPRO_CACHE_DISABLE_SET_BY", "make_bundle.py")
     set_own("CUDA_CACHE_DISABLE", "1")
 
-from kbrepro.errors import EdgeMixin, EnvironmentUnavailableError, InvalidResultsError, UsageError  # noqa: E402
+from kbrepro.errors import EnvironmentUnavailableError, InvalidResultsError, UsageError  # noqa: E402
+from kbrepro.cli.edge import EdgeMixin  # noqa: E402
 
 
 def _progress(event: dict) -> None:
@@ -170,7 +171,7 @@ def main(ctx, study, profile, out, kernelbench, from_results, results_dir, claim
         raise UsageError("--sign and --allow-failing: a signed bundle must pass verification",
                          "drop --allow-failing to sign, or drop --sign to keep a failing bundle")
     from kbrepro.bundle import make
-    from kbrepro.errors import check_input_dir, check_input_file, check_input_path, prepare_output_dir, remove_created
+    from kbrepro.paths import check_input_dir, check_input_file, check_input_path, prepare_output_dir, remove_created
 
     sharding = [p.opts[0] for p in given if p.name in SHARD_OPTS]
     if candidate_dir is not None:
@@ -230,7 +231,7 @@ def main(ctx, study, profile, out, kernelbench, from_results, results_dir, claim
         remove_created(prepare_output_dir(cache_dir, "--cache-dir", must_be_empty=False)[1])
     if results_dir:
         remove_created(prepare_output_dir(results_dir, "--results-dir")[1])
-    from kbrepro.errors import deferred_sigint
+    from kbrepro.process import deferred_sigint
     from kbrepro.harness.run import early_prefetch
 
     t0 = time.perf_counter()
@@ -284,7 +285,7 @@ def _candidates_main(given, candidates, tasks, sizes, extra_shapes, allow_failin
     shards, engine, engine_opts, device = shard_args
     from kbrepro.bundle import candidates as bc
     from kbrepro.bundle import make
-    from kbrepro.errors import check_input_dir, check_input_file, prepare_output_dir, remove_created
+    from kbrepro.paths import check_input_dir, check_input_file, prepare_output_dir, remove_created
 
     wrong = [p.opts[0] for p in given if p.name in ("study", "cache_dir", "no_plots")]
     if wrong:
@@ -349,7 +350,7 @@ def _candidates_main(given, candidates, tasks, sizes, extra_shapes, allow_failin
     # a folder holding an unfinished run of these candidates: the run resumes there
     if not (eng is None and results_dir and checkpoint.holds_progress(rdir)):
         remove_created(prepare_output_dir(rdir, "--results-dir")[1])
-    from kbrepro.errors import deferred_sigint
+    from kbrepro.process import deferred_sigint
 
     with deferred_sigint():
         import torch
@@ -408,6 +409,6 @@ def _candidate_summary(made, extra: str = "", public_key=None) -> None:
 
 
 if __name__ == "__main__":
-    from kbrepro.errors import run_main
+    from kbrepro.process import run_main
 
     run_main(main)

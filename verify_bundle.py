@@ -10,12 +10,12 @@ Exit codes: 0 every requested tier passed; 1 verification failed; 2 usage error 
 output path that cannot be written); 3 archive unreadable, unsafe or of an unknown format
 version (also: an input path that cannot be read); 4 replay impossible here; 130
 interrupted (Ctrl-C). Errors become exit codes here, at the CLI edge
-(``kbrepro.errors.EdgeMixin``).
+(``kbrepro.cli.edge.EdgeMixin``).
 """
 from __future__ import annotations
 
 if __name__ == "__main__":  # Ctrl-C while the imports below run: one line, exit 130
-    from kbrepro.errors import guard_early_interrupt
+    from kbrepro.process import guard_early_interrupt
 
     guard_early_interrupt()
 
@@ -32,8 +32,9 @@ if os.environ.get("CUDA_CACHE_DISABLE") != "1":
     set_own("CUDA_CACHE_DISABLE", "1")
 
 from kbrepro.inert import terminal  # noqa: E402
-from kbrepro.errors import (EdgeMixin, EnvironmentUnavailableError, UnreadableInputError, UsageError,  # noqa: E402
-                                    remove_created)
+from kbrepro.errors import EnvironmentUnavailableError, UnreadableInputError, UsageError  # noqa: E402
+from kbrepro.paths import remove_created
+from kbrepro.cli.edge import EdgeMixin
 
 
 def _short(v, n: int = 60) -> str:
@@ -153,7 +154,7 @@ def parse_expected_digest(value: str) -> str:
     """``--expect-digest``: the 64-hex digest, ``sha256:<hex>``, or the path of a
     ``<bundle>.sha256-digest`` file (the one 64-hex digest in it). Raises UsageError (2), or
     InputPathError (3) for a digest file that exists but cannot be read."""
-    from kbrepro.errors import check_input_file
+    from kbrepro.paths import check_input_file
 
     v = value.strip().lower()
     if v.startswith("sha256:"):
@@ -227,9 +228,9 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
 
     from kbrepro.bundle.verify import verify_archive
     from kbrepro.harness import jsonio
-    from kbrepro.errors import refuse_input_as_output
-    from kbrepro.errors import (OutputPathError, check_input_dir, check_input_file, check_output_file,
-                                        prepare_output_dir)
+    from kbrepro.paths import refuse_input_as_output
+    from kbrepro.errors import OutputPathError
+    from kbrepro.paths import check_input_dir, check_input_file, check_output_file, prepare_output_dir
 
     # 1. usage: options that do nothing at this level, bad values (exit 2)
     if level in ("fast", "static"):
@@ -317,7 +318,7 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
                 except OSError:
                     pass
         raise
-    from kbrepro.errors import work_done
+    from kbrepro.process import work_done
 
     work_done()  # verified: a Ctrl-C from here on does not change the result being reported
     if json_out:
@@ -341,7 +342,7 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
 def _show(archive: Path, rep, show_report: bool, plots_dir: str | None) -> None:
     """REPORT.md and summary.txt, or the figures drawn from data/plots/*.json, of a bundle whose
     verification did not fail (their bytes were compared with the verifier's own)."""
-    from kbrepro.errors import prepare_output_dir
+    from kbrepro.paths import prepare_output_dir
 
     if rep.verdict == "FAIL":
         click.echo("not shown: the bundle failed verification, so its report and figures are not the data's", err=True)
@@ -400,6 +401,6 @@ def _empty(folder: Path) -> None:
 
 
 if __name__ == "__main__":
-    from kbrepro.errors import run_main
+    from kbrepro.process import run_main
 
     run_main(main)

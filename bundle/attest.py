@@ -61,7 +61,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from kbrepro import schemas
 from kbrepro.bundle.facts import BundleFacts
 from kbrepro.bundle.pack import ATTESTATIONS  # noqa: F401  (the tag file, named here for readers of this module)
-from kbrepro.errors import InputPathError, OutputPathError, UnreadableInputError, UsageError, check_input_file
+from kbrepro.errors import InputPathError, OutputPathError, UnreadableInputError, UsageError
+from kbrepro.paths import check_input_file
 from kbrepro.harness import jsonio
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -185,7 +186,7 @@ def write_key_pair(folder) -> tuple[Path, Path, str]:
     OutputPathError (2) if either file exists or the folder cannot be written; nothing is
     left half-written."""
 
-    from kbrepro.errors import prepare_output_dir
+    from kbrepro.paths import prepare_output_dir
 
     folder, created = prepare_output_dir(folder, "--keygen", must_be_empty=False)
     if created:  # a folder made here holds a private key: owner only, whatever the umask

@@ -23,7 +23,7 @@ cases separately instead of folding them into the margin statement.
 from __future__ import annotations
 
 if __name__ == "__main__":  # Ctrl-C while the imports below run: one line, exit 130
-    from kbrepro.errors import guard_early_interrupt
+    from kbrepro.process import guard_early_interrupt
 
     guard_early_interrupt()
 
@@ -37,7 +37,8 @@ import click
 from kbrepro.bundle.validate import walk_objects
 from kbrepro.harness import jsonio
 from kbrepro.harness.checks import Tolerance, legacy_margin_verdict
-from kbrepro.errors import EdgeMixin, ReproError, UnreadableInputError
+from kbrepro.errors import ReproError, UnreadableInputError
+from kbrepro.cli.edge import EdgeMixin
 
 DEFAULT_TOL = Tolerance(1e-4, 1e-4)
 
@@ -185,7 +186,8 @@ def _check_inputs(paths) -> list[Path]:
     import os
     import stat
 
-    from kbrepro.errors import InputPathError, check_input_dir, check_input_file
+    from kbrepro.errors import InputPathError
+    from kbrepro.paths import check_input_dir, check_input_file
 
     out = []
     for raw in paths:
@@ -228,14 +230,15 @@ def main(paths, atol, rtol, json_out, verbose) -> None:
 
     if not (math.isfinite(atol) and atol >= 0 and math.isfinite(rtol) and 0 <= rtol < 1):
         raise click.UsageError("--atol must be finite and >= 0, --rtol finite and in [0, 1)")
-    from kbrepro.errors import OutputPathError, check_output_file
+    from kbrepro.errors import OutputPathError
+    from kbrepro.paths import check_output_file
 
     tol = Tolerance(atol, rtol)
     # inputs (exit 3), then the output (exit 2), before any work
     checked = _check_inputs(paths)
     if json_out:
         check_output_file(json_out, "--json")
-        from kbrepro.errors import refuse_input_as_output
+        from kbrepro.paths import refuse_input_as_output
 
         refuse_input_as_output(json_out, list(paths) + [getattr(c, "path", c) for c in checked], "--json")
     files, failed = [], []
@@ -276,7 +279,7 @@ def main(paths, atol, rtol, json_out, verbose) -> None:
             for c in f["cases"]:
                 for k in ("legacy_ratio", "official_ratio"):
                     c[k] = jsonio.enc_float(c[k])
-        from kbrepro.errors import work_done
+        from kbrepro.process import work_done
 
         work_done()  # the audit is complete: a Ctrl-C from here on does not change its result
         try:
@@ -289,6 +292,6 @@ def main(paths, atol, rtol, json_out, verbose) -> None:
 
 
 if __name__ == "__main__":
-    from kbrepro.errors import run_main
+    from kbrepro.process import run_main
 
     run_main(main)

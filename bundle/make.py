@@ -57,7 +57,7 @@ def _why(exc: OSError) -> str:
 
 def _regular_file(p: Path, what: str) -> bytes:
     """Bytes of ``p``, which must be a readable regular file. Raises UnreadableInputError (3)."""
-    from kbrepro.errors import check_input_file
+    from kbrepro.paths import check_input_file
 
     check_input_file(p, what, "make it a readable file, or remove it from the results folder")
     try:
@@ -107,7 +107,7 @@ def load_results(results_dir: Path, study_path: str | None = None) -> ResultSet:
     original files (the study's importer). Raises UnreadableInputError if neither is there,
     or if any file that would go into the bundle cannot be read (a folder or FIFO named like
     a result file, a file without read permission): nothing is dropped silently."""
-    from kbrepro.errors import check_input_dir
+    from kbrepro.paths import check_input_dir
     from kbrepro.bundle.documents import study_documents
 
     d = check_input_dir(Path(results_dir), "results folder", "pass the folder a run wrote, e.g. results/<name>")
@@ -278,9 +278,9 @@ def _die_with_parent() -> None:
 
 
 def _quiet_worker() -> None:
-    """A pool worker's first act: ignore Ctrl-C (:func:`kbrepro.errors.ignore_sigint_from_now`;
+    """A pool worker's first act: ignore Ctrl-C (:func:`kbrepro.process.ignore_sigint_from_now`;
     :func:`_pool` forks with SIGINT blocked) and exit with the parent."""
-    from kbrepro.errors import ignore_sigint_from_now
+    from kbrepro.process import ignore_sigint_from_now
 
     ignore_sigint_from_now()
     _die_with_parent()
@@ -319,7 +319,7 @@ def _pool(n: int, initializer):
     import sys
     from concurrent.futures import ProcessPoolExecutor
 
-    from kbrepro.errors import deferred_sigint
+    from kbrepro.process import deferred_sigint
 
     ctx = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
     with deferred_sigint():  # SIGINT blocked here, and so in every worker until it unblocks it
@@ -589,7 +589,7 @@ def _check_name(name: str | None) -> None:
 def check_out_path(out: Path, what: str = "--out") -> Path:
     """Refuse, before any work, an archive path that :func:`make_from_results` could not
     write (with its ``.sha256-digest`` beside it). Raises UsageError / OutputPathError (2)."""
-    from kbrepro.errors import check_output_file
+    from kbrepro.paths import check_output_file
 
     out = Path(out)
     if not out.name.endswith(ARCHIVE_SUFFIXES):
@@ -615,7 +615,8 @@ def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench
     figures if given; else the documents are validated in this process and worker processes
     are started only to draw the figures.
     """
-    from kbrepro.errors import OutputPathError, check_input_dir, check_input_file, check_input_path
+    from kbrepro.errors import OutputPathError
+    from kbrepro.paths import check_input_dir, check_input_file, check_input_path
 
     t0 = time.perf_counter()
     _check_name(name)
@@ -741,10 +742,11 @@ def run_and_make(out: Path | None, *, study_path: str | None, profile: str, kern
     later; Ctrl-C raises :class:`~kbrepro.errors.Interrupted` saying what was kept."""
     from kbrepro.harness.run import run_study, utc_now
     from kbrepro.harness.study import load_study
-    from kbrepro.errors import Interrupted, prepare_output_dir, remove_created
+    from kbrepro.errors import Interrupted
+    from kbrepro.paths import prepare_output_dir, remove_created
 
     _check_name(name)
-    from kbrepro.errors import check_input_file, check_input_path
+    from kbrepro.paths import check_input_file, check_input_path
 
     check_bundle_format(bundle_format, load_key(sign) is not None)  # a bad key is reported before the GPU
     if out is not None:

@@ -205,7 +205,7 @@ def render(matrix: Mapping) -> str:
 def main_cli():
     import click
 
-    from kbrepro.errors import EdgeMixin
+    from kbrepro.cli.edge import EdgeMixin
 
     class _Command(EdgeMixin, click.Command):
         pass
@@ -216,7 +216,7 @@ def main_cli():
     @click.option("--json", "json_out", type=click.Path(), default=None, help="the matrix as JSON")
     def main(reports, out, json_out):
         """Merge replay reports (verify_bundle.py --level replay --json) into one table: GPU kind x claim."""
-        from kbrepro.errors import check_input_file, check_output_file, refuse_input_as_output
+        from kbrepro.paths import check_input_file, check_output_file, refuse_input_as_output
 
         if not reports:
             raise UsageError("no report given", "python -m kbrepro.bundle.matrix R1.json R2.json --out matrix.md")
@@ -269,7 +269,7 @@ def main_cli():
 
 
 if __name__ == "__main__":
-    from kbrepro.errors import run_main
+    from kbrepro.process import run_main
 
     run_main(main_cli())
 

@@ -647,7 +647,7 @@ def differences(a, b, path: str = "$", limit: int = 50) -> list[str]:
 def _cli():
     import click
 
-    from kbrepro.errors import EdgeMixin
+    from kbrepro.cli.edge import EdgeMixin
 
     class _Group(EdgeMixin, click.Group):
         pass
@@ -660,7 +660,7 @@ def _cli():
     @click.argument("folder", type=click.Path())
     def run_case_cmd(folder):
         """Run (again) the case in FOLDER (RESULTS/cases/<id>) in this process."""
-        from kbrepro.errors import check_input_dir
+        from kbrepro.paths import check_input_dir
         from kbrepro.harness.engines import run_case
 
         check_input_dir(folder, "FOLDER", "pass a case folder, RESULTS/cases/<id>")
@@ -682,7 +682,7 @@ def _cli():
     def plan_cmd(candidates, tasks, profile, sizes, kernelbench, device, results_dir):
         """Write the plan and case folders of a sharded candidate run, and run nothing (then: run)."""
         from kbrepro.bundle import candidates as bc
-        from kbrepro.errors import check_input_dir, check_input_file, prepare_output_dir
+        from kbrepro.paths import check_input_dir, check_input_file, prepare_output_dir
         from kbrepro.harness.kernelbench import load_pin
 
         if len(tasks) not in (1, len(candidates)):
@@ -713,7 +713,7 @@ def _cli():
     def run_cmd(results, shards, engine, engine_opts, max_cases):
         """Run the cases of RESULTS (a sharded run's folder) that are not done, then merge them
         into RESULTS/results; pack with make_bundle.py --from-results RESULTS."""
-        from kbrepro.errors import check_input_dir
+        from kbrepro.paths import check_input_dir
         from kbrepro.harness import engines
 
         check_input_dir(results, "RESULTS", "pass the folder a sharded run wrote")
@@ -733,7 +733,7 @@ def _cli():
     @click.argument("results", type=click.Path())
     def merge_cmd(results):
         """Merge the finished cases of RESULTS (a sharded run's folder) into RESULTS/results."""
-        from kbrepro.errors import check_input_dir
+        from kbrepro.paths import check_input_dir
 
         check_input_dir(results, "RESULTS", "pass the folder a sharded run wrote")
         if not is_sharded(Path(results)):
@@ -750,7 +750,7 @@ def _cli():
 
 
 if __name__ == "__main__":
-    from kbrepro.errors import run_main
+    from kbrepro.process import run_main
 
     run_main(_cli())
 

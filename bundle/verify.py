@@ -1771,7 +1771,7 @@ def _tier_replay(b: Bundle, t: Tier, *, profile: str | None, trust: bool, kernel
 
 def _replay(b: Bundle, t: Tier, *, profile: str | None, trust: bool, kernelbench: str | None,
             ratio_tolerance: float, keep: Path | None, progress: Callable | None, prefetcher: list) -> None:
-    from kbrepro.errors import deferred_sigint
+    from kbrepro.process import deferred_sigint
 
     with deferred_sigint():  # a Ctrl-C inside torch's C++ import would abort
         import torch
@@ -1905,7 +1905,7 @@ def _candidate_tiers(b: Bundle, tier: Callable, last: int, level: str, *, trust:
 def _replay_runs(t: Tier, level: str, failed: bool) -> bool:
     """Whether tier 6 runs: a GPU is present (at ``auto`` its absence skips) and no earlier
     tier failed (an untrusted bundle is never replayed); otherwise ``t`` is marked SKIP."""
-    from kbrepro.errors import deferred_sigint
+    from kbrepro.process import deferred_sigint
 
     with deferred_sigint():  # a Ctrl-C inside torch's C++ import would abort
         import torch
@@ -1957,7 +1957,7 @@ def verify_archive(path: Path, *, level: str = "auto", profile: str | None = Non
         return rep
 
     if level == "replay":
-        from kbrepro.errors import deferred_sigint
+        from kbrepro.process import deferred_sigint
 
         with deferred_sigint():  # a Ctrl-C inside torch's C++ import would abort
             import torch

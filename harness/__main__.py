@@ -8,12 +8,12 @@ or rebuild a study's KernelBench lock.
 Exit codes as in DESIGN.md section 6, the same as make_bundle.py's: 0 ok, 1 invalid results,
 2 usage (also: an output path that cannot be written), 3 unreadable input (also: an input
 path that cannot be read), 4 no GPU or missing dependency, 130 interrupted (Ctrl-C); mapped
-at the CLI edge (``kbrepro.errors.EdgeMixin``).
+at the CLI edge (``kbrepro.cli.edge.EdgeMixin``).
 """
 from __future__ import annotations
 
 if __name__ == "__main__":  # Ctrl-C while the imports below run: one line, exit 130
-    from kbrepro.errors import guard_early_interrupt
+    from kbrepro.process import guard_early_interrupt
 
     guard_early_interrupt()
 
@@ -22,7 +22,8 @@ from pathlib import Path
 
 import click
 
-from kbrepro.errors import EdgeMixin, EnvironmentUnavailableError, Interrupted
+from kbrepro.errors import EnvironmentUnavailableError, Interrupted
+from kbrepro.cli.edge import EdgeMixin
 
 
 def echo_progress(event: dict) -> None:
@@ -40,7 +41,7 @@ def cli() -> None:
 
 
 def _need_gpu(what: str) -> None:
-    from kbrepro.errors import deferred_sigint
+    from kbrepro.process import deferred_sigint
 
     with deferred_sigint():  # a Ctrl-C inside torch's C++ import would abort
         import torch
@@ -61,7 +62,7 @@ def run(study, profile, out, kernelbench, cache_dir) -> None:
     """Run a study on this GPU and write its result documents into OUT."""
     from kbrepro.harness.run import ensure_compile_cache_disabled, run_study
     from kbrepro.harness.study import check_claims_file, load_study
-    from kbrepro.errors import check_input_dir, check_input_path, prepare_output_dir, remove_created
+    from kbrepro.paths import check_input_dir, check_input_path, prepare_output_dir, remove_created
 
     ensure_compile_cache_disabled()
     if study:
@@ -96,7 +97,7 @@ def run_selftest_cli(json_out: str | None = None) -> int:
     """Run the self-tests on this GPU, print one line per known-bad kernel; returns the exit code.
     Raises ReproError (no GPU: EnvironmentUnavailableError, exit 4; an unwritable ``json_out``:
     OutputPathError, exit 2, checked first) for the CLI edge to report."""
-    from kbrepro.errors import deferred_sigint
+    from kbrepro.process import deferred_sigint
 
     with deferred_sigint():  # a Ctrl-C inside torch's C++ import would abort
         import torch
@@ -107,7 +108,7 @@ def run_selftest_cli(json_out: str | None = None) -> int:
 
     ensure_compile_cache_disabled()
     if json_out:
-        from kbrepro.errors import check_output_file
+        from kbrepro.paths import check_output_file
 
         check_output_file(json_out, "--json")
     if not torch.cuda.is_available():
@@ -152,7 +153,7 @@ def lock(study_path) -> None:
     LICENSE, with the pin's commit and sha256; no checkout is needed."""
     from kbrepro.harness.kernelbench import KernelBenchLock, load_pin
     from kbrepro.harness.study import default_study_path, load_study
-    from kbrepro.errors import check_output_file
+    from kbrepro.paths import check_output_file
 
     study = load_study(study_path or default_study_path(), "full")
     pin = load_pin()
@@ -174,7 +175,7 @@ def register_studies(add) -> None:
     every edit of a shipped study's files."""
     from kbrepro import manifests
     from kbrepro.harness.study import REGISTRY_FILE, registry_doc
-    from kbrepro.errors import check_output_file
+    from kbrepro.paths import check_output_file
 
     doc = registry_doc(add)
     path = check_output_file(manifests.path(REGISTRY_FILE), "registry")
@@ -202,6 +203,6 @@ def new_study_cmd(level, task, name, out, kernelbench) -> None:
 
 
 if __name__ == "__main__":
-    from kbrepro.errors import run_main
+    from kbrepro.process import run_main
 
     run_main(cli)

@@ -68,9 +68,9 @@ class Build:
 
 
 def _worker_init() -> None:
-    """Ignore Ctrl-C (:func:`kbrepro.errors.ignore_sigint_from_now`: the study's process alone
+    """Ignore Ctrl-C (:func:`kbrepro.process.ignore_sigint_from_now`: the study's process alone
     acts on it and stops the workers), then one torch thread."""
-    from kbrepro.errors import ignore_sigint_from_now
+    from kbrepro.process import ignore_sigint_from_now
 
     ignore_sigint_from_now()
     import torch
@@ -155,7 +155,7 @@ class Prefetcher:
     def __post_init__(self) -> None:
         import multiprocessing as mp
 
-        from kbrepro.errors import deferred_sigint
+        from kbrepro.process import deferred_sigint
         from kbrepro.harness import startenv
 
         self._dir = Path(tempfile.mkdtemp(prefix="kbrepro-prefetch-", dir=self.folder or _folder()))

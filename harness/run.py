@@ -93,7 +93,7 @@ class Progress:
 
 def ensure_compile_cache_disabled() -> dict:
     """Set ``CUDA_CACHE_DISABLE=1`` if CUDA is not initialised yet; report what is in effect."""
-    from kbrepro.errors import deferred_sigint
+    from kbrepro.process import deferred_sigint
 
     with deferred_sigint():  # a Ctrl-C inside torch's C++ import would abort the process
         import torch

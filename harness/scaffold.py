@@ -184,7 +184,7 @@ def plan_study(level: int, task: int, *, name: str | None = None, out: str | os.
     Raises UsageError (a bad level/task/name, no task file, a folder name that is not an
     identifier, an output that exists and is not an empty folder: OutputPathError) or
     KernelBenchPinError (no checkout, not a git checkout, LICENSE missing)."""
-    from kbrepro.errors import prepare_output_dir, remove_created
+    from kbrepro.paths import prepare_output_dir, remove_created
     from kbrepro.harness.kernelbench import PROJECT_ROOT
 
     if not (1 <= int(level) <= 9) or not (1 <= int(task) <= 9999):
@@ -246,7 +246,7 @@ def _self_check(files: Mapping[str, bytes]) -> None:
 def write_study(plan: StudyPlan) -> Path:
     """Create the folder and write every file atomically; on any failure (Ctrl-C included)
     remove what was written and the folders created. Raises OutputPathError."""
-    from kbrepro.errors import prepare_output_dir, remove_created
+    from kbrepro.paths import prepare_output_dir, remove_created
     from kbrepro.harness.jsonio import atomic_write_bytes
 
     folder, created = prepare_output_dir(plan.folder, "--out" if plan.out_given else "study folder")

@@ -681,7 +681,7 @@ fake = types.ModuleType("torch")
 fake.cuda = types.SimpleNamespace(is_initialized=lambda: CUDA)
 sys.modules["torch"] = fake
 atexit.register(lambda: Path(MARK).write_text("teardown ran"))
-from kbrepro.errors import run_main
+from kbrepro.process import run_main
 def main():
     print("the last line of the command", end="")  # unflushed when the exit comes
     sys.stdout.write(" and more")
@@ -709,7 +709,7 @@ from pathlib import Path
 fake = types.ModuleType("torch")
 fake.cuda = types.SimpleNamespace(is_initialized=lambda: True)
 sys.modules["torch"] = fake
-from kbrepro.errors import run_main
+from kbrepro.process import run_main
 from kbrepro.harness.prefetch import Prefetcher
 def late(path):
     time.sleep(0.5)
@@ -745,7 +745,7 @@ import ctypes, sys, time, types
 fake = types.ModuleType("torch")
 fake.cuda = types.SimpleNamespace(is_initialized=lambda: True)
 sys.modules["torch"] = fake
-from kbrepro.errors import run_main
+from kbrepro.process import run_main
 def main():
     ctypes.CDLL(None).printf(b"from C ")  # libc's stdio buffer (a kernel's printf, a library's log)
     sys.stdout.write("from Python")
@@ -781,7 +781,8 @@ def test_a_fast_exit_flushes_c_stdio_and_stderr_and_reports_a_lost_stdout_as_the
 
 UNTRUSTED_SLOW = r'''
 import sys, time
-from kbrepro.errors import EdgeMixin, imports_done, run_main
+from kbrepro.process import imports_done, run_main
+from kbrepro.cli.edge import EdgeMixin
 import click
 from kbrepro import schemas
 imports_done()
@@ -852,7 +853,7 @@ def test_an_interrupted_command_still_removes_the_prefetch_folder(tmp_path, cuda
 def test_a_second_ctrl_c_ends_the_wait_for_the_threads_of_an_interrupted_command(tmp_path):
     src = r'''
 import sys, threading, time
-from kbrepro.errors import imports_done, run_main
+from kbrepro.process import imports_done, run_main
 imports_done()
 def main():
     threading.Thread(target=time.sleep, args=(60,)).start()

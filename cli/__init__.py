@@ -1,0 +1,1 @@
+"""The command-line edge: argv, printing, and exit codes (DESIGN.md §2)."""

@@ -1,0 +1,108 @@
+"""The CLI edge (DESIGN.md §2: ``cli/edge.py``): the one place where errors become exit codes
+and lines on stderr, mixed into every click command of the four entry points.
+"""
+from __future__ import annotations
+
+from kbrepro.errors import EnvironmentUnavailableError, ReproError
+from kbrepro.process import INTERRUPTED_EXIT, sigint_seen, stderr_line as _err
+
+DEBUG_ENV = "KBREPRO_DEBUG"
+class _Escape(BaseException):
+    """Carries a KeyboardInterrupt past click (which would turn it into 'Aborted!', exit 1)."""
+
+    def __init__(self, exc: KeyboardInterrupt):
+        super().__init__()
+        self.exc = exc
+
+
+class EdgeMixin:
+    """Mixed into a ``click.Command`` or ``click.Group`` (``class C(EdgeMixin, click.Command)``):
+    every error leaves as one ``error: <what>`` line (at most one ``  -> <next step>``) and
+    the documented exit code; a ReproError with its own code; a click usage error 2;
+    Ctrl-C 130 with ``interrupted; ...``; anything else one ``internal error`` line and 1
+    (the traceback with KBREPRO_DEBUG=1)."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            raise _Escape(exc) from None
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        import os
+        import sys
+
+        import click
+
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            code = rv if isinstance(rv, int) else 0
+        except _Escape as esc:
+            code = _interrupted(esc.exc)
+        except KeyboardInterrupt as exc:
+            code = _interrupted(exc)
+        except click.exceptions.Abort as exc:
+            if isinstance(exc.__cause__, KeyboardInterrupt):
+                code = _interrupted(exc.__cause__)
+            else:
+                _err("error: aborted")
+                code = 1
+        except click.ClickException as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError":  # a bare group: its help, as click shows it
+                exc.show()
+                sys.exit(exc.exit_code)
+            msg = " ".join(exc.format_message().split())
+            ctx = getattr(exc, "ctx", None)
+            _err(f"error: {msg}")
+            if isinstance(exc, click.UsageError):
+                path = ctx.command_path if ctx is not None else (prog_name or "the command")
+                _err(f"  -> see '{path} --help'")
+            code = exc.exit_code
+        except ReproError as exc:
+            _err(f"error: {exc}")
+            code = exc.exit_code
+        except Exception as exc:  # after a Ctrl-C, whatever breaks next is the interrupt's doing
+            if not sigint_seen() or os.environ.get(DEBUG_ENV) == "1":
+                code = self._unexpected(exc)
+            else:
+                code = _interrupted(KeyboardInterrupt())
+        sys.exit(code)
+
+    def _unexpected(self, exc: Exception) -> int:
+        import os
+
+        try:
+            raise exc
+        except ImportError as exc:
+            if os.environ.get(DEBUG_ENV) == "1":
+                raise
+            missing = (exc.name or "").split(".")[0]
+            if missing and missing != "kbrepro":  # a dependency that is not installed: 4, like any
+                _err(f"error: a required package is not installed: {missing} ({exc})")
+                _err(f"  -> pip install {missing}, or the project with its dependencies: pip install -e . "
+                     "(README, 'On a fresh machine')")
+                code = EnvironmentUnavailableError.exit_code
+            else:  # a part of this product that does not import: a defect
+                _internal(exc)
+                code = 1
+        except Exception as exc:
+            if os.environ.get(DEBUG_ENV) == "1":
+                raise
+            _internal(exc)
+            code = 1
+        return code
+
+
+def _internal(exc: BaseException) -> None:
+    msg = " ".join(str(exc).split())
+    _err(f"internal error: {type(exc).__name__}: {msg} (please report; rerun with {DEBUG_ENV}=1 for the traceback)")
+
+
+def _interrupted(exc: KeyboardInterrupt) -> int:
+    _err(f"interrupted; {getattr(exc, 'kept', None) or 'nothing was written'}")
+    return INTERRUPTED_EXIT
+
+
+__all__ = ["EdgeMixin", "DEBUG_ENV", "INTERRUPTED_EXIT"]

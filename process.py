@@ -1,0 +1,229 @@
+"""The process's signals and exit (DESIGN.md §2: ``process.py``): Ctrl-C while a CLI imports,
+the handler that turns it into a KeyboardInterrupt, the blocks where it must wait (torch's C++
+import), workers that ignore it, and the fast exit of a command that started CUDA.
+"""
+from __future__ import annotations
+
+from kbrepro.inert import terminal
+
+INTERRUPTED_EXIT = 130
+
+
+def stderr_line(line: str) -> None:
+    """Write ``line`` (each of its lines made inert for a terminal: a bundle's or report's text
+    in a message never sends an escape sequence or a bidi control) to stderr."""
+    import sys
+
+    try:
+        sys.stderr.write("\n".join(terminal(x, None) for x in line.split("\n")) + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def guard_early_interrupt() -> None:
+    """Ctrl-C while a CLI's imports and its module's definitions still run: one line on
+    stderr and exit 130, no traceback. Call it first thing under ``if __name__ == "__main__"``;
+    :func:`run_main` ends it (:func:`imports_done`) as it starts the command."""
+    import os
+    import signal
+    import sys
+
+    def _early(signum, frame):
+        sys.stderr.write("interrupted; nothing was written\n")
+        os._exit(INTERRUPTED_EXIT)
+
+    signal.signal(signal.SIGINT, _early)
+
+
+#: set once a Ctrl-C reached this process: an exception that follows it (a C extension whose
+#: import the KeyboardInterrupt cut short refuses a second import) is the interrupt's doing
+_SIGINT_SEEN = {"seen": False}
+
+
+def _on_sigint(signum, frame):
+    """Ctrl-C: KeyboardInterrupt, except inside importlib's own machinery (a module lock's
+    weakref callback), where CPython would only print "Exception ignored" and a traceback:
+    there the signal is sent again 50 ms later, once the import has moved on."""
+    _SIGINT_SEEN["seen"] = True
+    if frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
+        import os
+        import signal
+        import threading
+
+        threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()
+        return
+    raise KeyboardInterrupt
+
+
+def sigint_seen() -> bool:
+    """Whether a Ctrl-C reached this process (whatever breaks after it is the interrupt's doing)."""
+    return _SIGINT_SEEN["seen"]
+
+
+def imports_done() -> None:
+    """From here on the CLI edge (:class:`EdgeMixin`) turns Ctrl-C into exit 130."""
+    import signal
+
+    signal.signal(signal.SIGINT, _on_sigint)
+
+
+def work_done() -> None:
+    """The command's result is being written: a Ctrl-C from here on no longer changes it."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _cuda_started() -> bool:
+    import sys
+
+    torch = sys.modules.get("torch")
+    try:
+        return bool(torch is not None and torch.cuda.is_initialized())
+    except Exception:  # a half-imported torch
+        return False
+
+
+def run_main(main) -> None:
+    """Run a click ``main`` as a script. An interrupted run leaves with 130 at once (CPython
+    otherwise kills itself with SIGINT at exit, hiding the 130, when the Ctrl-C reached code
+    it ran through ``PyRun_*``, as in some imports), once the threads it left running have
+    ended (a Prefetcher's folder removal; a second Ctrl-C stops the wait); once the exit code
+    is decided a late Ctrl-C cannot change it.
+
+    A command that started CUDA (a study, a replay) leaves with its exit code through
+    ``os._exit`` once stdout and stderr are flushed: the interpreter's teardown (the CUDA
+    context, torch's exit handlers, every module's objects) took about 0.8 s on the H200 and
+    writes nothing of ours. Everything the command writes is written, closed and renamed into
+    place before its exit code is decided; its worker and candidate processes are stopped by
+    then. ``KBREPRO_FAST_EXIT=0`` keeps the normal exit."""
+    import os
+    import signal
+    import sys
+
+    # the CLI edge handles Ctrl-C from here on, not before: a KeyboardInterrupt raised while the
+    # module still defined its command (its click decorators) reached no edge (a traceback)
+    imports_done()
+    code = 0
+    try:
+        main()
+    except SystemExit as exc:
+        if exc.code == INTERRUPTED_EXIT:
+            try:  # the threads left running first (a Prefetcher's folder removal); a second Ctrl-C cuts it short
+                _join_threads()
+            except KeyboardInterrupt:
+                pass
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(INTERRUPTED_EXIT)
+        if not (isinstance(exc.code, int) or exc.code is None) or not _cuda_started() or \
+                os.environ.get("KBREPRO_FAST_EXIT") == "0":
+            raise
+        code = exc.code or 0
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if _cuda_started() and os.environ.get("KBREPRO_FAST_EXIT") != "0":
+        _fast_exit(code)
+    sys.exit(code)
+
+
+def _join_threads() -> None:
+    """What the interpreter's exit does first: threading's exit hooks (a thread pool not shut
+    down), then wait for every non-daemon thread (a Prefetcher's folder removal)."""
+    import threading
+
+    try:
+        shutdown = getattr(threading, "_shutdown", None)
+        if shutdown is not None:
+            shutdown()
+        else:  # pragma: no cover (CPython has it)
+            for t in threading.enumerate():
+                if t is not threading.current_thread() and not t.daemon:
+                    t.join()
+    except Exception:
+        pass
+
+
+def _fast_exit(code: int) -> None:
+    """``os._exit(code)`` after what of the interpreter's exit is ours: the non-daemon threads
+    joined (threading's exit hooks first, as the interpreter runs them: a Prefetcher's folder
+    removal in ``/dev/shm``, a thread pool not shut down), multiprocessing's exit (daemonic
+    children terminated, the others joined), then stdout and stderr flushed each on its own
+    and C's stdio buffers (a CUDA kernel's ``printf``) too. A stdout that cannot be flushed
+    (its reader has gone) is exit 120, as the normal exit makes it; stderr is flushed all the
+    same. Skipped: the CUDA context's teardown, torch's exit handlers, the modules' objects."""
+    import os
+    import sys
+
+    try:
+        _join_threads()
+        mp = sys.modules.get("multiprocessing.util")
+        if mp is not None:
+            try:
+                mp._exit_function()
+            except Exception:
+                pass
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                if stream is not None and not stream.closed:
+                    stream.flush()
+            except Exception as exc:  # as the interpreter reports it: "Exception ignored in: <stdout>"
+                if stream is sys.stdout:
+                    import traceback
+
+                    stderr_line(f"Exception ignored in: {stream!r}\n" + "".join(traceback.format_exception_only(exc)).rstrip())
+                code = 120
+        try:
+            import ctypes
+
+            ctypes.CDLL(None).fflush(None)
+        except Exception:
+            pass
+    finally:
+        os._exit(code)
+
+
+def ignore_sigint_from_now() -> None:
+    """A worker process's first act: ignore SIGINT (a Ctrl-C reaches the whole process group;
+    only the parent acts on it and stops its workers, which otherwise print their own
+    KeyboardInterrupt traceback), then unblock it: a parent starts its workers inside
+    :class:`deferred_sigint`, whose mask a forked or spawned child inherits, so a Ctrl-C that
+    came meanwhile is dropped here."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+class deferred_sigint:
+    """``with deferred_sigint(): import torch``: a Ctrl-C during the block waits until it ends.
+    torch's import runs C++ (pybind11) that aborts the process (SIGABRT) when a
+    KeyboardInterrupt surfaces inside it; blocked, the signal is delivered right after, as a
+    clean KeyboardInterrupt the CLI edge turns into exit 130. Only the main thread can block."""
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        self._blocked = hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
+        if self._blocked:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        if self._blocked:
+            import signal
+
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        return False
+
+
+__all__ = ["INTERRUPTED_EXIT", "stderr_line", "guard_early_interrupt", "imports_done", "work_done", "run_main",
+           "ignore_sigint_from_now", "deferred_sigint", "sigint_seen"]
