@@ -18,8 +18,10 @@ verifier writes them again with its own code and compares; a user's extra claims
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import re
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -285,26 +287,43 @@ def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelben
         say(f"resuming the run in {results_dir}: {len(cp.finished)} of {len(names)} candidates finished before")
     records = []
     files: dict[str, bytes] = {}
-    for i, (name, src, tp) in enumerate(zip(names, srcs, paths)):
-        if i in cp.finished:
-            rec, own = cp.finished[i]
-            records.append(rec)
-            files.update(own)
-            continue
-        try:
+    try:
+        for i, (name, src, tp) in enumerate(zip(names, srcs, paths)):
+            if i in cp.finished:
+                rec, own = cp.finished[i]
+                records.append(rec)
+                files.update(own)
+                continue
+            # a build the stopped run left half done (its lock file, its objects) is not this run's
+            shutil.rmtree(results_dir / "work" / name, ignore_errors=True)
             rec, own = _run_one(hc.CandidateSpec(name, src, tp, checkout.read_verified(tp)), cfgs[tp], results_dir,
                                 device, say, gbps, files)
-        except KeyboardInterrupt:
-            raise Interrupted(f"{len(cp.finished)} of {len(names)} candidates finished and are kept in {results_dir}; "
-                              "the same command resumes the run") from None
-        cp.keep(i, rec, own)
-        records.append(rec)
-        files.update(own)
-        say(checkpoint.summary_line(rec))
-        if device.startswith("cuda"):
-            torch.cuda.empty_cache()
-    files["inputs/kernelbench/LICENSE"] = checkout.read_verified("LICENSE")
-    env = fingerprint.add_clocks(env, "end")
+            cp.keep(i, rec, own)
+            records.append(rec)
+            files.update(own)
+            say(checkpoint.summary_line(rec))
+            if device.startswith("cuda"):
+                torch.cuda.empty_cache()
+        files["inputs/kernelbench/LICENSE"] = checkout.read_verified("LICENSE")
+        _write_results(results_dir, files, records, fingerprint.add_clocks(env, "end"), profile=profile, device=device,
+                       started=started, pin=pin, gbps=gbps, blk=blk)
+    except KeyboardInterrupt:
+        cp.release()
+        raise Interrupted(f"{len(cp.finished)} of {len(names)} candidates finished and are kept in {results_dir}; "
+                          "the same command resumes the run") from None
+    except BaseException:
+        cp.release()
+        raise
+    cp.remove()
+    return results_dir
+
+
+def _write_results(results_dir: Path, files: dict, records: list, env: dict, *, profile: str, device: str,
+                   started: str, pin, gbps, blk) -> None:
+    """The results folder of a finished run: its candidates document, environment and files."""
+    from kbrepro.harness import candidate as hc
+    from kbrepro.harness.checks import PREDICATES
+
     doc = {"schema": "kbrepro/candidates", "schema_version": SCHEMA_VERSION, "kind": KIND, "profile": profile,
            "device": "cuda" if device.startswith("cuda") else "cpu",
            "started_utc": started, "finished_utc": _utc(),
@@ -317,8 +336,6 @@ def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelben
         dst = results_dir / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
         jsonio.atomic_write_bytes(dst, data)
-    cp.remove()
-    return results_dir
 
 
 def _run_one(spec, cfg, results_dir: Path, device: str, say, gbps, taken: Mapping[str, bytes]) -> tuple[dict, dict]:
@@ -413,6 +430,17 @@ def caught(doc: Mapping) -> dict[str, list[str]]:
             for r in doc.get("candidates") or []}
 
 
+def file_problems(doc: Mapping, files: Mapping[str, bytes]) -> list[str]:
+    """Each candidate file and task file of the candidates document ``doc`` that is missing
+    from ``files`` (results-folder path -> bytes) or is not the one its record hashed."""
+    out = []
+    for r in doc["candidates"]:
+        for rel, want in ((r["file"], r["source_sha256"]), (f"inputs/kernelbench/{r['task']}", r["task_sha256"])):
+            if files.get(rel) is None or hashlib.sha256(files[rel]).hexdigest() != want:
+                out.append(f"{rel} is missing or is not the file candidate {r['name']} ran with")
+    return out
+
+
 def build_payload(files: Mapping[str, bytes], *, extra_claims: Mapping | None = None, extra_raw: bytes | None = None,
                   name: str | None = None, bundle_format: int | None = None,
                   signing_key=None) -> tuple[pack.Bag, dict, dict, dict]:
@@ -437,6 +465,9 @@ def build_payload(files: Mapping[str, bytes], *, extra_claims: Mapping | None = 
     if loaded.problems:
         raise InvalidResultsError("the candidate records are incomplete or contradict themselves: "
                                   + "; ".join(map(str, loaded.problems[:5])), "pack the folder a run wrote, unedited")
+    changed = file_problems(doc, files)
+    if changed:  # the verifier's check, before packing
+        raise InvalidResultsError(changed[0], "pack the folder a run wrote, unedited")
     from kbrepro.bundle import shard  # noqa: E402 (shard imports this module: the cycle issue 30 removes)
 
     cases = shard.case_problems(doc, lambda task: files.get(f"inputs/kernelbench/{task}"))

@@ -48,6 +48,33 @@ def holds_progress(results_dir: Path) -> bool:
     return (Path(results_dir) / PROGRESS / RUN_FILE).is_file()
 
 
+def _kept_path(rel: object) -> str:
+    """``rel`` if it is a path a finished candidate keeps (relative, under ``inputs/`` or
+    ``provenance/``, no ``..``); else ValueError (a progress file naming another path is
+    refused: a resume never reads or writes outside its results folder)."""
+    parts = rel.split("/") if isinstance(rel, str) else []
+    if not parts or parts[0] not in ("inputs", "provenance") or any(p in ("", ".", "..") for p in parts) \
+            or "\\" in rel or "\x00" in rel:
+        raise ValueError(f"a kept file outside the candidate's folders: {str(rel)[:80]!r}")
+    return rel
+
+
+def _lock(folder: Path, results_dir: Path):
+    """An exclusive lock on ``folder/.lock`` held while the run lasts (the open file); a second
+    run on the same results folder is refused."""
+    import fcntl
+    import os
+
+    fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise UsageError(f"another run is using --results-dir {results_dir}",
+                         "wait for it to finish, or choose another --results-dir") from None
+    return fd
+
+
 def _env_key(env: Mapping) -> dict:
     return {k: v for k, v in (env.get("fields") or {}).items() if k not in MOVING_FIELDS}
 
@@ -62,6 +89,7 @@ class Checkpoint:
     bandwidth: tuple
     started: str
     finished: dict = field(default_factory=dict)
+    lock_fd: int | None = None
 
     def keep(self, index: int, rec: dict, files: Mapping[str, bytes]) -> None:
         """Keep finished candidate ``index``: its ``files`` (results-folder path -> bytes) written
@@ -78,19 +106,43 @@ class Checkpoint:
     def remove(self) -> None:
         """Remove the progress folder (the run's ``results/`` now holds everything)."""
         shutil.rmtree(self.folder, ignore_errors=True)
+        self.release()
+
+    def release(self) -> None:
+        """Let go of the run's lock (the folder stays, for the next command to resume)."""
+        if self.lock_fd is not None:
+            import os
+
+            os.close(self.lock_fd)
+            self.lock_fd = None
 
 
 def open_run(results_dir: Path, ident: dict, env: dict, bandwidth: tuple, started: str) -> Checkpoint:
     """The progress of the run ``ident`` in ``results_dir``: a new one (``env``, ``bandwidth``
     and ``started`` recorded) or, where the folder holds that run's progress, the one kept
     there (its own environment, bandwidth and start; its finished candidates read back).
-    Raises UsageError where the folder holds another run's progress, or the machine or
+    Holds the folder's run lock until :meth:`Checkpoint.remove` or :meth:`Checkpoint.release`.
+    Raises UsageError where another run holds the folder, where it holds another run's progress, or the machine or
     software changed since it started, or a progress file cannot be read (each with the next
     step)."""
     folder = Path(results_dir) / PROGRESS
     run = folder / RUN_FILE
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = _lock(folder, Path(results_dir))
+    try:
+        cp = _open(results_dir, folder, run, ident, env, bandwidth, started)
+    except BaseException:
+        import os
+
+        os.close(fd)
+        raise
+    cp.lock_fd = fd
+    return cp
+
+
+def _open(results_dir: Path, folder: Path, run: Path, ident: dict, env: dict, bandwidth: tuple,
+          started: str) -> Checkpoint:
     if not run.is_file():
-        folder.mkdir(parents=True, exist_ok=True)
         jsonio.atomic_write_bytes(run, jsonio.dumps({"kind": KIND, "identity": ident, "environment": env,
                                                      "bandwidth": list(bandwidth), "started_utc": started}).encode())
         return Checkpoint(folder, env, bandwidth, started)
@@ -119,7 +171,12 @@ def open_run(results_dir: Path, ident: dict, env: dict, bandwidth: tuple, starte
             rec = kept["record"]
             if rec.get("name") != ident["candidates"][i]["name"]:
                 raise ValueError(f"{p.name}: the record of another candidate")
-            cp.finished[i] = (rec, {rel: (Path(results_dir) / rel).read_bytes() for rel in kept["files"]})
+            own = {_kept_path(rel): (Path(results_dir) / rel).read_bytes() for rel in kept["files"]}
+            # what the record says ran is what is kept (an edited file would pack and then fail verification)
+            if hashlib.sha256(own.get(str(rec.get("file")), b"")).hexdigest() != rec.get("source_sha256") or \
+                    own.get(str(rec.get("file"))) is None:
+                raise ValueError(f"{p.name}: the kept candidate file is not the one that ran")
+            cp.finished[i] = (rec, own)
         return cp
     except UsageError:
         raise

@@ -19,37 +19,68 @@ import ast
 import warnings
 from typing import Optional
 
-#: the top-level modules a plain PyTorch candidate may import (the pinned tasks' own imports,
-#: and the standard library's pure helpers); ``torch`` less :data:`DENIED_TORCH`
-ALLOWED_MODULES = frozenset({"__future__", "torch", "math", "typing", "collections", "itertools", "functools",
-                             "numbers", "dataclasses", "enum", "einops", "numpy"})
-#: the torch modules that build, load or register kernels of a file's own
-DENIED_TORCH = ("torch.utils.cpp_extension", "torch.cuda.jiterator", "torch._C", "torch.library",
-                "torch.utils.dlpack", "torch._inductor", "torch._dynamo")
-#: names a plain file never uses: they run or import code the parser cannot see
+#: the modules a plain PyTorch candidate may import, exactly (the pinned tasks' own imports)
+ALLOWED_MODULES = frozenset({"__future__", "torch", "torch.nn", "torch.nn.functional", "torch.nn.init", "math", "typing",
+                             "collections", "collections.abc", "itertools", "einops", "numpy"})
+#: names a plain file never reads: they run, compile or import code the parser cannot see
 DENIED_NAMES = frozenset({"exec", "eval", "compile", "__import__", "getattr", "setattr", "delattr", "globals",
-                          "locals", "vars", "open", "__builtins__", "breakpoint", "importlib", "input"})
-#: attributes a plain file never reads: kernel builders, loaders and the ways around the rule
-DENIED_ATTRS = frozenset({"cpp_extension", "jiterator", "_C", "library", "load_inline", "load_library",
-                          "dlpack", "from_dlpack", "_inductor", "_dynamo", "__dict__", "__getattribute__",
-                          "__globals__", "__builtins__", "__subclasses__", "__code__", "__import__", "sys", "os",
-                          "importlib", "subprocess", "builtins", "_utils_internal",
-                          "ctypes", "cdll", "CDLL", "__class__", "__bases__", "__mro__", "__loader__", "__spec__",
-                          "system", "popen", "_ops", "ctypeslib", "load", "loads", "_load", "hub", "package",
-                          "get_type_hints", "ForwardRef", "_evaluate", "__annotations__"})
-#: strings no plain file holds: kernel sources and compiler inputs
-DENIED_TEXT = ("__global__", 'extern "C"', ".entry", ".version", ".target", "__device__", "#include", "@triton",
-               "triton.jit", "load_inline", "cpp_extension", "jiterator", "load_library", "__import__", "import ")
+                          "locals", "vars", "open", "__builtins__", "breakpoint", "importlib", "type"})
+#: attributes a plain file never reads (besides every ``_private`` one but ``self._x``): kernel
+#: builders and loaders, code from strings or files, and the ways around the rule
+DENIED_ATTRS = frozenset({"cpp_extension", "jiterator", "library", "load_inline", "load_library", "dlpack",
+                          "from_dlpack", "sys", "os", "importlib", "subprocess", "builtins", "ctypes", "cdll", "CDLL",
+                          "system", "popen", "ctypeslib", "load", "loads", "save", "hub", "package", "get_type_hints",
+                          "ForwardRef", "serialization", "pickle", "jit", "CompilationUnit", "ops", "classes",
+                          "import_module", "memory", "CUDAPluggableAllocator", "tofile", "fromfile", "DataSource",
+                          "lib", "testing", "f2py", "read_array", "singledispatch", "singledispatchmethod", "register",
+                          "custom_op", "triton_op", "wrap_triton", "fx", "export", "compiler", "utils", "backends",
+                          "modules_to_load", "cudart", "graphs", "nvtx", "profiler"})
+#: the dunder attributes a plain file may read
+ALLOWED_DUNDERS = frozenset({"__init__", "__name__", "__doc__"})
+#: strings no plain file holds: kernel sources and compiler inputs (a first line only: strings
+#: built at run time are caught by what would compile them, never by this)
+DENIED_TEXT = ("__global__", 'extern "C"', "__device__", "#include", ".entry", "@triton", "triton.jit", "load_inline",
+               "cpp_extension", "jiterator", "load_library", "__import__")
 #: the largest source this rule parses (bytes); a larger file is not plain
 MAX_SOURCE = 1 << 20
+
+
+def _names_ok(nodes: list) -> bool:
+    """No read of a denied name or attribute, no ``_private`` attribute but of ``self``/``cls``
+    (never a dunder outside :data:`ALLOWED_DUNDERS`), no string annotation (evaluated later by
+    ``typing`` or ``functools``), no denied text in a string."""
+    for n in nodes:
+        if isinstance(n, ast.Name) and n.id in DENIED_NAMES:
+            return False
+        if isinstance(n, ast.Attribute):
+            a = n.attr
+            own = isinstance(n.value, ast.Name) and n.value.id in ("self", "cls")  # the model's own attribute
+            if a in DENIED_ATTRS and not own:
+                return False
+            if a.startswith("__") and a.endswith("__"):
+                if a not in ALLOWED_DUNDERS:
+                    return False
+            elif a.startswith("_") and not own:
+                return False
+        if isinstance(n, ast.Constant) and isinstance(n.value, (str, bytes)):
+            text = n.value if isinstance(n.value, str) else n.value.decode("latin-1")
+            if any(t in text for t in DENIED_TEXT):
+                return False
+        ann = getattr(n, "annotation", None) if isinstance(n, (ast.arg, ast.AnnAssign)) else \
+            getattr(n, "returns", None) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+        if ann is not None and any(isinstance(x, ast.Constant) and isinstance(x.value, str) for x in ast.walk(ann)):
+            return False
+    return True
 
 
 def plain_pytorch(source: Optional[bytes]) -> Optional[str]:
     """A one-line description if the candidate file ``source`` (bytes as bundled) is plain
     PyTorch, else None: None for a missing, undecodable or unparsable file, one of more than
-    :data:`MAX_SOURCE` bytes, or one with an import outside :data:`ALLOWED_MODULES` (or of
-    :data:`DENIED_TORCH`), a name of :data:`DENIED_NAMES`, an attribute of :data:`DENIED_ATTRS`
-    or a string holding one of :data:`DENIED_TEXT`. Never raises."""
+    :data:`MAX_SOURCE` bytes, one with an import of a module outside :data:`ALLOWED_MODULES`
+    (``from M import x``: M allowed, x neither private nor denied), a relative import, a read of a name of
+    :data:`DENIED_NAMES`, of an attribute of :data:`DENIED_ATTRS` or of a ``_private`` one
+    (but ``self._x``), a string annotation, or a string holding one of :data:`DENIED_TEXT`.
+    Never raises."""
     if not isinstance(source, bytes) or len(source) > MAX_SOURCE:
         return None
     try:
@@ -58,37 +89,27 @@ def plain_pytorch(source: Optional[bytes]) -> Optional[str]:
             warnings.simplefilter("ignore")
             tree = ast.parse(text)
         nodes = list(ast.walk(tree))
+        if not _names_ok(nodes):
+            return None
     except (UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     imported: set[str] = set()
     for n in nodes:
         if isinstance(n, ast.Import):
             mods = [a.name for a in n.names]
-        elif isinstance(n, ast.ImportFrom):
-            if n.level or not n.module:
+        elif isinstance(n, ast.ImportFrom):  # from an allowed module, names that are neither private nor denied
+            if n.level or not n.module or any(a.name == "*" or a.name.startswith("_") or a.name in DENIED_ATTRS
+                                              or a.name in DENIED_NAMES for a in n.names):
                 return None
-            mods = [n.module] + [f"{n.module}.{a.name}" for a in n.names]
-        elif isinstance(n, ast.Name):
-            if n.id in DENIED_NAMES:
-                return None
-            continue
-        elif isinstance(n, ast.Attribute):
-            if n.attr in DENIED_ATTRS:
-                return None
-            continue
-        elif isinstance(n, ast.Constant) and isinstance(n.value, (str, bytes)):
-            s = n.value if isinstance(n.value, str) else n.value.decode("latin-1")
-            if any(t in s for t in DENIED_TEXT):
-                return None
-            continue
+            mods = [n.module]
         else:
             continue
         for m in mods:
-            if m.split(".")[0] not in ALLOWED_MODULES or any(m == d or m.startswith(d + ".") for d in DENIED_TORCH):
+            if m not in ALLOWED_MODULES:
                 return None
             imported.add(m.split(".")[0])
     return "plain PyTorch: the file imports only " + ", ".join(sorted(imported - {"__future__"}) or ["nothing"]) + \
         " and defines no kernel of its own"
 
 
-__all__ = ["plain_pytorch", "ALLOWED_MODULES", "DENIED_TORCH", "DENIED_NAMES", "DENIED_ATTRS", "DENIED_TEXT"]
+__all__ = ["plain_pytorch", "ALLOWED_MODULES", "DENIED_NAMES", "DENIED_ATTRS", "ALLOWED_DUNDERS", "DENIED_TEXT"]

@@ -26,17 +26,22 @@ def _gpu_reason() -> str | None:
 
 
 def pytest_addoption(parser):
+    parser.addoption("--slow", action="store_true", default=False,
+                     help="also run the items marked slow (end-to-end runs, the verifier's subprocess corpus; "
+                          ".ci/run runs them: python -m pytest -q --slow -m slow)")
     parser.addoption("--sweep", action="store_true", default=False,
                      help="also run the whole CPU sweep of the pinned KernelBench tasks (the 'sweep' marker: "
                           "250 tasks; .ci/run runs it with -n auto)")
 
 
 def pytest_collection_modifyitems(config, items):
-    if not config.getoption("--sweep"):
-        left = [i for i in items if "sweep" in i.keywords]
-        if left:
-            config.hook.pytest_deselected(items=left)
-            items[:] = [i for i in items if "sweep" not in i.keywords]
+    # the sweep's items run with --sweep alone; the other slow items with --slow (.ci/run runs both)
+    off = [i for i in items if ("sweep" in i.keywords and not config.getoption("--sweep"))
+           or ("slow" in i.keywords and "sweep" not in i.keywords and not config.getoption("--slow"))]
+    if off:
+        config.hook.pytest_deselected(items=off)
+        gone = {id(i) for i in off}
+        items[:] = [i for i in items if id(i) not in gone]
     reason = _gpu_reason()
     if reason is None:
         return

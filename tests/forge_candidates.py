@@ -42,7 +42,8 @@ def checks_off():
     """The packer's record and schema checks switched off (inside the block only)."""
     with mock.patch.object(candidate_records, "load", _lenient), \
             mock.patch.object(schemas, "validate", lambda doc, name: []), \
-            mock.patch.object(shard, "case_problems", lambda doc, task_source=None: []):
+            mock.patch.object(shard, "case_problems", lambda doc, task_source=None: []), \
+            mock.patch.object(bc, "file_problems", lambda doc, files: []):
         yield
 
 

@@ -231,6 +231,7 @@ def test_a_candidate_folder_pairs_files_with_tasks_and_refuses_other_names(tmp_p
         bc.candidates_in(empty)
 
 
+@pytest.mark.slow
 def test_over_several_tasks_a_size_applies_to_the_tasks_that_name_it(tmp_path):
     """A level run with --size: each record's configuration holds the sizes its task names (the
     verifier's rule), the run checks each task at them, and a size no task names is refused."""
@@ -350,6 +351,7 @@ def get_init_inputs():
 '''
 
 
+@pytest.mark.slow
 def test_a_task_whose_reference_draws_random_numbers_passes_its_own_reference(tmp_path):
     """Dropout in training mode (KernelBench 2/66): the parent's reference and the candidate's
     call on the same set start from the same random state (protocol.call_rng_seed), so the
@@ -389,6 +391,7 @@ FIRST_CALL_RANDOM_TASK = DROPOUT_TASK.replace(b'''        self.drop = nn.Dropout
 LINEAR_TASK = DROPOUT_TASK.replace(b"        return self.drop(self.lin(x))", b"        return self.lin(x)")
 
 
+@pytest.mark.slow
 def test_a_forward_random_on_its_first_call_only_and_shapes_one_after_another(tmp_path):
     """Two findings of a red-team pass. A forward that draws random numbers on its first call
     only is judged random on copies of the parent's model (judging it on the model itself

@@ -442,6 +442,7 @@ def test_zero_time_in_a_selected_block_is_an_invalid_result_not_a_crash():
     assert odd["claims"][0]["checks"][0]["pairs"] == 1
 
 
+@pytest.mark.slow
 def test_timings_schema_refuses_zero_and_negative_times_and_accepts_the_committed_ones():
     doc = jsonio.read_json(RESULTS / "timings.json")
     assert schemas.validate(doc, "timings") == []

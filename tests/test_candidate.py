@@ -135,12 +135,14 @@ def test_an_honest_candidate_passes_every_check_that_can_decide_on_cpu():
     assert {"official", "normal", "same_buffers", "repeat", "poison", "redrawn_weights", "extra_shape"} <= set(kinds)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("check", sorted(CHEATS))
 def test_each_cheat_is_caught_by_its_named_check(check):
     v = _verdicts(_run(CHEATS[check]))
     assert v[check] is False, v
 
 
+@pytest.mark.slow
 def test_a_content_cache_returns_the_nan_written_over_its_earlier_output():
     rec = _run(CONTENT_CACHE)
     v = {x["name"]: x for x in rec["verdicts"]}
@@ -149,6 +151,7 @@ def test_a_content_cache_returns_the_nan_written_over_its_earlier_output():
     assert held and all(not c["compare"]["official"]["pass"] for c in held)
 
 
+@pytest.mark.slow
 def test_a_reused_output_buffer_recomputed_each_call_is_noted_not_failed():
     rec = _run(REUSED_BUFFER)
     v = {x["name"]: x for x in rec["verdicts"]}
@@ -157,6 +160,7 @@ def test_a_reused_output_buffer_recomputed_each_call_is_noted_not_failed():
     assert sum(1 for c in rec["observations"]["cases"] if c.get("held_over")) >= 5
 
 
+@pytest.mark.slow
 def test_a_candidate_cannot_move_the_reference_by_editing_its_inputs():
     rec = _run(CHEATS["inputs_unchanged"])
     first = rec["observations"]["cases"][0]
@@ -216,6 +220,7 @@ def _repack(src: Path, dst: Path, edit) -> Path:
     return dst
 
 
+@pytest.mark.slow
 def test_a_candidate_bundle_verifies_and_its_report_names_the_checks(made):
     d, m = made
     rep = verify_archive(m.path, level="static")
@@ -396,6 +401,7 @@ def test_author_claims_cannot_take_a_default_claims_id(tmp_path):
     assert any("same id" in p["message"] for t in rep.tiers for p in t.problems)
 
 
+@pytest.mark.slow
 def test_what_a_candidate_builds_is_traced_and_scrubbed_of_machine_paths(tmp_path):
     """A candidate that 'builds' an extension (writes into the folder the harness gives the
     child as TORCH_EXTENSIONS_DIR) gets its files listed with hashes, copied into the bundle
@@ -508,6 +514,7 @@ def _run_on(task: bytes, src: bytes, name: str):
     return hc.run_candidate(spec, hc.PROFILES["quick"], Path(pytest.tmp) / name, device="cpu")
 
 
+@pytest.mark.slow
 def test_an_output_that_is_a_view_of_a_weight_is_not_written_over():
     """Writing NaN over it would poison the model's own bias (found by the red-team pass)."""
     src = HEAD + b"    def forward(self, x):\n        return self.lin.bias.detach().expand(x.shape[0], -1)\n"
@@ -520,6 +527,7 @@ def test_a_boolean_output_is_compared_not_a_crash():
     assert _verdicts(rec)["ran"] is True and _verdicts(rec)["official_allclose"] is True
 
 
+@pytest.mark.slow
 def test_a_cache_of_a_boolean_output_is_caught_once_its_bits_are_flipped():
     src = HEAD + b'''        self.memo = {}
     def forward(self, x):

@@ -44,6 +44,7 @@ def _caught(rec) -> list[str]:
     return [v["name"] for v in rec["verdicts"] if v["passed"] is False]
 
 
+@pytest.mark.slow
 def test_an_honest_candidate_of_either_profile_meets_every_rule(tmp_path):
     for profile in ("quick", "full"):
         rec, problems = held_to_rules(tmp_path, TASK, TASK.replace(b"class Model(", b"class ModelNew("), profile,

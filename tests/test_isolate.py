@@ -146,6 +146,7 @@ def test_tensor_frames_round_trip():
         assert torch.equal(isolate.frame_tensor(meta, raw), t)
 
 
+@pytest.mark.slow
 def test_a_size_override_reaches_both_processes_and_an_unknown_one_is_refused():
     with isolate.CandidateProcess() as p:
         _build(p, overrides={"batch_size": 2})
@@ -228,6 +229,7 @@ def _forger(raw: bytes) -> bytes:
     (b'{"ok": true, "outputs": [], "call_ms": Infinity, "frames": []}', "Infinity"),
     (b'{"ok": true, "outputs": [[[[[[[[[[1]]]]]]]]]], "frames": []}', "nested"),
 ])
+@pytest.mark.slow
 def test_a_reply_the_candidate_forges_is_refused_and_is_its_failure(tmp_path, forged, fragment):
     from kbrepro.harness import candidate as hc
 

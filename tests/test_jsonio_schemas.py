@@ -131,6 +131,7 @@ def _reference_problems(doc, name):
         schemas._fast_validator = real
 
 
+@pytest.mark.slow
 def test_fast_precheck_agrees_with_the_reference_validator():
     """The Rust pre-check may only ever say 'valid' where the reference validator does: on the
     committed documents and on about 150 seeded mutations of them (integral floats in counts, wrong

@@ -23,6 +23,7 @@ def _make(*args, cwd=ROOT):
 
 
 @needs_shared
+@pytest.mark.slow
 def test_packing_the_post_files_twice_gives_identical_archives_that_bagit_validates(tmp_path):
     a, b = tmp_path / "A.tar", tmp_path / "B.tar"
     # the post's own files fail verification (their --ftz=true binary did not flush): refused,
@@ -131,6 +132,7 @@ def test_measured_results_without_a_kernelbench_checkout_are_refused(tmp_path):
     assert not (tmp_path / "q.tar").exists()
 
 
+@pytest.mark.slow
 def test_our_own_quick_results_pack_and_verify_end_to_end(tmp_path):
     """The real quick-profile results of an H200 run: pack twice (identical), verify statically."""
     src = ROOT / "tests" / "fixtures" / "results-quick-h200"
@@ -280,6 +282,7 @@ def _real_render():
 _REAL_RENDER = _real_render()
 
 
+@pytest.mark.slow
 def test_the_quoted_digest_is_the_same_with_any_renderer_or_none(tmp_path, monkeypatch):
     """Issue 12: figures' data are in the payload, their PNGs outside every manifest. Packed
     with this matplotlib, with another renderer (other PNG bytes and versions) and with no
@@ -300,6 +303,7 @@ def test_the_quoted_digest_is_the_same_with_any_renderer_or_none(tmp_path, monke
         == _digest_of(tmp_path / "c.tar")
 
 
+@pytest.mark.slow
 def test_two_matplotlib_versions_give_the_same_quoted_digest(tmp_path):
     """Issue 12, with a real second matplotlib: 3.10.9 installed beside the one of the test
     environment (pip, into a folder of this test) packs the same results to the same digest.
@@ -336,6 +340,7 @@ def _study_copy(tmp_path) -> Path:
     return d
 
 
+@pytest.mark.slow
 def test_an_identical_copy_of_the_study_folder_packs_the_same_bundle(tmp_path):
     kb = str(_kernelbench_from_example(tmp_path))
     a, b = tmp_path / "a.tar", tmp_path / "b.tar"
@@ -438,6 +443,7 @@ def test_a_claims_selector_no_document_can_hold_is_refused_before_the_run(tmp_pa
     assert ran == [] and not (tmp_path / "res").exists()
 
 
+@pytest.mark.slow
 def test_packing_ends_with_the_verdict_verification_will_give(tmp_path):
     """Issue 12: one line says whether verify_bundle.py will pass the bundle."""
     kb = str(_kernelbench_from_example(tmp_path))
@@ -447,6 +453,7 @@ def test_packing_ends_with_the_verdict_verification_will_give(tmp_path):
 
 
 @pytest.mark.parametrize("allow", [False, True])
+@pytest.mark.slow
 def test_a_bundle_that_would_fail_verification_is_removed_unless_allowed(tmp_path, monkeypatch, allow):
     from click.testing import CliRunner
 
@@ -493,6 +500,7 @@ def test_the_committed_results_give_the_golden_report_claims_summary_and_figure_
     assert "| **holds** | **fails** |" in row and "81.full" in row and "faster by" in row
 
 
+@pytest.mark.slow
 def test_show_report_prints_the_verified_report_and_summary_and_plots_draws_the_figures(tmp_path):
     r = subprocess.run([sys.executable, "verify_bundle.py", str(next((ROOT / "examples").glob(
         "pointwise-fusion-ftz-full-*.tar"))), "--show-report", "--plots", str(tmp_path / "figs")], cwd=ROOT,

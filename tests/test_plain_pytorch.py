@@ -41,7 +41,8 @@ def test_every_pinned_task_and_its_torch_compile_candidate_are_plain():
         assert plain_pytorch(candidate_source(src)), p.name
 
 
-@pytest.mark.parametrize("name", ["cheat_pytorch_fallback.py", "honest_gelu_cuda.py", "honest_gelu_triton.py"])
+@pytest.mark.parametrize("name", ["cheat_pytorch_fallback.py", "honest_gelu_cuda.py", "honest_gelu_triton.py",
+                                  "cheat_hidden_nvrtc.py", "cheat_hidden_triton.py"])
 def test_a_file_that_brings_a_kernel_is_not_plain(name):
     assert plain_pytorch((GPU / name).read_bytes()) is None
 
@@ -75,6 +76,23 @@ EVASIONS = {
     "torch._C": "import torch._C\n",
     "torch.library": "import torch\n@torch.library.custom_op('a::b', mutates_args=())\ndef f(x): return x\n",
     "syntax error": "def f(:\n",
+    # found by a red team (issue 28): private torch, pickles, evaluated strings, loaders
+    "torch.cuda._compile_kernel": "from torch.cuda import _compile_kernel\nk = _compile_kernel(S, 'k')\n",
+    "pickle through serialization": "import torch\ntorch.serialization.pickle._loads(b'x')\n",
+    "typing._eval_type": "import typing\ntyping._eval_type(typing.List['int'], {}, {})\n",
+    "singledispatch string annotation": "import functools\n",
+    "string annotation": "def f(x: 'print(1) or int'): return x\n",
+    "torch.__getattr__": "import torch\nind = torch.__getattr__('_inductor')\n",
+    "torch._library": "from torch._library.triton import wrap_triton\n",
+    "torch.ops.import_module": "import torch\ntorch.ops.import_module('cupy')\n",
+    "pluggable allocator": "import torch\na = torch.cuda.memory.CUDAPluggableAllocator('k.so', 'a', 'f')\n",
+    "numpy tofile": "import numpy as np\nnp.frombuffer(b'x', np.uint8).tofile('k.so')\n",
+    "numpy read_array": "import numpy as np\nnp.lib.format.read_array(f, allow_pickle=True)\n",
+    "numpy extbuild": "from numpy.testing.extbuild import build_and_import_extension\n",
+    "torch.jit.CompilationUnit": "import torch\ncu = torch.jit.CompilationUnit('def f(x): return x')\n",
+    "from torch import _C": "from torch import _C\n",
+    "from torch import library": "from torch import library\n",
+    "type() builds a function": "f = type(lambda: 0)(c, {})\n",
     "torch.load": "import torch\nm = torch.load('kernel.pt', weights_only=False)\n",
     "torch.hub": "import torch\nm = torch.hub.load('a/b', 'k')\n",
     "annotation evaluated": "import typing\ndef f(x: \"__import__('triton')\"): pass\ntyping.get_type_hints(f)\n",
@@ -84,6 +102,22 @@ EVASIONS = {
 @pytest.mark.parametrize("name", sorted(EVASIONS))
 def test_what_could_bring_or_hide_a_kernel_is_not_plain(name):
     assert plain_pytorch(EVASIONS[name].encode()) is None
+
+
+HONEST = {
+    "input as a name": "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, input):\n"
+                       "        return torch.relu(input)\n",
+    "its own attributes": "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n"
+                          "        super().__init__()\n        self.package = 3\n        self._scale = 2\n"
+                          "    def forward(self, x):\n        return x * self.package * self._scale\n",
+    "a docstring that says import": '"""import torch and call ModelNew."""\nimport torch\n',
+    "from torch import nn": "from torch import Tensor, nn\nimport torch.nn.functional as F\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HONEST))
+def test_honest_plain_files_are_plain(name):
+    assert plain_pytorch(HONEST[name].encode()), name
 
 
 def test_unreadable_or_oversized_files_are_not_plain():

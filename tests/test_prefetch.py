@@ -184,6 +184,7 @@ def test_builds_are_planned_in_the_order_the_run_needs_them_from_the_pinned_byte
     assert b81 == (mod.__kbrepro_src__, mod.__file__)
 
 
+@pytest.mark.slow
 def test_close_stops_a_busy_worker_at_once_and_twice_is_harmless(tmp_path):
     """A worker still building what the study no longer needs is terminated, not waited
     for; the folder goes in a thread of its own."""

@@ -97,6 +97,7 @@ def _verify(tmp_path: Path, g, files: dict, name: str, **kw):
     return verify_archive(out, level="static", **kw)
 
 
+@pytest.mark.slow
 def test_a_forged_picture_passes_the_structure_checks_and_fails_when_drawn_again(tmp_path, drawn):
     g, pngs, forged = drawn
     here = plots.renderer_versions()

@@ -18,6 +18,8 @@ from kbrepro.harness import candidate as hc
 from kbrepro.harness import fingerprint
 from test_shard import LN, LN_B, SIZES
 
+pytestmark = pytest.mark.slow  # run by .ci/run: python -m pytest -q --slow -m slow
+
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
@@ -56,7 +58,9 @@ def test_a_stopped_run_keeps_what_finished_and_the_same_command_resumes(setup, t
     with mock.patch.object(hc, "run_candidate", fake), pytest.raises(Interrupted) as ei:
         _run(setup, out)
     assert "2 of 3 candidates finished and are kept" in ei.value.kept and "the same command resumes" in ei.value.kept
-    assert sorted(p.name for p in (out / checkpoint.PROGRESS).iterdir()) == ["0.json", "1.json", "run.json"]
+    assert sorted(p.name for p in (out / checkpoint.PROGRESS).iterdir()) == [".lock", "0.json", "1.json", "run.json"]
+    (out / "work" / "c").mkdir(parents=True, exist_ok=True)
+    (out / "work" / "c" / "lock").write_text("a build the stopped run left")  # torch's build lock
     assert not (out / "results" / "candidates.json").exists()
     assert (out / "inputs" / "candidates" / "b.py").read_bytes() == LN_B  # its files kept with it
 
@@ -65,6 +69,7 @@ def test_a_stopped_run_keeps_what_finished_and_the_same_command_resumes(setup, t
     with mock.patch.object(hc, "run_candidate", fake):
         _run(setup, out, progress=lines.append)
     assert calls == ["c"]  # only the candidate that had not finished ran again
+    assert not (out / "work" / "c" / "lock").exists()  # its half-done build folder was not reused
     assert any("resuming the run" in m and "2 of 3 candidates finished before" in m for m in lines), lines
     assert any(m.startswith("c: finished in ") and "checks" in m for m in lines), lines
     assert not (out / checkpoint.PROGRESS).exists()
@@ -92,6 +97,24 @@ def test_a_folder_with_another_run_s_progress_or_machine_is_refused(setup, tmp_p
     with mock.patch.object(fingerprint, "collect", elsewhere), \
             pytest.raises(UsageError, match="another machine or software .changed: python_version"):
         _run(setup, out)
+    import fcntl
+
+    with open(out / checkpoint.PROGRESS / ".lock", "w") as held:  # another run on the same folder
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(UsageError, match="another run is using --results-dir"):
+            _run(setup, out)
+    kept = json.loads((out / checkpoint.PROGRESS / "0.json").read_bytes())
+    (out / "inputs" / "candidates" / "a.py").write_bytes(LN + b"# edited\n")
+    with pytest.raises(UsageError, match="the kept candidate file is not the one that ran"):
+        _run(setup, out)
+    (out / "inputs" / "candidates" / "a.py").write_bytes(LN)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("mine")
+    for bad in (str(victim), "../victim.txt", "inputs/../../victim.txt", "results/candidates.json"):
+        (out / checkpoint.PROGRESS / "0.json").write_text(json.dumps({**kept, "files": kept["files"] + [bad]}))
+        with pytest.raises(UsageError, match="a kept file outside the candidate's folders"):
+            _run(setup, out)
+    assert victim.read_text() == "mine"
     (out / checkpoint.PROGRESS / "0.json").write_text("{not json")
     with pytest.raises(UsageError, match="cannot be read"):
         _run(setup, out)

@@ -506,6 +506,7 @@ def test_from_results_takes_no_sharding_option(sharded, tmp_path):
     one_error(cli("make", "--from-results", res, "--shards", "2", "--out", tmp_path / "x.tar"), 2, "to a new run")
 
 
+@pytest.mark.slow
 def test_make_bundle_shards_a_cpu_run_end_to_end(sharded, tmp_path, monkeypatch):
     d, kb, _, _, _ = sharded
     monkeypatch.chdir(tmp_path)
@@ -579,6 +580,7 @@ def test_a_second_run_on_one_results_folder_is_refused_while_the_first_runs(shar
     assert [f["candidate"] for f in shard.run_plan(copy, Idle())[1]] == ["c"]  # released: the next run runs
 
 
+@pytest.mark.slow
 def test_a_long_study_runs_in_slices_plan_then_run_some_cases_at_a_time(sharded, tmp_path, monkeypatch):
     d, kb, _, _, _ = sharded
     monkeypatch.chdir(tmp_path)
@@ -627,6 +629,8 @@ def test_the_packer_refuses_records_that_name_another_case(sharded):
              and p.relative_to(res).parts[0] in ("inputs", "results")}
     doc = json.loads(files["results/candidates.json"])
     bc.build_payload(dict(files))  # the folder as the run wrote it packs
+    with pytest.raises(InvalidResultsError, match="is not the file candidate a ran with"):  # an edited candidate file
+        bc.build_payload({**files, "inputs/candidates/a.py": files["inputs/candidates/a.py"] + b"# edited\n"})
     a, b = doc["candidates"][0]["case"]["id"], doc["candidates"][1]["case"]["id"]
     doc["candidates"][0]["case"]["id"], doc["candidates"][1]["case"]["id"] = b, a
     files["results/candidates.json"] = jsonio.dumps(doc).encode()

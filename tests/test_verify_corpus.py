@@ -26,6 +26,8 @@ from click.testing import CliRunner
 from kbrepro import schemas
 from corpus import make_corpus as mc
 
+pytestmark = pytest.mark.slow  # run by .ci/run: python -m pytest -q --slow -m slow
+
 ROOT = Path(__file__).resolve().parent.parent
 VERIFY = ROOT / "verify_bundle.py"
 TIER_ORDER = ("archive", "manifest", "documents", "provenance", "claims", "replay")

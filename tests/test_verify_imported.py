@@ -52,6 +52,7 @@ def imported(tmp_path_factory):
     return tmp, out
 
 
+@pytest.mark.slow
 def test_imported_bundle_fails_only_on_the_ftz_contradiction(imported):
     tmp, out = imported
     code, doc = _verify(out, tmp, "honest")
