@@ -349,6 +349,9 @@ def _candidates_main(given, candidates, tasks, sizes, extra_shapes, allow_failin
 
     # a folder holding an unfinished run of these candidates: the run resumes there
     if not (eng is None and results_dir and checkpoint.holds_progress(rdir)):
+        if (rdir / "results" / "candidates.json").is_file():  # a finished run (its packing stopped, or done)
+            raise UsageError(f"--results-dir {rdir} holds a finished candidate run",
+                             f"pack it with: python make_bundle.py --from-results {rdir}; or choose another --results-dir")
         remove_created(prepare_output_dir(rdir, "--results-dir")[1])
     from kbrepro.process import deferred_sigint
 

@@ -375,9 +375,10 @@ def _run_one(spec, cfg, results_dir: Path, device: str, say, gbps, taken: Mappin
 
 def is_candidate_results(folder: Path) -> bool:
     """Whether ``folder`` is a results folder of candidates (it holds results/candidates.json,
-    or the shard plan of a sharded run, ``shard.json``)."""
+    the shard plan of a sharded run, ``shard.json``, or an unfinished run's progress)."""
     try:
-        return (Path(folder) / "results" / "candidates.json").is_file() or (Path(folder) / "shard.json").is_file()
+        return (Path(folder) / "results" / "candidates.json").is_file() or (Path(folder) / "shard.json").is_file() \
+            or checkpoint.holds_progress(Path(folder))
     except OSError:
         return False
 
@@ -547,6 +548,9 @@ def pack_results(results_dir: Path, out: Path | None = None, *, claims_path: str
         check_bundle_format(bundle_format, key is not None, FORMAT_VERSIONS, CRATE_SINCE)
     extra, extra_raw = (claims_mod.load_spec(claims_path) if claims_path else (None, None))
     failed_cases: list = []
+    if checkpoint.holds_progress(Path(results_dir)) and not (Path(results_dir) / "results" / "candidates.json").is_file():
+        raise UsageError(f"{results_dir} holds an unfinished candidate run (its progress/ folder): nothing to pack yet",
+                         f"run the same make_bundle.py command with --results-dir {results_dir} again to resume it")
     try:
         from kbrepro.bundle import shard
 

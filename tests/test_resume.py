@@ -127,3 +127,22 @@ def test_summary_line_names_the_catches_or_the_undecided_checks():
     assert checkpoint.summary_line(rec) == "k: finished in 2.0 s; CAUGHT by inputs_unchanged"
     rec["verdicts"][1]["passed"] = True
     assert checkpoint.summary_line(rec) == "k: finished in 2.0 s; passed 2 checks, 1 undecided (single_stream)"
+
+
+def test_packing_an_unfinished_run_or_running_into_a_finished_one_names_the_next_step(setup, tmp_path):
+    from click.testing import CliRunner
+
+    import make_bundle
+
+    out = tmp_path / "res"
+    fake, _ = _stop_at(1)
+    with mock.patch.object(hc, "run_candidate", fake), pytest.raises(Interrupted):
+        _run(setup, out)
+    r = CliRunner().invoke(make_bundle.main, ["--from-results", str(out), "--out", str(tmp_path / "x.tar")])
+    assert r.exit_code == 2 and "holds an unfinished candidate run" in r.output and "to resume it" in r.output, r.output
+    d, kb, items, whole = setup
+    args = [a for p, t in items for a in ("--candidate", str(p), "--task", t)] + [
+        "--device", "cpu", "--profile", "quick", "--kernelbench", str(kb), "--results-dir", str(whole)] + [
+        a for k, v in SIZES.items() for a in ("--size", f"{k}={v}")]
+    r = CliRunner().invoke(make_bundle.main, args)
+    assert r.exit_code == 2 and "holds a finished candidate run" in r.output and "--from-results" in r.output, r.output
