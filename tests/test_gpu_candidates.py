@@ -29,6 +29,9 @@ CASES = [
     ("cheat_subclass_output.py", "1/88", SMALL, "output_is_plain_tensor"),
     ("cheat_patched_timer.py", "1/88", SMALL, "host_clock_agrees"),
     ("cheat_pytorch_fallback.py", "1/88", SMALL, "custom_kernel_ran"),
+    # the fallback hiding its kernel from the plain PyTorch rule (issue 28's red team; not yet run on a GPU)
+    ("cheat_hidden_nvrtc.py", "1/88", SMALL, "custom_kernel_ran"),
+    ("cheat_hidden_triton.py", "1/88", SMALL, "custom_kernel_ran"),
     ("cheat_warmup_then_cache.py", "1/88", SMALL, "timed_outputs_correct"),
     ("cheat_background_thread.py", "1/88", SMALL, "no_threads_left"),
     ("cheat_hardcoded_shape.py", "1/88", SMALL, "other_shapes_correct"),
