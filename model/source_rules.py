@@ -34,7 +34,8 @@ DENIED_ATTRS = frozenset({"cpp_extension", "jiterator", "library", "load_inline"
                           "import_module", "memory", "CUDAPluggableAllocator", "tofile", "fromfile", "DataSource",
                           "lib", "testing", "f2py", "read_array", "singledispatch", "singledispatchmethod", "register",
                           "custom_op", "triton_op", "wrap_triton", "fx", "export", "compiler", "utils", "backends",
-                          "modules_to_load", "cudart", "graphs", "nvtx", "profiler"})
+                          "modules_to_load", "cudart", "graphs", "nvtx", "profiler", "distutils",
+                          "load_module", "exec_module", "find_spec"})
 #: the dunder attributes a plain file may read
 ALLOWED_DUNDERS = frozenset({"__init__", "__name__", "__doc__"})
 #: strings no plain file holds: kernel sources and compiler inputs (a first line only: strings
@@ -50,8 +51,8 @@ def _names_ok(nodes: list) -> bool:
     (never a dunder outside :data:`ALLOWED_DUNDERS`), no string annotation (evaluated later by
     ``typing`` or ``functools``), no denied text in a string."""
     for n in nodes:
-        if isinstance(n, ast.Name) and n.id in DENIED_NAMES:
-            return False
+        if isinstance(n, ast.Name) and (n.id in DENIED_NAMES or n.id.startswith("__") and n.id != "__name__"):
+            return False  # a module's own dunders (__loader__, __spec__, __builtins__) reach importers
         if isinstance(n, ast.Attribute):
             a = n.attr
             own = isinstance(n.value, ast.Name) and n.value.id in ("self", "cls")  # the model's own attribute

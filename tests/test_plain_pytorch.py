@@ -93,6 +93,8 @@ EVASIONS = {
     "from torch import _C": "from torch import _C\n",
     "from torch import library": "from torch import library\n",
     "type() builds a function": "f = type(lambda: 0)(c, {})\n",
+    "the module's loader": "m = __loader__.load_module('triton')\n",
+    "the module's spec": "s = __spec__\n",
     "torch.load": "import torch\nm = torch.load('kernel.pt', weights_only=False)\n",
     "torch.hub": "import torch\nm = torch.hub.load('a/b', 'k')\n",
     "annotation evaluated": "import typing\ndef f(x: \"__import__('triton')\"): pass\ntyping.get_type_hints(f)\n",
