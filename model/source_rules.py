@@ -16,6 +16,7 @@ launches, as ``tests/gpu_candidates/cheat_pytorch_fallback.py`` does, stays caug
 from __future__ import annotations
 
 import ast
+import re
 import warnings
 from typing import Optional
 
@@ -36,6 +37,20 @@ DENIED_ATTRS = frozenset({"cpp_extension", "jiterator", "library", "load_inline"
                           "custom_op", "triton_op", "wrap_triton", "fx", "export", "compiler", "utils", "backends",
                           "modules_to_load", "cudart", "graphs", "nvtx", "profiler", "distutils",
                           "load_module", "exec_module", "find_spec"})
+#: attribute names that hop into a module the allowed ones re-export (``torch.inspect.enum.bltns``,
+#: ``typing.operator``) or reach a frame's or code object's builtins and globals
+DENIED_HOPS = frozenset({"inspect", "operator", "functools", "types", "bltns", "enum", "copyreg", "contextlib", "io",
+                         "platform", "threading", "multiprocessing", "dataclasses", "stdlib_re", "re", "weakref",
+                         "warnings", "traceback", "linecache", "tokenize", "codecs", "pathlib", "shutil", "tempfile",
+                         "socket", "signal", "glob", "json", "zipfile", "tarfile", "runpy", "pkgutil", "site",
+                         "textwrap", "string", "struct", "mmap", "gc", "atexit", "marshal", "dis", "code", "codeop",
+                         "exec", "eval", "__import__", "getattr", "setattr", "delattr", "globals", "locals", "vars",
+                         "open", "breakpoint", "attrgetter", "methodcaller", "itemgetter"})
+#: prefixes of frame, code and generator attributes (``gi_frame.f_builtins``)
+DENIED_PREFIXES = ("f_", "co_", "gi_", "cr_", "ag_", "tb_", "func_")
+#: a coding declaration (PEP 263) on a file's first two lines: any but UTF-8 makes Python read
+#: other text than the rule parsed
+CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 #: the dunder attributes a plain file may read
 ALLOWED_DUNDERS = frozenset({"__init__", "__name__", "__doc__"})
 #: strings no plain file holds: kernel sources and compiler inputs (a first line only: strings
@@ -46,17 +61,48 @@ DENIED_TEXT = ("__global__", 'extern "C"', "__device__", "#include", ".entry", "
 MAX_SOURCE = 1 << 20
 
 
-def _names_ok(nodes: list) -> bool:
+def _methods(tree: ast.AST) -> set:
+    """The functions defined directly in a class body (their first parameter is the instance
+    or the class)."""
+    return {id(f) for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for f in c.body
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def _self_is_own(tree: ast.AST, nodes: list) -> bool:
+    """Whether ``self``/``cls`` is only ever a method's own first parameter: never assigned,
+    never another parameter, never a parameter of a function outside a class body."""
+    methods = _methods(tree)
+    for n in nodes:
+        if isinstance(n, ast.Name) and n.id in ("self", "cls") and not isinstance(n.ctx, ast.Load):
+            return False
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            a = n.args
+            params = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs] + \
+                [x.arg for x in (a.vararg, a.kwarg) if x is not None]
+            first = params[:1] if id(n) in methods and (a.posonlyargs + a.args) else []
+            if any(p in ("self", "cls") for p in params[len(first):]) or \
+                    (first and first[0] in ("self", "cls") and id(n) not in methods):
+                return False
+        if isinstance(n, (ast.Global, ast.Nonlocal)) and set(n.names) & {"self", "cls"}:
+            return False
+    return True
+
+
+def _names_ok(tree: ast.AST, nodes: list) -> bool:
     """No read of a denied name or attribute, no ``_private`` attribute but of ``self``/``cls``
     (never a dunder outside :data:`ALLOWED_DUNDERS`), no string annotation (evaluated later by
-    ``typing`` or ``functools``), no denied text in a string."""
+    ``typing`` or ``functools``), no denied text in a string, no class pattern (``case
+    C(attr=x)`` reads attributes by name)."""
+    own_ok = _self_is_own(tree, nodes)
     for n in nodes:
+        if isinstance(n, ast.MatchClass):
+            return False
         if isinstance(n, ast.Name) and (n.id in DENIED_NAMES or n.id.startswith("__") and n.id != "__name__"):
             return False  # a module's own dunders (__loader__, __spec__, __builtins__) reach importers
         if isinstance(n, ast.Attribute):
             a = n.attr
-            own = isinstance(n.value, ast.Name) and n.value.id in ("self", "cls")  # the model's own attribute
-            if a in DENIED_ATTRS and not own:
+            own = own_ok and isinstance(n.value, ast.Name) and n.value.id in ("self", "cls")  # the model's own attribute
+            if a in DENIED_ATTRS and not own or a in DENIED_HOPS or a.startswith(DENIED_PREFIXES) and not own:
                 return False
             if a.startswith("__") and a.endswith("__"):
                 if a not in ALLOWED_DUNDERS:
@@ -90,8 +136,12 @@ def plain_pytorch(source: Optional[bytes]) -> Optional[str]:
             warnings.simplefilter("ignore")
             tree = ast.parse(text)
         nodes = list(ast.walk(tree))
-        if not _names_ok(nodes):
+        if not _names_ok(tree, nodes):
             return None
+        for line in source.splitlines()[:2]:
+            m = CODING.match(line)
+            if m and m.group(1).lower().replace(b"_", b"-") not in (b"utf-8", b"utf8"):
+                return None
     except (UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     imported: set[str] = set()

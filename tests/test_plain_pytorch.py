@@ -94,6 +94,14 @@ EVASIONS = {
     "from torch import library": "from torch import library\n",
     "type() builds a function": "f = type(lambda: 0)(c, {})\n",
     "the module's loader": "m = __loader__.load_module('triton')\n",
+    # a second red team (issue 28): re-exported modules, self as a variable, frames, class patterns, a coding cookie
+    "self assigned": "import torch\nself = torch\nself = self.os\nself.system('x')\n",
+    "cls as a free function's parameter": "import torch\ndef f(cls):\n    return cls._C\nf(torch)\n",
+    "a generator's frame": "import torch\ndef g():\n    yield 1\nb = g().gi_frame.f_builtins\n",
+    "a class pattern": "import torch\nmatch torch:\n    case object(cuda=c):\n        pass\n",
+    "a utf-7 coding cookie": "# -*- coding: utf-7 -*-\nimport torch\n# +AAo-import os; os.system('x')\n",
+    "builtins through torch.inspect": "import torch\ntorch.inspect.enum.bltns.exec('import os')\n",
+    "typing.operator.attrgetter": "import torch\nimport typing\nk = typing.operator.attrgetter('cuda.x')(torch)\n",
     "the module's spec": "s = __spec__\n",
     "torch.load": "import torch\nm = torch.load('kernel.pt', weights_only=False)\n",
     "torch.hub": "import torch\nm = torch.hub.load('a/b', 'k')\n",
@@ -114,6 +122,9 @@ HONEST = {
                           "    def forward(self, x):\n        return x * self.package * self._scale\n",
     "a docstring that says import": '"""import torch and call ModelNew."""\nimport torch\n',
     "from torch import nn": "from torch import Tensor, nn\nimport torch.nn.functional as F\n",
+    "a utf-8 coding cookie": "# -*- coding: utf-8 -*-\nimport torch\n",
+    "a classmethod's cls": "import torch\nclass ModelNew(torch.nn.Module):\n    @classmethod\n    def make(cls, n):\n"
+                           "        return cls._build(n)\n",
 }
 
 
