@@ -308,6 +308,7 @@ def test_from_format_5_the_timing_tables_give_the_rounds_each_block_holds(whole)
     assert report.timing_section(t, 4) == old
 
 
+@pytest.mark.slow
 def test_the_extended_example_as_format_5_passes(tmp_path):
     """Repacked as format 5 (bundle.json, bag-info, an RO-Crate file, REPORT.md rendered as its
     packer renders it), the committed extended example verifies PASS."""

@@ -34,6 +34,7 @@ def get_init_inputs():
 '''
 
 
+@pytest.mark.slow
 def test_the_candidate_wraps_the_tasks_model_with_the_same_weights():
     import torch
 

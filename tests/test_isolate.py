@@ -103,6 +103,7 @@ def test_a_candidate_that_dies_raises_or_defines_nothing_is_a_named_failure(src,
     assert fragment in e.value.message
 
 
+@pytest.mark.slow
 def test_a_candidate_that_hangs_is_stopped_at_the_deadline_and_stays_dead():
     src = HONEST.replace(b"return torch.clamp(x, min=0) * self.w", b"import time; time.sleep(60)")
     with isolate.CandidateProcess() as p:

@@ -200,6 +200,7 @@ QUICK_RESULTS = ROOT / "tests" / "fixtures" / "results-quick-h200"
 PUBLISHED = ROOT / "studies" / "pointwise_fusion"
 
 
+@pytest.mark.slow
 def test_the_committed_full_bundle_is_reproduced_byte_for_byte_from_its_results(tmp_path):
     (committed,) = (ROOT / "examples").glob("pointwise-fusion-ftz-full-*.tar")
     kb = str(_kernelbench_from_example(tmp_path))

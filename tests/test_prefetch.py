@@ -85,6 +85,7 @@ def _builds(mod, seeds):
     return [prefetch.Build(src=mod.__kbrepro_src__, filename=mod.__file__, seed=s) for s in seeds]
 
 
+@pytest.mark.slow
 def test_a_prefetched_small_model_has_the_bits_of_a_direct_build_and_is_taken_again_for_the_same_seed():
     mod = _module(SMALL, "small.py")
     other = _module(ATTRIBUTE, "attribute.py")
@@ -123,6 +124,7 @@ def test_inputs_are_handed_out_only_while_the_generator_is_where_the_build_left_
         assert torch.equal(xs[0], _module(SMALL, "s2.py").get_inputs()[0])
 
 
+@pytest.mark.slow
 def test_a_real_level2_task_is_prefetched_with_the_bits_of_kernelbenchs_construction(tmp_path):
     """Task 81 (nn.Linear(8192, 8192), inputs 1024 x 8192) from the pinned bytes the committed
     example carries; two seeds the published study uses."""
@@ -236,6 +238,7 @@ def test_on_the_gpu_a_prefetched_model_is_built_on_cuda_with_the_direct_bits_and
         assert torch.equal(torch.get_rng_state(), want_drawn)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(__import__("signal"), "pthread_sigmask"), reason="POSIX signal masks")
 def test_prefetch_workers_ignore_ctrl_c_so_only_the_study_reports_it():
     """A Ctrl-C reaches the whole process group; a spawned worker importing torch with

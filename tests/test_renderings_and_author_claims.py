@@ -119,6 +119,7 @@ def test_a_forged_picture_passes_the_structure_checks_and_fails_when_drawn_again
     assert other.verdict == "PARTIAL" and any("matplotlib 3.0.0" in r for r in other.partial)
 
 
+@pytest.mark.slow
 def test_every_figure_has_its_rendering_and_renderings_json_is_the_packers(tmp_path, drawn):
     g, pngs, _ = drawn
     here = plots.renderer_versions()

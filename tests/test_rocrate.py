@@ -206,6 +206,7 @@ def _validate_offline(root: Path, severity: str, monkeypatch) -> list[tuple[str,
     return [(i.severity.name, i.check.identifier if i.check else "", i.message) for i in result.get_issues()]
 
 
+@pytest.mark.slow
 def test_the_crate_validates_against_the_ro_crate_1_1_profile(packed, tmp_path, monkeypatch):
     pytest.importorskip("rocrate_validator", reason="roc-validator (rocrate-validator) is not installed here")
     root = tmp_path / "data"

@@ -363,6 +363,7 @@ def sharded(tmp_path_factory):
     return d, kb, res, failed, plain
 
 
+@pytest.mark.slow
 def test_a_crash_in_one_case_leaves_the_others_intact(sharded):
     d, _, res, failed, _ = sharded
     assert [(f["candidate"], f["error"].split(":")[0]) for f in failed] == [("c", "CaseDied")]
@@ -376,6 +377,7 @@ def test_a_crash_in_one_case_leaves_the_others_intact(sharded):
     assert shard.case_problems(doc) == []
 
 
+@pytest.mark.slow
 def test_the_sharded_documents_equal_the_unsharded_ones_apart_from_timings_and_hosts(sharded):
     _, _, res, _, plain = sharded
     a = json.loads((res / "results" / "candidates.json").read_bytes())
@@ -411,6 +413,7 @@ def packed(sharded):
     return bc.pack_results(res, d / "s.tar", allow_failing=True)
 
 
+@pytest.mark.slow
 def test_the_sharded_bundle_verifies_and_reports_where_each_case_ran(packed):
     rep = verify_archive(packed.path, level="static")
     assert rep.verdict == "PARTIAL" and not [p for t in rep.tiers for p in t.problems]  # PARTIAL: a CPU run
@@ -445,6 +448,7 @@ def _edit_doc(fn):
     ("a raw GPU UUID in ran_on", lambda d: d["cases"][0]["ran_on"].update(worker="GPU-0f1e2d3c-aaaa-bbbb-cccc-dd"),
      "raw GPU UUID"),
 ])
+@pytest.mark.slow
 def test_a_bundle_whose_cases_were_tampered_with_fails(packed, tmp_path, what, edit, fragment):
     bad = _repack(packed.path, tmp_path / "bad.tar", _edit_doc(edit))
     rep = verify_archive(bad, level="static")
@@ -452,6 +456,7 @@ def test_a_bundle_whose_cases_were_tampered_with_fails(packed, tmp_path, what, e
     assert rep.verdict == "FAIL" and fragment in msgs, (what, msgs)
 
 
+@pytest.mark.slow
 def test_from_results_merges_unmerged_cases_in_memory_to_the_same_bundle(sharded, packed, tmp_path):
     import shutil
 
@@ -501,6 +506,7 @@ def test_more_shards_than_gpus_is_refused_before_any_work(tmp_path, monkeypatch)
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.slow
 def test_from_results_takes_no_sharding_option(sharded, tmp_path):
     _, _, res, _, _ = sharded
     one_error(cli("make", "--from-results", res, "--shards", "2", "--out", tmp_path / "x.tar"), 2, "to a new run")
@@ -522,6 +528,7 @@ def test_make_bundle_shards_a_cpu_run_end_to_end(sharded, tmp_path, monkeypatch)
     assert rep.verdict == "PARTIAL" and not [p for t in rep.tiers for p in t.problems]
 
 
+@pytest.mark.slow
 def test_a_results_folder_whose_plan_or_cases_were_edited_is_refused(sharded, tmp_path):
     import shutil
 
@@ -541,6 +548,7 @@ def test_a_results_folder_whose_plan_or_cases_were_edited_is_refused(sharded, tm
     assert not (tmp_path / "x.tar").exists()
 
 
+@pytest.mark.slow
 def test_a_second_run_on_one_results_folder_is_refused_while_the_first_runs(sharded, tmp_path):
     import fcntl
     import shutil
@@ -621,6 +629,7 @@ def test_a_record_whose_run_took_the_fallback_extra_shape_still_names_its_planne
     assert "not the digest of the record's own" in " ".join(m for _, m in shard.case_problems(doc, task))
 
 
+@pytest.mark.slow
 def test_the_packer_refuses_records_that_name_another_case(sharded):
     """What the verifier fails (a record whose case id its own fields do not give), the packer
     refuses: before, such a folder packed and then failed its own verification."""

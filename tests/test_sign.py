@@ -98,6 +98,7 @@ def _problems(rep) -> list[str]:
 # ---------------------------------------------------------------------------------- the good case
 
 
+@pytest.mark.slow
 def test_a_signed_bundle_of_the_committed_results_verifies_with_the_right_key(signed):
     key = attest.load_public_key(signed["pub"])
     rep = verify_archive(signed["cli"], level="static", public_key=key)

@@ -126,6 +126,7 @@ def test_custom_settings_are_checked_by_the_studys_own_schema(tmp_path):
         load_study(_write(tmp_path, doc))
 
 
+@pytest.mark.slow
 def test_unknown_ftz_cost_variant(tmp_path):
     """The generic schema cannot know the published study's FTZ-cost setting; its binding's
     validate() refuses it when the binding is loaded, which the CLIs do before any GPU work."""

@@ -132,6 +132,7 @@ def test_auto_without_gpu_skips_replay(good):
     assert res.stdout.rstrip().splitlines()[-1] == "VERDICT PASS (exit 0)"
 
 
+@pytest.mark.slow
 def test_replay_without_gpu_exits_4(good, tmp_path):
     if not _no_gpu():
         pytest.skip("a CUDA GPU is present: replay is possible here")
