@@ -9,6 +9,7 @@ candidate, and every problem found (empty: the records can be believed as far as
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from typing import Callable, Mapping, Optional
@@ -66,4 +67,15 @@ def _environment(raw: Optional[bytes]) -> dict:
             "l2_cache_bytes": l2 if type(l2) is int and l2 > 0 else None}
 
 
-__all__ = ["Loaded", "load"]
+def file_problems(doc: Mapping, files: Mapping[str, bytes]) -> list[str]:
+    """Each candidate file and task file of the candidates document ``doc`` that is missing
+    from ``files`` (results-folder path -> bytes) or is not the one its record hashed."""
+    out = []
+    for r in doc["candidates"]:
+        for rel, want in ((r["file"], r["source_sha256"]), (f"inputs/kernelbench/{r['task']}", r["task_sha256"])):
+            if files.get(rel) is None or hashlib.sha256(files[rel]).hexdigest() != want:
+                out.append(f"{rel} is missing or is not the file candidate {r['name']} ran with")
+    return out
+
+
+__all__ = ["Loaded", "load", "file_problems"]

@@ -18,7 +18,6 @@ verifier writes them again with its own code and compares; a user's extra claims
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import re
 import shutil
@@ -431,17 +430,6 @@ def caught(doc: Mapping) -> dict[str, list[str]]:
             for r in doc.get("candidates") or []}
 
 
-def file_problems(doc: Mapping, files: Mapping[str, bytes]) -> list[str]:
-    """Each candidate file and task file of the candidates document ``doc`` that is missing
-    from ``files`` (results-folder path -> bytes) or is not the one its record hashed."""
-    out = []
-    for r in doc["candidates"]:
-        for rel, want in ((r["file"], r["source_sha256"]), (f"inputs/kernelbench/{r['task']}", r["task_sha256"])):
-            if files.get(rel) is None or hashlib.sha256(files[rel]).hexdigest() != want:
-                out.append(f"{rel} is missing or is not the file candidate {r['name']} ran with")
-    return out
-
-
 def build_payload(files: Mapping[str, bytes], *, extra_claims: Mapping | None = None, extra_raw: bytes | None = None,
                   name: str | None = None, bundle_format: int | None = None,
                   signing_key=None) -> tuple[pack.Bag, dict, dict, dict]:
@@ -466,7 +454,7 @@ def build_payload(files: Mapping[str, bytes], *, extra_claims: Mapping | None = 
     if loaded.problems:
         raise InvalidResultsError("the candidate records are incomplete or contradict themselves: "
                                   + "; ".join(map(str, loaded.problems[:5])), "pack the folder a run wrote, unedited")
-    changed = file_problems(doc, files)
+    changed = candidate_records.file_problems(doc, files)
     if changed:  # the verifier's check, before packing
         raise InvalidResultsError(changed[0], "pack the folder a run wrote, unedited")
     from kbrepro.bundle import shard  # noqa: E402 (shard imports this module: the cycle issue 30 removes)

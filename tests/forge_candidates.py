@@ -43,7 +43,7 @@ def checks_off():
     with mock.patch.object(candidate_records, "load", _lenient), \
             mock.patch.object(schemas, "validate", lambda doc, name: []), \
             mock.patch.object(shard, "case_problems", lambda doc, task_source=None: []), \
-            mock.patch.object(bc, "file_problems", lambda doc, files: []):
+            mock.patch.object(candidate_records, "file_problems", lambda doc, files: []):
         yield
 
 
