@@ -1,6 +1,7 @@
-"""Where a candidate's timing stage spends its time, unprofiled, on a GPU: wall time per part of
-the parent (draws, regions, checksums, holding, each request to the candidate's child by
-command), with the run's progress stamps and the record's stage seconds.
+"""Where a candidate's time goes, unprofiled, on a GPU: wall time per part of the parent (its
+draws, model builds, references and comparisons; in the timing stage draws, regions, checksums,
+holding), each request to the candidate's child by command (the parent's own work done while the
+child answers included), with the run's progress stamps and the record's stage seconds.
 
     python benchmarks/timing_parts.py CANDIDATE TASK PROFILE RESULTS_DIR
 
@@ -57,7 +58,15 @@ def main(candidate, task, profile, results_dir, device):
         _wrap(fresh.FreshTimer, n, (lambda n: lambda a: "parent." + n)(n))
     for n in ("_held", "baselines", "block", "clock", "per_call"):
         _wrap(ct, n, (lambda n: lambda a: "stage." + n)(n))
-    _wrap(isolate.CandidateProcess, "request", lambda a: "request." + str(a[1].get("cmd")))
+    _wrap(isolate.CandidateProcess, "request_while", lambda a: "request." + str(a[1].get("cmd")))
+    # the parent's own work in the other stages (checking pass, weights and shapes)
+    from kbrepro.harness import candidate_calls as cc
+    from kbrepro.harness import kbtask
+
+    for n in ("draw_inputs", "build_model", "load_task", "fingerprint"):
+        _wrap(kbtask, n, (lambda n: lambda a: "parent." + n)(n))
+    for n in ("reference", "compare", "reply_tensor", "draws_random", "case"):
+        _wrap(cc, n, (lambda n: lambda a: "parent." + n)(n))
     t0 = time.perf_counter()
     stamps = []
     res = bc.run_candidates([(Path(candidate), task)], profile=profile, kernelbench=None, results_dir=Path(results_dir),

@@ -238,7 +238,6 @@ def run_candidate(spec: CandidateSpec, cfg: CandidateConfig, workdir: Path, *, d
     tol = Tolerance(cfg.atol, cfg.rtol)
     task = kbtask.load_task(spec.task_source, "kbrepro_reference_task")
     kbtask.apply_overrides(task, dict(cfg.sizes))
-    model = kbtask.build_model(task, task.Model, cfg.seeds[0], device)
     rec: dict = {"name": spec.name, "source_sha256": _sha(spec.source), "task": spec.task_path,
                  "task_sha256": _sha(spec.task_source), "config": cfg.to_doc(), "stages": []}
     blocks: list = []
@@ -257,6 +256,9 @@ def run_candidate(spec: CandidateSpec, cfg: CandidateConfig, workdir: Path, *, d
     tools = {"nvcc": shutil.which("nvcc"), "cuobjdump": shutil.which("cuobjdump"),
              "cxx": shutil.which(os.environ.get("CXX", "c++")), "triton": _triton_version()}
     with CandidateProcess(env, budget_s=cfg.budget_s, run_as=run_as) as proc:
+        # the task's model is built while the child starts and imports torch (3 to 5 s), before
+        # the child is sent anything of the candidate's (see the imports above)
+        model = kbtask.build_model(task, task.Model, cfg.seeds[0], device)
         c = Ctx(spec, cfg, device, tol, proc, task, model, say, obs)
 
         def stage(name: str, fn: Callable[[], None]) -> bool:

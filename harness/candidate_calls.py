@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 from kbrepro.errors import CandidateFailure, InvalidResultsError
 from kbrepro.harness import jsonio, kbtask
 from kbrepro.harness.checks import Tolerance, compare
-from kbrepro.harness.isolate import CandidateProcess, frame_tensor
+from kbrepro.harness.isolate import CandidateProcess, reply_tensor
 from kbrepro.model import candidates as mc
 from kbrepro.model import protocol, strict
 from kbrepro.model import sizes as msizes
@@ -52,6 +52,8 @@ class Ctx:
     #: and only then, every checked call and timed request starts from a seeded random state
     #: (:func:`seed_for`); for any other task the random state tells no call from another
     seeded: bool = False
+    #: the parent's official draws kept for sets drawn again (the child keeps its own)
+    sets: kbtask.SetCache = field(default_factory=kbtask.SetCache)
 
 
 def seed_for(c: "Ctx", tag: str, offset: int = 0) -> int | None:
@@ -219,9 +221,8 @@ def case(c: Ctx, cid: str, kind: str, xs_parent: list, ref, *, set_id: str, mode
     frames = iter(rep.frames)
     got = []
     for oi in outs:
-        raw = next(frames, None) if "tensor" in oi else None
         try:
-            got.append(frame_tensor(oi["tensor"], raw) if raw is not None else None)
+            got.append(reply_tensor(oi["tensor"], frames, str(ref.device)) if "tensor" in oi else None)
         except ValueError as exc:
             case["output"]["unreadable"] = str(exc)[:200]
             got.append(None)
@@ -230,7 +231,7 @@ def case(c: Ctx, cid: str, kind: str, xs_parent: list, ref, *, set_id: str, mode
     else:
         cmps = [compare(r.detach(), g.to(r.device), c.tol) for r, g in zip(refs, got)]
         case["compare"] = worst_compare(cmps)
-        out = got[0].to(ref.device)
+        out = got[0]
         if not case["compare"]["official"]["pass"] and others:
             firsts = {k: (r[0] if isinstance(r, tuple) else r) for k, r in others.items()}
             case["matches_other"] = sorted(k for k, r in firsts.items() if k != cid and tuple(r.shape) == tuple(out.shape)
@@ -248,7 +249,8 @@ def case(c: Ctx, cid: str, kind: str, xs_parent: list, ref, *, set_id: str, mode
 def draw(c: Ctx, set_id: str, seed: int, dist: str, *, into: str | None = None, task=None, overrides=None,
          keep: tuple = ()):
     """The set ``set_id`` drawn in the child (or its values written ``into`` an earlier set's
-    tensors) and in the parent, whose copy is returned. The child first drops every set it
+    tensors) and in the parent at the same time (each on its own CPU generator, the same
+    bits), whose copy is returned. The child first drops every set it
     holds but ``keep`` (and ``into``): no later call reads them, and a level-1 task's sets of
     16 GiB each ran an honest candidate's process out of memory (KernelBench 1/45)."""
     req = {"cmd": "draw", "id": set_id, "seed": seed, "distribution": dist, "keep": [*keep, *([into] if into else [])]}
@@ -256,8 +258,8 @@ def draw(c: Ctx, set_id: str, seed: int, dist: str, *, into: str | None = None, 
         req["into"] = into
     if overrides:
         req["overrides"] = dict(overrides)
-    c.proc.request(req, timeout_s=c.cfg.call_timeout_s)
-    return kbtask.draw_inputs(task or c.task, seed, dist, c.dev)
+    return c.proc.request_while(req, lambda: kbtask.draw_inputs(task or c.task, seed, dist, c.dev, c.sets),
+                                timeout_s=c.cfg.call_timeout_s)[1]
 
 
 def reference(model, xs, rng: int | None = None):
@@ -306,8 +308,9 @@ def after_timing(c: Ctx, task_src: bytes) -> None:
 
     s0 = c.cfg.seeds[0]
     # re-drawn weights: ModelNew and Model both built after another seed
-    c.proc.request({"cmd": "model", "name": "redrawn", "seed": c.cfg.redrawn_seed}, timeout_s=c.cfg.call_timeout_s)
-    other = kbtask.build_model(c.task, c.task.Model, c.cfg.redrawn_seed, c.dev)
+    other = c.proc.request_while({"cmd": "model", "name": "redrawn", "seed": c.cfg.redrawn_seed},
+                                 lambda: kbtask.build_model(c.task, c.task.Model, c.cfg.redrawn_seed, c.dev),
+                                 timeout_s=c.cfg.call_timeout_s)[1]
     xs = draw(c, "redrawn", s0, "official")
     rng = seed_for(c, "redrawn_weights")
     case(c, "redrawn_weights", "redrawn_weights", xs, reference(other, xs, rng), set_id="redrawn", model="redrawn",
@@ -320,9 +323,8 @@ def after_timing(c: Ctx, task_src: bytes) -> None:
         ov = dict(ov)
         t = kbtask.load_task(task_src, f"kbrepro_task_shape{i}")
         kbtask.apply_overrides(t, {**dict(c.cfg.sizes), **ov})
-        m = kbtask.build_model(t, t.Model, s0, c.dev)
-        c.proc.request({"cmd": "model", "name": f"shape{i}", "seed": s0, "overrides": ov},
-                       timeout_s=c.cfg.call_timeout_s)
+        m = c.proc.request_while({"cmd": "model", "name": f"shape{i}", "seed": s0, "overrides": ov},
+                                 lambda: kbtask.build_model(t, t.Model, s0, c.dev), timeout_s=c.cfg.call_timeout_s)[1]
         xs = draw(c, f"shape{i}", s0, "official", task=t, overrides=ov)
         rng = seed_for(c, f"shape{i}")
         case(c, f"shape{i}", "extra_shape", xs, reference(m, xs, rng), set_id=f"shape{i}", model=f"shape{i}", rng=rng)

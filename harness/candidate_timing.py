@@ -47,7 +47,7 @@ from kbrepro.harness.candidate_calls import Ctx, checked, clone, first, referenc
 from kbrepro.harness.checks import compare
 from kbrepro.harness import isolate
 from kbrepro.harness.fresh import FreshTimer
-from kbrepro.harness.isolate import frame_tensor
+from kbrepro.harness.isolate import reply_tensor
 from kbrepro.model import candidates as mc
 from kbrepro.model import protocol
 
@@ -320,7 +320,7 @@ def _spot(c: Ctx, pool: list, seed: int, r: int, j: int, start: int, n: int) -> 
     w = w if isinstance(w, int) and not isinstance(w, bool) and j - start <= w < n else j - start
     ref = first(reference(c.model, pool[w], seed_for(c, seed, w)))  # the random state of the candidate's call w
     try:
-        out = frame_tensor(got.header.get("tensor") or {}, got.frames[0] if got.frames else b"").to(ref.device)
+        out = reply_tensor(got.header.get("tensor") or {}, iter(got.frames), str(ref.device))
         cmp = compare(ref, out, c.tol)
     except ValueError as exc:
         cmp = {"shape_match": False, "official": {"pass": False}, "error": str(exc)[:200]}

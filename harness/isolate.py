@@ -42,9 +42,10 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from kbrepro.errors import CandidateFailure, EnvironmentUnavailableError, ReproError
+from kbrepro.harness import ipc
 
 #: seconds a request may take by default (a load_inline build takes about 40 s on the H200)
 DEFAULT_TIMEOUT_S = 600.0
@@ -186,11 +187,12 @@ def tensor_frame(t) -> tuple[dict, bytes]:
     return {"dtype": str(c.dtype).replace("torch.", ""), "shape": list(c.shape), "nbytes": len(raw)}, raw
 
 
-def frame_tensor(d: Mapping, raw: bytes):
-    """The CPU tensor a :func:`tensor_frame` describes. Raises ValueError for a dtype outside
-    :data:`REPLY_DTYPES`, a bad shape or bytes that do not fill it."""
+def _dtype_shape(d: Mapping):
+    """The dtype and shape a reply's tensor description names, each checked; raises ValueError."""
     import torch
 
+    if not isinstance(d, Mapping):
+        raise ValueError("a tensor description is not an object")
     name = str(d.get("dtype"))
     dtype = getattr(torch, name, None) if name in REPLY_DTYPES else None
     if not isinstance(dtype, torch.dtype):
@@ -199,6 +201,32 @@ def frame_tensor(d: Mapping, raw: bytes):
     if not isinstance(shape, list) or len(shape) > 16 or not all(
             type(s) is int and 0 <= s <= MAX_DIM for s in shape):
         raise ValueError(f"not a shape: {shape!r}")
+    return dtype, shape
+
+
+def reply_tensor(d: Mapping, frames, device: str):
+    """The tensor a reply describes, on ``device``: read through CUDA IPC where the description
+    carries ``ipc`` (:func:`kbrepro.harness.ipc.open_shared`, on a CUDA ``device`` only), else
+    from the next of ``frames`` (an iterator; :func:`frame_tensor`). Raises ValueError for
+    anything malformed."""
+    if isinstance(d, Mapping) and "ipc" in d:
+        if not str(device).startswith("cuda"):
+            raise ValueError("an output shared through CUDA IPC in a run without CUDA")
+        dtype, shape = _dtype_shape(d)
+        return ipc.open_shared(d, dtype, shape, device)
+    raw = next(frames, None)
+    if raw is None:
+        raise ValueError("a tensor without its frame")
+    return frame_tensor(d, raw).to(device)
+
+
+def frame_tensor(d: Mapping, raw: bytes):
+    """The CPU tensor a :func:`tensor_frame` describes. Raises ValueError for a dtype outside
+    :data:`REPLY_DTYPES`, a bad shape or bytes that do not fill it."""
+    import torch
+
+    dtype, shape = _dtype_shape(d)
+    name = str(d.get("dtype"))
     n = 1
     for s in shape:
         n *= s
@@ -266,6 +294,9 @@ class _Server:
         self.conn, self.torch, self.kbtask, self.json, self.sha = conn, torch, kbtask, json, hashlib.sha256
         self.fresh_timer = FreshTimer(torch, "cuda") if torch.cuda.is_available() else None
         self.pool: list = []
+        #: outputs shared with the parent through CUDA IPC, kept until its next request
+        self.shared: list = []
+        self.sets = kbtask.SetCache()  # official draws kept for sets drawn again (kbtask.draw_inputs)
         self.perf, self.thread_count = time.perf_counter, threading.active_count
         self.Event, self.Tensor = torch.cuda.Event, torch.Tensor
         self.manual_seed = torch.manual_seed  # bound before a candidate's code runs here
@@ -375,7 +406,7 @@ class _Server:
             self.inputs = {k: v for k, v in self.inputs.items() if k in keep}
         if h.get("overrides"):
             self.kbtask.apply_overrides(self.task, {**self.base_sizes, **h["overrides"]}, reset=True)
-        xs = self.kbtask.draw_inputs(self.task, int(h["seed"]), h["distribution"], self.device)
+        xs = self.kbtask.draw_inputs(self.task, int(h["seed"]), h["distribution"], self.device, self.sets)
         if h.get("into"):  # the new values written into an earlier set's tensors (same id() and pointers)
             for a, b in zip(self.inputs[h["into"]], xs):
                 if isinstance(a, self.Tensor):
@@ -456,10 +487,8 @@ class _Server:
                 if t.dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int16,
                                torch.int32, torch.int64, torch.uint8, torch.bool) and t.layout == torch.strided:
                     plain = t.as_subclass(self.Tensor) if type(v) is not self.Tensor else t
-                    meta, raw = tensor_frame(plain)
-                    rec["tensor"] = meta
+                    rec["tensor"] = self.out_tensor(plain, frames)
                     rec["digest"] = self.kbtask.fingerprint(t)
-                    frames.append(raw)
                     rec["held_over"] = self.held_by(plain, xs, taken, model)
             outs.append(rec)
         doc = {"outputs": outs, "digests_before": digests_before, "digests_after": [self.digest(x) for x in xs],
@@ -471,6 +500,20 @@ class _Server:
             self.register(t, h.get("case"))
         self.sync()
         return doc, frames
+
+    def out_tensor(self, t, frames: list) -> dict:
+        """An output for the parent: shared through CUDA IPC (a copy kept in ``self.shared``
+        until the next request) where it is a non-empty CUDA tensor, else its bytes appended
+        to ``frames``. Returns its description."""
+        if t.is_cuda and t.numel():
+            try:
+                return {"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape),
+                        "nbytes": int(t.numel() * t.element_size()), "ipc": ipc.share(t, self.shared)}
+            except RuntimeError:  # an allocation that cannot be shared: the pipe
+                pass
+        meta, raw = tensor_frame(t)
+        frames.append(raw)
+        return meta
 
     @staticmethod
     def _span(t) -> tuple[int, int]:
@@ -698,8 +741,8 @@ class _Server:
                 q, m = self._span(first[k])
                 if n and m and p < q + m and q < p + n:
                     last = k
-        meta, raw = tensor_frame(y.detach().as_subclass(self.Tensor))
-        return {"tensor": meta, "written_by": last}, [raw]
+        frames: list = []
+        return {"tensor": self.out_tensor(y.detach().as_subclass(self.Tensor), frames), "written_by": last}, frames
 
     def serve(self) -> None:
         while True:
@@ -710,6 +753,9 @@ class _Server:
             h = self.json.loads(raw)
             frames = [self.conn.recv_bytes() for _ in h.get("frames", [])]
             cmd = h.get("cmd")
+            if self.shared:  # the parent has copied what it was shared (it asks nothing before)
+                self.shared = []
+                self.torch.cuda.ipc_collect()
             if self.gc_after:  # a timing request left the collector off until now
                 self.gc_after = False
                 self.gc.enable()
@@ -829,6 +875,17 @@ class CandidateProcess:
         ``max_bytes`` bytes in all. The reply header is parsed strictly (no NaN, bounded depth
         and size: :func:`kbrepro.harness.jsonio.loads_strict`) and checked against
         :data:`REPLY_FIELDS`; anything else is the candidate's failure."""
+        return self.request_while(header, None, frames, timeout_s=timeout_s, max_bytes=max_bytes)[0]
+
+    def request_while(self, header: dict, meanwhile: Callable[[], Any] | None, frames: Sequence[bytes] = (), *,
+                      timeout_s: float = DEFAULT_TIMEOUT_S, max_bytes: int = MAX_FRAME_BYTES) -> tuple[Reply, Any]:
+        """:meth:`request`, with the parent's own ``meanwhile()`` run after the request is sent
+        and before its reply is awaited (the parent's draw of the same set, or its build of the
+        task's model, while the child draws or builds: issue 29). Returns the reply and what
+        ``meanwhile`` returned. The deadline counts from the send, and ``host_ms`` ends when the
+        whole reply was read, not when ``meanwhile`` returned. Where ``meanwhile`` raises, the
+        child is stopped (its reply would be read by no one) and the exception propagates: it
+        is the harness's or the task's, never the candidate's."""
         from kbrepro.harness import jsonio
 
         if self.dead is not None:
@@ -839,6 +896,7 @@ class CandidateProcess:
                 raise self._fail(f"the candidate used up its budget of {self.budget_s:g} s")
             timeout_s = min(timeout_s, left)
         got: list = []
+        ended: list = []
 
         def read() -> None:  # in a thread, so that a reply that stops half-way cannot outlast the deadline
             try:
@@ -857,6 +915,7 @@ class CandidateProcess:
                         raise ValueError("a frame of the wrong size")
                     fr.append(b)
                 got.append((doc, tuple(fr)))
+                ended.append(time.perf_counter())
             except (EOFError, ConnectionResetError):
                 got.append("eof")
             except MemoryError:  # an allowed reply this host cannot hold: ours, not the candidate's
@@ -871,8 +930,15 @@ class CandidateProcess:
             raise self._fail(self._exit_reason()) from None
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
-        reader.join(timeout_s)
-        host_ms = (time.perf_counter() - t0) * 1e3
+        result = None
+        if meanwhile is not None:
+            try:
+                result = meanwhile()
+            except BaseException:
+                self._fail("the harness stopped waiting for the candidate's reply")
+                raise
+        reader.join(max(0.0, timeout_s - (time.perf_counter() - t0)))
+        host_ms = ((ended[0] if ended else time.perf_counter()) - t0) * 1e3
         if reader.is_alive():
             raise self._fail(f"the candidate's process did not answer {header.get('cmd')!r} within {timeout_s:g} s")
         out = got[0] if got else "eof"
@@ -891,7 +957,7 @@ class CandidateProcess:
         bad = _shape_problem(str(header.get("cmd")), doc)
         if bad:
             raise self._fail(f"a malformed reply to {header.get('cmd')!r}: {bad}")
-        return Reply(doc, fr, host_ms)
+        return Reply(doc, fr, host_ms), result
 
     def _exit_reason(self) -> str:
         if self.proc is not None:

@@ -21,6 +21,8 @@ gives them.
 from __future__ import annotations
 
 import ast
+import copy
+import os
 import types
 from typing import Any, Mapping
 
@@ -112,21 +114,73 @@ def follow_sizes(namespace: dict, task: types.ModuleType) -> list[str]:
     return out
 
 
-def draw_inputs(task: types.ModuleType, seed: int, distribution: str, device: str) -> list[Any]:
+class SetCache:
+    """Official draws a process keeps on the host, to give a set drawn again without drawing it
+    (issue 29): a candidate's checking pass draws the first seed's official set three times
+    (its case, the repeat, the re-drawn weights) and its ``normal`` set starts from the same
+    ``get_inputs()`` call; on the CPU generator a 4.3 GB set takes about 6.7 s on the H200
+    (KernelBench 1/33). An entry holds the draw's CPU tensors and the CPU generator's state
+    right after ``get_inputs()``, which a hit restores: every bit and the generator's state
+    are what a draw gives. An entry is kept only where it fits in ``max_bytes`` with those
+    kept before (the first draws, the most drawn again, stay). Keyed by the task object itself
+    (held) and the sizes set on it, and by the seed."""
+
+    def __init__(self, max_bytes: int | None = None):
+        if max_bytes is None:
+            try:
+                ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+            except (ValueError, OSError, AttributeError):
+                ram = 16 << 30
+            max_bytes = min(16 << 30, ram // 8)
+        self.max_bytes = int(max_bytes)
+        self.entries: list[tuple[types.ModuleType, str, int, list, Any, int]] = []
+
+    @staticmethod
+    def _sizes(task: types.ModuleType) -> str:
+        return repr(sorted((vars(task).get(_SIZES) or {}).items()))
+
+    def get(self, task: types.ModuleType, seed: int):
+        sizes = self._sizes(task)
+        for t, sz, s, xs, state, _ in self.entries:
+            if t is task and sz == sizes and s == seed:
+                return xs, state
+        return None
+
+    def put(self, task: types.ModuleType, seed: int, xs: list, state) -> None:
+        import torch
+
+        n = sum(int(x.numel() * x.element_size()) for x in xs if isinstance(x, torch.Tensor))
+        if sum(e[5] for e in self.entries) + n <= self.max_bytes:
+            self.entries.append((task, self._sizes(task), seed, xs, state, n))
+
+
+def draw_inputs(task: types.ModuleType, seed: int, distribution: str, device: str,
+                cache: SetCache | None = None) -> list[Any]:
     """The input set of ``(seed, distribution)`` (see the module docstring), tensors moved to
-    ``device``. Raises ValueError for an unknown distribution."""
+    ``device`` (new tensors, never the cache's). With ``cache``, the official ``get_inputs()``
+    of ``seed`` is taken from it where it holds it (the generator's state after it restored),
+    and kept there where it did not. Raises ValueError for an unknown distribution."""
     import torch
 
     if distribution not in DISTRIBUTIONS:
         raise ValueError(f"unknown input distribution {distribution!r}")
-    torch.manual_seed(seed)
-    xs = list(task.get_inputs())
+    hit = cache.get(task, seed) if cache is not None else None
+    if hit is not None:
+        xs = list(hit[0])
+        torch.set_rng_state(hit[1])
+    else:
+        torch.manual_seed(seed)
+        xs = list(task.get_inputs())
+        if cache is not None:
+            cache.put(task, seed, xs, torch.get_rng_state())
     if distribution != "official":
         g = torch.Generator().manual_seed(seed + _NORMAL_OFFSET)
         scale = 100.0 if distribution == "normal_x100" else 1.0
         xs = [torch.randn(x.shape, generator=g, dtype=x.dtype) * scale
               if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in xs]
-    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in xs]
+    if cache is None:
+        return [x.to(device) if isinstance(x, torch.Tensor) else x for x in xs]
+    return [x.to(device, copy=True) if isinstance(x, torch.Tensor) else copy.deepcopy(x) for x in xs]
 
 
 def build_model(task: types.ModuleType, cls, seed: int, device: str):
@@ -253,4 +307,4 @@ def runnable_reduced_sizes(src: bytes, seed: int, device: str, batch: int = 2,
     return {}, skipped
 
 
-__all__ = ["fingerprint", "DISTRIBUTIONS", "load_task", "size_globals", "apply_overrides", "follow_sizes", "draw_inputs", "build_model", "reference_error", "runnable_reduced_sizes"]
+__all__ = ["fingerprint", "DISTRIBUTIONS", "load_task", "size_globals", "apply_overrides", "follow_sizes", "draw_inputs", "build_model", "reference_error", "runnable_reduced_sizes", "SetCache"]

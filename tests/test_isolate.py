@@ -331,3 +331,28 @@ def test_a_child_dies_with_its_killed_parent_and_prints_no_traceback(tmp_path):
     time.sleep(0.2)
     err = parent.stderr.read().decode()
     assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_request_while_overlaps_the_parents_work_and_fails_closed():
+    """The parent's own draw runs while the child draws the same set (issue 29): both copies
+    hold the same bits, the parent's result comes back with the reply, ``host_ms`` is the
+    child's reply time (not the parent's work), and a ``meanwhile`` that raises stops the
+    child (its reply would be read by no one) and propagates as it is."""
+    task = kbtask.load_task(TASK)
+    with isolate.CandidateProcess() as p:
+        _build(p)
+        rep, xs = p.request_while({"cmd": "draw", "id": "a", "seed": 3, "distribution": "official"},
+                                  lambda: (time.sleep(0.3), kbtask.draw_inputs(task, 3, "official", "cpu"))[1])
+        assert rep.header["count"] == 1 and rep.host_ms < 300
+        out = p.request({"cmd": "call", "id": "a"})
+        y = isolate.frame_tensor(out.header["outputs"][0]["tensor"], out.frames[0])
+        model = kbtask.build_model(task, task.Model, 0, "cpu")
+        assert torch.equal(y, model(*xs).detach())
+
+        def boom():
+            raise RuntimeError("the parent's own draw failed")
+
+        with pytest.raises(RuntimeError, match="own draw failed"):
+            p.request_while({"cmd": "draw", "id": "b", "seed": 4, "distribution": "official"}, boom)
+        with pytest.raises(CandidateFailure, match="stopped waiting"):
+            p.request({"cmd": "call", "id": "a"})
