@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from kbrepro.errors import CandidateFailure, InvalidResultsError
 from kbrepro.harness import jsonio, kbtask
-from kbrepro.harness.checks import Tolerance, compare
+from kbrepro.harness.checks import CHUNK_ELEMENTS, Tolerance, compare
 from kbrepro.harness.isolate import CandidateProcess, reply_tensor
 from kbrepro.model import candidates as mc
 from kbrepro.model import protocol, strict
@@ -115,11 +115,20 @@ def clone(xs):
 
 
 def ref_range(ref) -> list:
+    """The smallest and largest finite values of ``ref`` (floats; ``[None, None]`` where none
+    is finite), computed a chunk at a time (harness.checks.CHUNK_ELEMENTS): a float64 copy of a
+    whole 7.5 GB output (KernelBench 1/36 at its own size) once ran the parent out of GPU memory."""
     import torch
 
-    r = ref.detach().double()
-    f = r[torch.isfinite(r)]
-    return [float(f.min()), float(f.max())] if f.numel() else [None, None]
+    r = ref.detach().reshape(-1)
+    lo = hi = None
+    for i in range(0, r.numel(), CHUNK_ELEMENTS):
+        part = r[i:i + CHUNK_ELEMENTS].double()
+        f = part[torch.isfinite(part)]
+        if f.numel():
+            a, b = float(f.min()), float(f.max())
+            lo, hi = (a, b) if lo is None else (min(lo, a), max(hi, b))
+    return [lo, hi]
 
 
 def first(y):
