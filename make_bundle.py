@@ -14,9 +14,16 @@ dependency, 130 interrupted (Ctrl-C). Errors become exit codes here, at the CLI 
 from __future__ import annotations
 
 if __name__ == "__main__":  # Ctrl-C while the imports below run: one line, exit 130
-    from kbrepro.process import guard_early_interrupt
+    try:
+        from kbrepro.process import guard_early_interrupt, require_installed
+    except ImportError:  # run before installing: one line with the next step, exit 4
+        import sys
 
+        sys.stderr.write("error: kbrepro is not installed for this Python\n  -> in the project folder: "
+                         "pip install -e . (README), then run this again\n")
+        sys.exit(4)
     guard_early_interrupt()
+    require_installed()
 
 import os
 import sys
@@ -58,7 +65,7 @@ def _summary(made, extra: str = "", allow_failing: bool = False, public_key=None
     click.echo(f"packing: {made.pack_seconds:.2f} s{extra}")
     for n in made.notes:
         click.echo(f"note:    {n}")
-    verdict, line = make.predict_verification(made.path, public_key)
+    verdict, line = make.verify_unpublished(made.path, public_key)
     click.echo(f"verify:  {line}")
     if verdict == "FAIL" and (not allow_failing or made.signed_by):
         make.remove_bundle(made.path)
@@ -309,7 +316,7 @@ def _candidates_main(given, candidates, tasks, sizes, extra_shapes, allow_failin
         check_input_dir(from_results, "--from-results", "pass the folder a candidate run wrote")
         made = bc.pack_results(Path(from_results), Path(out) if out else None, claims_path=claims, name=name,
                                allow_failing=allow_failing, bundle_format=bundle_format, sign=sign)
-        _candidate_summary(made, public_key=key.public if key else None)
+        _candidate_summary(made, public_key=key.public if key else None, allow_failing=allow_failing)
         return
     if not candidates or not tasks:
         raise UsageError("a candidate bundle needs --candidate FILE and --task LEVEL/TASK",
@@ -383,10 +390,15 @@ def _candidates_main(given, candidates, tasks, sizes, extra_shapes, allow_failin
     made = bc.pack_results(rdir, Path(out) if out else None, claims_path=claims, name=name,
                            allow_failing=allow_failing, bundle_format=bundle_format, sign=sign)
     _candidate_summary(made, f"; whole command {time.perf_counter() - t0:.1f} s; results in {rdir}",
-                       public_key=key.public if key else None)
+                       public_key=key.public if key else None, allow_failing=allow_failing)
 
 
-def _candidate_summary(made, extra: str = "", public_key=None) -> None:
+def _candidate_summary(made, extra: str = "", public_key=None, allow_failing: bool = False) -> None:
+    """What was packed, then the ``verify:`` line (the static tiers, run here; for a signed
+    bundle with the signer's public key): a bundle that would fail is removed (exit 1, the
+    results are kept) unless ``allow_failing``, a signed one always."""
+    from kbrepro.bundle import make
+
     click.echo(f"bundle:  {made.path}")
     click.echo(f"size:    {made.size_bytes:,} bytes")
     click.echo(f"digest:  {made.digest}  (sha256 of tagmanifest-sha256.txt)")
@@ -399,16 +411,17 @@ def _candidate_summary(made, extra: str = "", public_key=None) -> None:
     click.echo(f"packing: {made.pack_seconds:.2f} s{extra}")
     for n in made.notes:
         click.echo(f"note:    {n}")
-    if made.signed_by:  # nothing fails under a signature: checked here with the signer's public key
-        from kbrepro.bundle import make
-
-        verdict, line = make.predict_verification(made.path, public_key)
-        click.echo(f"verify:  {line}")
-        if verdict == "FAIL":
-            make.remove_bundle(made.path)
+    verdict, line = make.verify_unpublished(made.path, public_key)
+    click.echo(f"verify:  {line}")
+    if verdict == "FAIL" and (made.signed_by or not allow_failing):
+        make.remove_bundle(made.path)
+        if made.signed_by:
             raise InvalidResultsError("the signed bundle would fail verification (the verify: line above says "
                                       "where); it was removed, the results are kept",
                                       "report this as a bug: the packer's own bundle should verify")
+        raise InvalidResultsError("the bundle would fail verification (the verify: line above says where); it was "
+                                  "removed, the results are kept",
+                                  "report this as a bug, or pass --allow-failing to keep a bundle that fails")
 
 
 if __name__ == "__main__":

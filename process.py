@@ -7,6 +7,8 @@ from __future__ import annotations
 from kbrepro.inert import terminal
 
 INTERRUPTED_EXIT = 130
+#: the exit code of a command stopped by SIGTERM (128 + 15), with the same promises as Ctrl-C
+TERMINATED_EXIT = 143
 
 
 def stderr_line(line: str) -> None:
@@ -36,9 +38,26 @@ def guard_early_interrupt() -> None:
     signal.signal(signal.SIGINT, _early)
 
 
+#: the packages a CLI imports before its CLI edge can turn a missing one into one line
+REQUIRED = ("click", "yaml", "jsonschema", "numpy")
+
+
+def require_installed(modules=REQUIRED) -> None:
+    """Exit 4 with one line and its next step where one of ``modules`` is not installed (a CLI
+    run before ``pip install -e .``); call it right after :func:`guard_early_interrupt`."""
+    import importlib.util
+    import sys
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        sys.stderr.write(f"error: a required package is not installed: {', '.join(missing)}\n  -> in the project "
+                         "folder: pip install -e . (README), then run this again\n")
+        sys.exit(4)
+
+
 #: set once a Ctrl-C reached this process: an exception that follows it (a C extension whose
 #: import the KeyboardInterrupt cut short refuses a second import) is the interrupt's doing
-_SIGINT_SEEN = {"seen": False}
+_SIGINT_SEEN = {"seen": False, "term": False}
 
 
 def _on_sigint(signum, frame):
@@ -56,16 +75,30 @@ def _on_sigint(signum, frame):
     raise KeyboardInterrupt
 
 
+def _on_sigterm(signum, frame):
+    """SIGTERM: handled as Ctrl-C is (every cleanup and message of an interrupt), and the
+    command leaves with 143 instead of 130 (:func:`interrupted_exit`)."""
+    _SIGINT_SEEN["term"] = True
+    _on_sigint(signum, frame)
+
+
+def interrupted_exit() -> int:
+    """The exit code of an interrupted command: 143 where SIGTERM stopped it, else 130."""
+    return TERMINATED_EXIT if _SIGINT_SEEN["term"] else INTERRUPTED_EXIT
+
+
 def sigint_seen() -> bool:
     """Whether a Ctrl-C reached this process (whatever breaks after it is the interrupt's doing)."""
     return _SIGINT_SEEN["seen"]
 
 
 def imports_done() -> None:
-    """From here on the CLI edge (:class:`EdgeMixin`) turns Ctrl-C into exit 130."""
+    """From here on the CLI edge (:class:`EdgeMixin`) turns Ctrl-C into exit 130 and SIGTERM
+    into exit 143."""
     import signal
 
     signal.signal(signal.SIGINT, _on_sigint)
+    signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 def work_done() -> None:
@@ -75,6 +108,7 @@ def work_done() -> None:
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def _cuda_started() -> bool:
@@ -111,23 +145,25 @@ def run_main(main) -> None:
     try:
         main()
     except SystemExit as exc:
-        if exc.code == INTERRUPTED_EXIT:
+        if exc.code in (INTERRUPTED_EXIT, TERMINATED_EXIT):
             try:  # the threads left running first (a Prefetcher's folder removal); a second Ctrl-C cuts it short
                 _join_threads()
             except KeyboardInterrupt:
                 pass
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
             try:
                 sys.stdout.flush()
                 sys.stderr.flush()
             finally:
-                os._exit(INTERRUPTED_EXIT)
+                os._exit(exc.code)
         if not (isinstance(exc.code, int) or exc.code is None) or not _cuda_started() or \
                 os.environ.get("KBREPRO_FAST_EXIT") == "0":
             raise
         code = exc.code or 0
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if _cuda_started() and os.environ.get("KBREPRO_FAST_EXIT") != "0":
         _fast_exit(code)
     sys.exit(code)
@@ -198,8 +234,9 @@ def ignore_sigint_from_now() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a forked worker: stopped by SIGTERM at once, quietly
     if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 
 
 class deferred_sigint:
@@ -214,16 +251,16 @@ class deferred_sigint:
 
         self._blocked = hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
         if self._blocked:
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         return self
 
     def __exit__(self, *exc) -> bool:
         if self._blocked:
             import signal
 
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
         return False
 
 
-__all__ = ["INTERRUPTED_EXIT", "stderr_line", "guard_early_interrupt", "imports_done", "work_done", "run_main",
+__all__ = ["INTERRUPTED_EXIT", "TERMINATED_EXIT", "interrupted_exit", "require_installed", "stderr_line", "guard_early_interrupt", "imports_done", "work_done", "run_main",
            "ignore_sigint_from_now", "deferred_sigint", "sigint_seen"]

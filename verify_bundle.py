@@ -15,9 +15,16 @@ interrupted (Ctrl-C). Errors become exit codes here, at the CLI edge
 from __future__ import annotations
 
 if __name__ == "__main__":  # Ctrl-C while the imports below run: one line, exit 130
-    from kbrepro.process import guard_early_interrupt
+    try:
+        from kbrepro.process import guard_early_interrupt, require_installed
+    except ImportError:  # run before installing: one line with the next step, exit 4
+        import sys
 
+        sys.stderr.write("error: kbrepro is not installed for this Python\n  -> in the project folder: "
+                         "pip install -e . (README), then run this again\n")
+        sys.exit(4)
     guard_early_interrupt()
+    require_installed()
 
 import os
 import re

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 import hashlib
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -718,6 +719,39 @@ def predict_verification(path: Path, public_key=None) -> tuple[str, str]:
         return "PARTIAL", f"PARTIAL at --level static{signed}: {rep.partial[0] if rep.partial else ''}"
     signed = f", {rep.signature.line()}" if public_key is not None and rep.signature is not None else ""
     return rep.verdict, f"{rep.verdict} at --level static{signed} (replay on a GPU: --level replay)"
+
+
+def verify_unpublished(path: Path, public_key=None) -> tuple[str, str]:
+    """:func:`predict_verification` of the bundle this packer just wrote at ``path``, with the
+    bundle and its digest file under hidden names (``.<name>.verifying.tar``) until it has
+    finished, then back under their names: a bundle whose self-verification did not finish
+    (Ctrl-C, SIGTERM, an error) is never left under its final name. Where it does not finish,
+    both files are removed and the exception propagates (a Ctrl-C or SIGTERM as
+    :class:`~kbrepro.errors.Interrupted` saying so)."""
+    from kbrepro.errors import Interrupted
+
+    path = Path(path)
+    files = [path, path.with_name(path.name + DIGEST_SUFFIX)]
+    hidden = [p.with_name(f".{p.name}.verifying{path.suffix}") for p in files]
+    try:
+        for a, b in zip(files, hidden):
+            if a.exists():
+                os.replace(a, b)
+        verdict, line = predict_verification(hidden[0], public_key)
+    except BaseException as exc:
+        for p in (*files, *hidden):
+            try:
+                p.unlink()
+            except OSError:
+                pass
+        if isinstance(exc, KeyboardInterrupt):
+            raise Interrupted(f"the bundle was removed before its self-verification finished ({path.name} is not "
+                              "there); the results are kept: pack them again with --from-results") from None
+        raise
+    for a, b in zip(files, hidden):
+        if b.exists():
+            os.replace(b, a)
+    return verdict, line
 
 
 def remove_bundle(path: Path) -> None:

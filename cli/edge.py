@@ -4,7 +4,7 @@ and lines on stderr, mixed into every click command of the four entry points.
 from __future__ import annotations
 
 from kbrepro.errors import EnvironmentUnavailableError, ReproError
-from kbrepro.process import INTERRUPTED_EXIT, sigint_seen, stderr_line as _err
+from kbrepro.process import INTERRUPTED_EXIT, interrupted_exit, sigint_seen, stderr_line as _err
 
 DEBUG_ENV = "KBREPRO_DEBUG"
 class _Escape(BaseException):
@@ -19,7 +19,7 @@ class EdgeMixin:
     """Mixed into a ``click.Command`` or ``click.Group`` (``class C(EdgeMixin, click.Command)``):
     every error leaves as one ``error: <what>`` line (at most one ``  -> <next step>``) and
     the documented exit code; a ReproError with its own code; a click usage error 2;
-    Ctrl-C 130 with ``interrupted; ...``; anything else one ``internal error`` line and 1
+    Ctrl-C 130 (SIGTERM 143) with ``interrupted; ...``; anything else one ``internal error`` line and 1
     (the traceback with KBREPRO_DEBUG=1)."""
 
     def invoke(self, ctx):
@@ -102,7 +102,7 @@ def _internal(exc: BaseException) -> None:
 
 def _interrupted(exc: KeyboardInterrupt) -> int:
     _err(f"interrupted; {getattr(exc, 'kept', None) or 'nothing was written'}")
-    return INTERRUPTED_EXIT
+    return interrupted_exit()
 
 
 __all__ = ["EdgeMixin", "DEBUG_ENV", "INTERRUPTED_EXIT"]

@@ -574,19 +574,45 @@ def _started(pid: int, limit: float = 20.0) -> None:
         time.sleep(0.005)
 
 
-def _interrupt(cmd: list, cwd: Path, delay: float) -> tuple[int, str, str]:
-    """Start ``cmd`` in its own process group and send SIGINT to the whole group ``delay``
-    seconds after its code started, as a terminal's Ctrl-C does (worker processes get it too)."""
+def _interrupt(cmd: list, cwd: Path, delay: float, sig: int = signal.SIGINT) -> tuple[int, str, str]:
+    """Start ``cmd`` in its own process group and send SIGINT (or ``sig``) to the whole group
+    ``delay`` seconds after its code started, as a terminal's Ctrl-C does (worker processes get
+    it too)."""
     p = subprocess.Popen([sys.executable, *cmd], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          start_new_session=True)
     _started(p.pid)
     time.sleep(delay)
     try:
-        os.killpg(p.pid, signal.SIGINT)
+        os.killpg(p.pid, sig)
     except ProcessLookupError:
         pass
     out, err = p.communicate(timeout=120)
     return p.returncode, out, err
+
+
+@pytest.mark.parametrize("delay", (0.3, 1.0))
+def test_sigterm_keeps_the_promises_of_ctrl_c_and_exits_143(tmp_path, kb, delay):
+    """SIGTERM (a job scheduler's stop, ``kill``) is handled as Ctrl-C is: the same line, the
+    same cleanup, no traceback, exit 143 (issue 31); before, Python died at once with nothing
+    cleaned up and no line."""
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    code, out, err = _interrupt([str(ROOT / "make_bundle.py"), "--from-results", str(RESULTS), "--out",
+                                 str(out_dir / "x.tar"), "--kernelbench", str(kb)], tmp_path, delay, signal.SIGTERM)
+    assert "Traceback" not in out + err, err
+    assert code in (143, 0), (code, err)
+    if code == 143:
+        assert err.splitlines()[-1].startswith("interrupted; "), err
+        assert tree(out_dir) == [], "a bundle was left after SIGTERM"
+    keep = tmp_path / "k"
+    code, out, err = _interrupt([str(ROOT / "verify_bundle.py"), str(BUNDLE), "--level", "static", "--json",
+                                 str(tmp_path / "r.json"), "--keep-extracted", str(keep)], tmp_path, delay,
+                                signal.SIGTERM)
+    assert "Traceback" not in out + err, err
+    assert code in (143, 0), (code, err)
+    if code == 143:
+        assert err.splitlines() == ["interrupted; nothing was written"], err
+        assert not keep.exists() and not (tmp_path / "r.json").exists()
 
 
 DELAYS = (0.0, 0.3, 0.8, 1.4, 2.2)
@@ -868,3 +894,15 @@ run_main(main)
     os.killpg(p.pid, signal.SIGINT)
     assert p.wait(timeout=20) == 130 and time.perf_counter() - t0 < 10
     assert "Traceback" not in p.stderr.read()
+
+
+@pytest.mark.parametrize("script", ["verify_bundle.py", "make_bundle.py"])
+def test_a_cli_run_before_installing_is_one_line_with_its_next_step(tmp_path, script):
+    """Before ``pip install -e .`` (here: no site-packages, so neither kbrepro nor click is
+    importable) a CLI says so in one line with the command that installs it, exit 4, instead of
+    a ModuleNotFoundError traceback (issue 31)."""
+    p = subprocess.run([sys.executable, "-S", str(ROOT / script), "--help"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 4, p.stderr
+    assert p.stderr.splitlines() == ["error: kbrepro is not installed for this Python",
+                                     "  -> in the project folder: pip install -e . (README), then run this again"]
