@@ -229,9 +229,11 @@ def case(c: Ctx, cid: str, kind: str, xs_parent: list, ref, *, set_id: str, mode
         case["poison_byte"] = poison
     frames = iter(rep.frames)
     got = []
+    left = 2 * nbytes + 4096  # what the reply may hold in all, shared or piped (the request's max_bytes)
     for oi in outs:
         try:
-            got.append(reply_tensor(oi["tensor"], frames, str(ref.device)) if "tensor" in oi else None)
+            got.append(reply_tensor(oi["tensor"], frames, str(ref.device), left) if "tensor" in oi else None)
+            left -= int(got[-1].numel() * got[-1].element_size()) if got[-1] is not None else 0
         except ValueError as exc:
             case["output"]["unreadable"] = str(exc)[:200]
             got.append(None)
@@ -267,7 +269,7 @@ def draw(c: Ctx, set_id: str, seed: int, dist: str, *, into: str | None = None, 
         req["into"] = into
     if overrides:
         req["overrides"] = dict(overrides)
-    return c.proc.request_while(req, lambda: kbtask.draw_inputs(task or c.task, seed, dist, c.dev, c.sets),
+    return c.proc.request_while(req, lambda: kbtask.draw_inputs(task or c.task, seed, dist, c.dev, c.sets if task is None else None),
                                 timeout_s=c.cfg.call_timeout_s)[1]
 
 

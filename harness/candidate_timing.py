@@ -320,7 +320,7 @@ def _spot(c: Ctx, pool: list, seed: int, r: int, j: int, start: int, n: int) -> 
     w = w if isinstance(w, int) and not isinstance(w, bool) and j - start <= w < n else j - start
     ref = first(reference(c.model, pool[w], seed_for(c, seed, w)))  # the random state of the candidate's call w
     try:
-        out = reply_tensor(got.header.get("tensor") or {}, iter(got.frames), str(ref.device))
+        out = reply_tensor(got.header.get("tensor") or {}, iter(got.frames), str(ref.device), 2 * nbytes + 4096)
         cmp = compare(ref, out, c.tol)
     except ValueError as exc:
         cmp = {"shape_match": False, "official": {"pass": False}, "error": str(exc)[:200]}

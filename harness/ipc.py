@@ -17,7 +17,13 @@ address that ends the parent's CUDA context), copies the bytes into memory of it
 drops the mapping before its next request. What it reads is the candidate's output, whatever
 wrote it, as with the pipe; the verdicts are the parent's, on its copy.
 
-The pipe stays for CPU runs, for empty outputs, and for any output the child cannot share.
+The pipe stays for CPU runs, for empty outputs, for any output the child cannot share (an
+expandable segment's handle), and for every output with ``KBREPRO_OUTPUT_IPC=0``.
+
+Left open (reasoned, not shown on a GPU): torch's consumer side opens the ref-counter file the
+child names (checked to be one of torch's ``/torch_<pid>_<n>_<n>`` names) and decrements it when
+the mapping is dropped; a child that frees or unmaps its buffer while the parent copies can end
+the parent's CUDA context (a harness error, never a PASS).
 """
 from __future__ import annotations
 
@@ -30,9 +36,13 @@ from typing import Any, Mapping
 #: (``CUDA_IPC_REF_COUNTER_FILE_SIZE``)
 _REF_COUNTER_NAME = re.compile(rb"/torch_[0-9]+_[0-9]+_[0-9]+")
 _REF_COUNTER_SLOTS = 10000
-#: the largest handle a reply may carry (a ``cudaIpcMemHandle_t`` is 64 bytes; torch prefixes
-#: its own fields)
+#: the largest field a reply may carry, and torch's handle of a plain ``cudaMalloc`` allocation
+#: (``CUDACachingAllocator::shareIpcHandle``): a version byte (2 up to torch 2.12, 3 in 2.13),
+#: the type ``c``, the 64-byte ``cudaIpcMemHandle_t``. Any other handle is refused: the type
+#: ``e`` (an expandable segment) makes torch divide by a size the child chooses, and a zero
+#: ends the parent (SIGFPE)
 _MAX_HANDLE = 512
+_HANDLE_BYTES = 66
 
 
 def _b64(b: bytes | None) -> str | None:
@@ -48,7 +58,10 @@ def share(t, keep: list) -> dict:
 
     s = torch.empty(t.shape, dtype=t.dtype, device=t.device)
     s.copy_(t)
+    torch.cuda.synchronize(t.device)  # the parent waits on no event of ours: the copy is done here
     dev, handle, size, offset, rc, rc_off, ev, ev_sync = s.untyped_storage()._share_cuda_()
+    if len(handle) != _HANDLE_BYTES or handle[1:2] != b"c":  # an expandable segment: the pipe instead
+        raise RuntimeError("not a handle of a plain cudaMalloc allocation")
     keep.append(s)
     return {"device": int(dev), "handle": _b64(handle), "size": int(size), "offset": int(offset),
             "ref_counter": _b64(rc), "ref_counter_offset": int(rc_off), "event": _b64(ev),
@@ -97,13 +110,10 @@ def check_fields(d: Any, nbytes: int) -> dict:
            "size": _int(d, "size", 1, 1 << 48), "offset": _int(d, "offset", 0, 1 << 48),
            "ref_counter": _bytes(d, "ref_counter"), "ref_counter_offset": _int(d, "ref_counter_offset", 0,
                                                                               _REF_COUNTER_SLOTS - 1),
-           "event": _bytes(d, "event", optional=True), "event_sync": d.get("event_sync")}
-    if type(out["event_sync"]) is not bool:
-        raise ValueError("ipc.event_sync is not a boolean")
-    if out["event_sync"] and out["event"] is None:
-        raise ValueError("ipc.event_sync asks to wait on no event")
-    if not out["handle"]:
-        raise ValueError("ipc.handle is empty")
+           "event": _bytes(d, "event", optional=True) or b""}
+    h = out["handle"]
+    if len(h) != _HANDLE_BYTES or h[1:2] != b"c":
+        raise ValueError("ipc.handle is not torch's handle of a plain cudaMalloc allocation")
     if not _REF_COUNTER_NAME.fullmatch(out["ref_counter"]):
         raise ValueError("ipc.ref_counter is not one of torch's ref-counter files")
     if out["size"] < nbytes:
@@ -111,31 +121,40 @@ def check_fields(d: Any, nbytes: int) -> dict:
     return out
 
 
-def open_shared(meta: Mapping, dtype, shape: list, device) -> Any:
+def open_shared(meta: Mapping, dtype, shape: list, device, max_bytes: int) -> Any:
     """The parent's side: the tensor ``dtype`` x ``shape`` (contiguous) the child shared under
     ``meta["ipc"]``, copied into a new tensor of the parent's on ``device`` (a CUDA device of
-    this process); the mapping is dropped before it returns. Raises ValueError for a malformed
-    or inconsistent handle (the candidate's malformed reply)."""
+    this process); the mapping is dropped before it returns. The parent never waits on an
+    event of the child's (one behind an endless kernel would hang it: the child synchronises
+    before it replies) and reads only inside the one allocation the handle maps. Raises
+    ValueError for a malformed or inconsistent handle or a tensor of more than ``max_bytes``
+    bytes (the candidate's malformed reply)."""
     import torch
 
     n = 1
     for s in shape:
         n *= s
     nbytes = n * torch.empty((), dtype=dtype).element_size()
+    if nbytes > max_bytes:
+        raise ValueError(f"an output of {nbytes} bytes, more than the {max_bytes} this reply may hold")
     f = check_fields(meta.get("ipc"), nbytes)
     dev = torch.device(device)
     if dev.type != "cuda" or f["device"] != (dev.index if dev.index is not None else torch.cuda.current_device()):
         raise ValueError(f"the shared buffer is on device {f['device']}, not on {device}")
     try:
         st = torch.UntypedStorage._new_shared_cuda(f["device"], f["handle"], f["size"], f["offset"], f["ref_counter"],
-                                                   f["ref_counter_offset"], f["event"], f["event_sync"])
+                                                   f["ref_counter_offset"], f["event"], False)
     except (RuntimeError, TypeError) as exc:
         raise ValueError(f"the shared buffer cannot be opened: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
                          ) from None
     try:
-        base, size = _allocation(st.data_ptr())
-        if st.nbytes() != f["size"] or st.data_ptr() < base or st.data_ptr() + f["size"] > base + size:
-            raise ValueError("the shared buffer is larger than the allocation it names")
+        # the mapping starts at data_ptr - offset; the whole of [mapping, data_ptr + size) must lie
+        # in the one allocation that holds the mapping's start: an offset that reaches into
+        # another allocation (the parent's own references) is refused
+        start = st.data_ptr() - f["offset"]
+        base, size = _allocation(start)
+        if st.nbytes() != f["size"] or start < base or start + f["offset"] + f["size"] > base + size:
+            raise ValueError("the shared buffer reaches past the allocation it names")
         view = torch.empty(0, dtype=dtype, device=st.device).set_(st, 0, shape)
         out = torch.empty(shape, dtype=dtype, device=dev)
         out.copy_(view)

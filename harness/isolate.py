@@ -201,19 +201,24 @@ def _dtype_shape(d: Mapping):
     if not isinstance(shape, list) or len(shape) > 16 or not all(
             type(s) is int and 0 <= s <= MAX_DIM for s in shape):
         raise ValueError(f"not a shape: {shape!r}")
+    n = 1
+    for s in shape:
+        n *= max(s, 1)
+    if n > 1 << 50:  # torch's stride computation overflows (a RuntimeError: the harness's, not the reply's)
+        raise ValueError(f"not a shape: {shape!r} (too many elements)")
     return dtype, shape
 
 
-def reply_tensor(d: Mapping, frames, device: str):
+def reply_tensor(d: Mapping, frames, device: str, max_bytes: int = MAX_FRAME_BYTES):
     """The tensor a reply describes, on ``device``: read through CUDA IPC where the description
-    carries ``ipc`` (:func:`kbrepro.harness.ipc.open_shared`, on a CUDA ``device`` only), else
-    from the next of ``frames`` (an iterator; :func:`frame_tensor`). Raises ValueError for
-    anything malformed."""
+    carries ``ipc`` (:func:`kbrepro.harness.ipc.open_shared`, on a CUDA ``device`` only, at most
+    ``max_bytes`` bytes, as the pipe's frames are bounded), else from the next of ``frames``
+    (an iterator; :func:`frame_tensor`). Raises ValueError for anything malformed."""
     if isinstance(d, Mapping) and "ipc" in d:
         if not str(device).startswith("cuda"):
             raise ValueError("an output shared through CUDA IPC in a run without CUDA")
         dtype, shape = _dtype_shape(d)
-        return ipc.open_shared(d, dtype, shape, device)
+        return ipc.open_shared(d, dtype, shape, device, max_bytes)
     raw = next(frames, None)
     if raw is None:
         raise ValueError("a tensor without its frame")
@@ -297,6 +302,8 @@ class _Server:
         #: outputs shared with the parent through CUDA IPC, kept until its next request
         self.shared: list = []
         self.sets = kbtask.SetCache()  # official draws kept for sets drawn again (kbtask.draw_inputs)
+        #: outputs through CUDA IPC (harness/ipc.py) unless KBREPRO_OUTPUT_IPC=0 (the pipe, as before)
+        self.output_ipc = os.environ.get("KBREPRO_OUTPUT_IPC", "1") != "0"
         self.perf, self.thread_count = time.perf_counter, threading.active_count
         self.Event, self.Tensor = torch.cuda.Event, torch.Tensor
         self.manual_seed = torch.manual_seed  # bound before a candidate's code runs here
@@ -406,7 +413,8 @@ class _Server:
             self.inputs = {k: v for k, v in self.inputs.items() if k in keep}
         if h.get("overrides"):
             self.kbtask.apply_overrides(self.task, {**self.base_sizes, **h["overrides"]}, reset=True)
-        xs = self.kbtask.draw_inputs(self.task, int(h["seed"]), h["distribution"], self.device, self.sets)
+        xs = self.kbtask.draw_inputs(self.task, int(h["seed"]), h["distribution"], self.device,
+                                     None if h.get("overrides") else self.sets)  # a shape's set is drawn once
         if h.get("into"):  # the new values written into an earlier set's tensors (same id() and pointers)
             for a, b in zip(self.inputs[h["into"]], xs):
                 if isinstance(a, self.Tensor):
@@ -505,7 +513,7 @@ class _Server:
         """An output for the parent: shared through CUDA IPC (a copy kept in ``self.shared``
         until the next request) where it is a non-empty CUDA tensor, else its bytes appended
         to ``frames``. Returns its description."""
-        if t.is_cuda and t.numel():
+        if t.is_cuda and t.numel() and self.output_ipc:
             try:
                 return {"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape),
                         "nbytes": int(t.numel() * t.element_size()), "ipc": ipc.share(t, self.shared)}
@@ -839,8 +847,6 @@ class CandidateProcess:
         self.proc = ctx.Process(target=_child, args=(child, self.run_as, os.getpid()), daemon=True)
         start_with_env(self.proc, self._env)  # the child's extension and Triton cache folders
         child.close()
-        if self.budget_s is not None:
-            self.deadline = time.monotonic() + self.budget_s
         return self
 
     def __exit__(self, *exc) -> None:
@@ -890,6 +896,8 @@ class CandidateProcess:
 
         if self.dead is not None:
             raise CandidateFailure(self.dead)
+        if self.deadline is None and self.budget_s is not None:  # from the first request: the parent's own
+            self.deadline = time.monotonic() + self.budget_s  # work before it (the task's model) is not the candidate's
         if self.deadline is not None:
             left = self.deadline - time.monotonic()
             if left <= 0:

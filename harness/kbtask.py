@@ -120,8 +120,8 @@ class SetCache:
     (its case, the repeat, the re-drawn weights) and its ``normal`` set starts from the same
     ``get_inputs()`` call; on the CPU generator a 4.3 GB set takes about 6.7 s on the H200
     (KernelBench 1/33). An entry holds the draw's CPU tensors and the CPU generator's state
-    right after ``get_inputs()``, which a hit restores: every bit and the generator's state
-    are what a draw gives. An entry is kept only where it fits in ``max_bytes`` with those
+    right after ``get_inputs()``, which a hit restores (after ``torch.manual_seed(seed)``, as
+    the draw starts): every bit and every generator's state are what a draw gives. An entry is kept only where it fits in ``max_bytes`` with those
     kept before (the first draws, the most drawn again, stay). Keyed by the task object itself
     (held) and the sizes set on it, and by the seed."""
 
@@ -146,12 +146,21 @@ class SetCache:
                 return xs, state
         return None
 
-    def put(self, task: types.ModuleType, seed: int, xs: list, state) -> None:
+    def put(self, task: types.ModuleType, seed: int, xs: list, state) -> bool:
+        """Keep ``xs`` where it fits, every tensor of it is on the CPU (a task that draws on the
+        GPU is drawn again) and every other value can be deep-copied; returns whether it did."""
         import torch
 
-        n = sum(int(x.numel() * x.element_size()) for x in xs if isinstance(x, torch.Tensor))
-        if sum(e[5] for e in self.entries) + n <= self.max_bytes:
-            self.entries.append((task, self._sizes(task), seed, xs, state, n))
+        tensors = [x for x in xs if isinstance(x, torch.Tensor)]
+        n = sum(int(x.numel() * x.element_size()) for x in tensors)
+        if any(x.device.type != "cpu" for x in tensors) or sum(e[5] for e in self.entries) + n > self.max_bytes:
+            return False
+        try:
+            copy.deepcopy([x for x in xs if not isinstance(x, torch.Tensor)])
+        except Exception:  # a value deepcopy refuses: given as the draw gives it, never kept
+            return False
+        self.entries.append((task, self._sizes(task), seed, xs, state, n))
+        return True
 
 
 def draw_inputs(task: types.ModuleType, seed: int, distribution: str, device: str,
@@ -167,18 +176,18 @@ def draw_inputs(task: types.ModuleType, seed: int, distribution: str, device: st
     hit = cache.get(task, seed) if cache is not None else None
     if hit is not None:
         xs = list(hit[0])
-        torch.set_rng_state(hit[1])
+        torch.manual_seed(seed)  # every generator as the draw leaves it: the CUDA ones seeded, the CPU one
+        torch.set_rng_state(hit[1])  # where get_inputs() left it
     else:
         torch.manual_seed(seed)
         xs = list(task.get_inputs())
-        if cache is not None:
-            cache.put(task, seed, xs, torch.get_rng_state())
+        hit = cache is not None and cache.put(task, seed, xs, torch.get_rng_state())
     if distribution != "official":
         g = torch.Generator().manual_seed(seed + _NORMAL_OFFSET)
         scale = 100.0 if distribution == "normal_x100" else 1.0
         xs = [torch.randn(x.shape, generator=g, dtype=x.dtype) * scale
               if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in xs]
-    if cache is None:
+    if not hit:  # nothing of it is kept: as a draw gives it
         return [x.to(device) if isinstance(x, torch.Tensor) else x for x in xs]
     return [x.to(device, copy=True) if isinstance(x, torch.Tensor) else copy.deepcopy(x) for x in xs]
 

@@ -356,3 +356,11 @@ def test_request_while_overlaps_the_parents_work_and_fails_closed():
             p.request_while({"cmd": "draw", "id": "b", "seed": 4, "distribution": "official"}, boom)
         with pytest.raises(CandidateFailure, match="stopped waiting"):
             p.request({"cmd": "call", "id": "a"})
+
+
+def test_the_budget_counts_from_the_first_request():
+    """The parent builds the task's model while the child starts (issue 29): that time is the
+    parent's, never taken from the candidate's budget."""
+    with isolate.CandidateProcess(budget_s=4.0) as p:
+        time.sleep(4.5)
+        assert _build(p).header["build_s"] >= 0

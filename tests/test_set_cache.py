@@ -76,3 +76,10 @@ def test_other_sizes_another_task_or_a_full_cache_draw_again():
     kbtask.draw_inputs(other, 1, "official", "cpu", small)
     kbtask.draw_inputs(other, 2, "official", "cpu", small)
     assert [e[2] for e in small.entries] == [1]  # the first stays; the second does not fit beside it
+
+
+def test_a_value_deepcopy_refuses_is_given_as_drawn_and_never_kept():
+    task = kbtask.load_task(TASK.replace(b"return [torch.rand(batch_size, n)", b"return [(i for i in range(3)), torch.rand(batch_size, n)"))
+    cache = kbtask.SetCache()
+    xs = kbtask.draw_inputs(task, 1, "official", "cpu", cache)
+    assert cache.entries == [] and list(xs[0]) == [0, 1, 2]
