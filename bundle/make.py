@@ -739,11 +739,9 @@ def verify_unpublished(path: Path, public_key=None) -> tuple[str, str]:
                 os.replace(a, b)
         verdict, line = predict_verification(hidden[0], public_key)
     except BaseException as exc:
-        for p in (*files, *hidden):
-            try:
-                p.unlink()
-            except OSError:
-                pass
+        for p in hidden:
+            remove_bundle(p)
+        remove_bundle(path)
         if isinstance(exc, KeyboardInterrupt):
             raise Interrupted(f"the bundle was removed before its self-verification finished ({path.name} is not "
                               "there); the results are kept: pack them again with --from-results") from None
