@@ -342,7 +342,16 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
                                   "choose another --json path and verify again") from exc
     _print_report(rep, verbose)
     if show_report or plots_dir:
-        _show(Path(archive), rep, show_report, plots_dir)
+        from kbrepro.errors import Interrupted
+        from kbrepro.process import imports_done
+
+        imports_done()  # drawing figures takes seconds: Ctrl-C and SIGTERM stop it (issue 31)
+        try:
+            _show(Path(archive), rep, show_report, plots_dir)
+        except KeyboardInterrupt:
+            raise Interrupted("the verdict above stands" + (f" and --json {json_out} is written" if json_out else "")
+                              + (f"; no figure was kept in {plots_dir}" if plots_dir else "")) from None
+        work_done()
     sys.exit(rep.exit_code)
 
 
@@ -368,14 +377,24 @@ def _show(archive: Path, rep, show_report: bool, plots_dir: str | None) -> None:
         from kbrepro.bundle import plots as plots_mod
         from kbrepro.harness import jsonio
 
-        out, _ = prepare_output_dir(plots_dir, "--plots")
-        n = 0
-        for p in sorted(files):
-            if p.startswith("data/plots/") and p.endswith(".json"):
-                name = p[len("data/plots/"):-len(".json")]
-                png = plots_mod.render(name, jsonio.loads_strict(files[p], p))
-                jsonio.atomic_write_bytes(Path(out) / f"{name}.png", png)
-                n += 1
+        out, created = prepare_output_dir(plots_dir, "--plots")
+        drawn: list[Path] = []
+        try:
+            for p in sorted(files):
+                if p.startswith("data/plots/") and p.endswith(".json"):
+                    name = p[len("data/plots/"):-len(".json")]
+                    png = plots_mod.render(name, jsonio.loads_strict(files[p], p))
+                    jsonio.atomic_write_bytes(Path(out) / f"{name}.png", png)
+                    drawn.append(Path(out) / f"{name}.png")
+        except KeyboardInterrupt:  # no half set of figures: those drawn are removed, and a folder made here
+            for f in drawn:
+                try:
+                    f.unlink()
+                except OSError:
+                    pass
+            remove_created(created)
+            raise
+        n = len(drawn)
         click.echo(f"plots: {n} figures drawn from their verified data into {plots_dir} "
                    f"(matplotlib {plots_mod.renderer_versions()['matplotlib']})")
 

@@ -906,3 +906,36 @@ def test_a_cli_run_before_installing_is_one_line_with_its_next_step(tmp_path, sc
     assert p.returncode == 4, p.stderr
     assert p.stderr.splitlines() == ["error: kbrepro is not installed for this Python",
                                      "  -> in the project folder: pip install -e . (README), then run this again"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("delay", (0.5, 1.5, 2.5, 3.5, 5.0, 7.0))
+def test_ctrl_c_while_figures_are_drawn_stops_within_a_second(tmp_path, delay):
+    """``--plots`` draws nine figures after the verdict (seconds): a Ctrl-C then was ignored and
+    the command ran to the end with exit 0 (issue 31). Now it stops at once with 130, keeps no
+    figure, and says so; before the verdict it is the usual interrupt."""
+    plots = tmp_path / "plots"
+    p = subprocess.Popen([sys.executable, str(ROOT / "verify_bundle.py"), str(BUNDLE), "--level", "static",
+                          "--plots", str(plots)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    _started(p.pid)
+    time.sleep(delay)
+    sent = time.monotonic()
+    try:
+        os.killpg(p.pid, signal.SIGINT)
+    except ProcessLookupError:
+        pass
+    out, err = p.communicate(timeout=120)
+    took = time.monotonic() - sent
+    assert "Traceback" not in out + err, err
+    if p.returncode == 0:  # it finished before the signal
+        assert len(list(plots.glob("*.png"))) == 9
+        return
+    assert p.returncode == 130, (p.returncode, err)
+    assert took < 1.5, f"{took:.2f} s from Ctrl-C to exit"
+    assert not plots.exists() or list(plots.iterdir()) == [], "figures were left after the interrupt"
+    line = err.splitlines()[-1]
+    if "VERDICT" in out:
+        assert line == f"interrupted; the verdict above stands; no figure was kept in {plots}", err
+    else:
+        assert line == "interrupted; nothing was written", err
