@@ -939,3 +939,47 @@ def test_ctrl_c_while_figures_are_drawn_stops_within_a_second(tmp_path, delay):
         assert line == f"interrupted; the verdict above stands; no figure was kept in {plots}", err
     else:
         assert line == "interrupted; nothing was written", err
+
+
+@pytest.fixture(scope="module")
+def signing_key(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("key")
+    p = subprocess.run([sys.executable, str(ROOT / "make_bundle.py"), "--keygen", str(d / "k")], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return d / "k" / "bundle-signing-key.pem"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fraction", [i / 10 for i in range(10)])
+def test_ctrl_c_at_any_moment_of_a_signed_pack_keeps_the_promise(tmp_path, kb, signing_key, fraction):
+    """Ctrl-C at evenly spaced moments of ``make_bundle.py --from-results ... --sign`` (about
+    10 to 25 s here, the self-verification included): exit 130 within a second and nothing under
+    the bundle's name, or a finished run with a bundle that verified. Before, a Ctrl-C during
+    the self-verification said "nothing was written" and left the whole signed bundle (issue 31)."""
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    cmd = [sys.executable, str(ROOT / "make_bundle.py"), "--from-results", str(RESULTS), "--out",
+           str(out_dir / "x.tar"), "--kernelbench", str(kb), "--sign", str(signing_key)]
+    p = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    _started(p.pid)
+    time.sleep(0.3 + fraction * 20)
+    sent = time.monotonic()
+    try:
+        os.killpg(p.pid, signal.SIGINT)
+    except ProcessLookupError:
+        pass
+    out, err = p.communicate(timeout=300)
+    took = time.monotonic() - sent
+    assert "Traceback" not in out + err, err
+    if p.returncode == 0:
+        assert "verify:  PASS" in out and tree(out_dir) == ["x.tar", "x.tar.sha256-digest"], out
+        return
+    assert p.returncode == 130, (p.returncode, err)
+    assert took < 1.5, f"{took:.2f} s from Ctrl-C to exit"
+    assert tree(out_dir) == [], "files were left after the interrupt"
+    assert err.splitlines()[-1] in ("interrupted; nothing was written",
+                                    "interrupted; the bundle was removed before its self-verification finished "
+                                    "(x.tar is not there); the results are kept: pack them again with "
+                                    "--from-results"), err
