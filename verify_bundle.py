@@ -340,18 +340,23 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
             raise OutputPathError(f"cannot write --json {json_out}: {(exc.strerror or type(exc).__name__).lower()}; "
                                   "no report was written and no verdict is given",
                                   "choose another --json path and verify again") from exc
-    _print_report(rep, verbose)
-    if show_report or plots_dir:
-        from kbrepro.errors import Interrupted
-        from kbrepro.process import imports_done
+    try:
+        _print_report(rep, verbose)
+        if show_report or plots_dir:
+            from kbrepro.errors import Interrupted
+            from kbrepro.process import imports_done
 
-        imports_done()  # drawing figures takes seconds: Ctrl-C and SIGTERM stop it (issue 31)
-        try:
-            _show(Path(archive), rep, show_report, plots_dir)
-        except KeyboardInterrupt:
-            raise Interrupted("the verdict above stands" + (f" and --json {json_out} is written" if json_out else "")
-                              + (f"; no figure was kept in {plots_dir}" if plots_dir else "")) from None
-        work_done()
+            imports_done()  # drawing figures takes seconds: Ctrl-C and SIGTERM stop it (issue 31)
+            try:
+                _show(Path(archive), rep, show_report, plots_dir)
+            except KeyboardInterrupt:
+                raise Interrupted("the verdict above stands" + (f" and --json {json_out} is written" if json_out else "")
+                                  + (f"; no figure was kept in {plots_dir}" if plots_dir else "")) from None
+            work_done()
+    except BrokenPipeError:  # the reader stopped reading (| head): the verdict's exit code all the same
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())  # nothing left to flush into a closed pipe at exit
+        os.close(fd)
     sys.exit(rep.exit_code)
 
 

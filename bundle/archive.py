@@ -568,7 +568,8 @@ def read_archive(path: Path) -> ArchiveContents:
             if out.compressed:
                 if head != GZIP_HEADER:
                     _problem(out, archive, f"gzip header {show(head.hex())} is not the packer's "
-                             f"({GZIP_HEADER.hex()}: no file name, extra field or comment, mtime 0)")
+                             f"({GZIP_HEADER.hex()}: no file name, extra field or comment, mtime 0); a bundle "
+                             "gzipped after packing: gunzip it and verify the .tar (the bundle digest is the same)")
                     return out
                 stream = _GzipStream(fh, archive)
             else:

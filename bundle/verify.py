@@ -1230,7 +1230,7 @@ def _tier_provenance(b: Bundle, t: Tier) -> None:
                    f"{name}: FTZ evidence contradicts the variant (name promises ftz={str(expected).lower()}; "
                    + ", ".join(f"{k} says ftz={str(s).lower()}" for k, s in says.items()) + f"{derived}). The "
                    "binary that ran did not have the FTZ mode its name claims, so results labelled with this "
-                   "variant do not show what they say (a known cause: NVRTC's compile cache, see the README)",
+                   "variant do not show what they say (a known cause: NVRTC's compile cache, see docs/traps.md)",
                    path=f"$.variants[{i}].ftz_evidence", expected=expected, found=says)
         strict = b.meta.get("source") == "measured"  # a measured record's 'agrees' is the shared rule's, exactly
         if (ev.get("agrees") != agrees) if strict else (ev.get("agrees") is not None and agrees is not None

@@ -230,7 +230,7 @@ def tier_documents(b, t) -> None:
         if loaded.doc.schema_version < 2:
             t.notes.append("timing protocol 1 (candidate bundle format 2 or 3): timed outputs are spot-checked, not "
                            "all held against the reference; a candidate that tells its timed calls from its checked "
-                           "ones can gain speed unseen (README, limits of protocol 1)")
+                           "ones can gain speed unseen (docs/checks.md, the limits of protocol 1)")
         for name, why in undecided(loaded):
             t.notes.append(f"candidate {name}: {why}")
             b.partial.append(f"candidate {name}: {why}")
@@ -417,7 +417,7 @@ def tier_replay(b, t, *, trust: bool, kernelbench: str | None, ratio_tolerance: 
     if not trust:
         t.status = "SKIP"
         t.notes.append("replay runs the bundle's candidate code: pass --trust-bundle-code to run it (isolated in a "
-                       "child process; see the README for running it in a container)")
+                       "child process; see docs/checks.md for running it in a container)")
         b.partial.append("the candidates were not replayed (their code runs only with --trust-bundle-code)")
         return
     import time

@@ -13,7 +13,7 @@ identical to eager, does it flush subnormals, and is it faster?
     python examples/inductor_candidate.py --level 1 --tasks 1-10 --out ind/     # tasks 1 to 10
 
 It writes ``<out>/inductor_<level>_<task>.py`` and ``<out>/args.txt``: the ``--candidate F
---task L/T`` pairs, one pair a line, for ``make_bundle.py`` (see README, "Sharding and
+--task L/T`` pairs, one pair a line, for ``make_bundle.py`` (see docs/sharding.md, "Sharding and
 clusters", for the commands). Exit codes: 0 written; 2 usage; 3 a KernelBench checkout that
 cannot be read or does not match the pin.
 """

@@ -212,7 +212,7 @@ def candidate_uid() -> int | None:
         raise UsageError(f"{UID_ENV}={v!r} is not a user id other than root's", f"e.g. {UID_ENV}=65534")
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         raise UsageError(f"{UID_ENV} needs the harness to run as root (it starts the candidate as that user)",
-                         f"unset {UID_ENV}, or run as root, or in a container (README)")
+                         f"unset {UID_ENV}, or run as root, or in a container (docs/checks.md)")
     return int(v)
 
 

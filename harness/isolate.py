@@ -32,7 +32,7 @@ What the parent can trust, and what it cannot (red-team passes of issue 11):
   (as root even when the parent is not dumpable), read other processes' GPU memory through the
   driver, or leave processes behind that left its process group. ``run_as`` (the harness reads
   ``KBREPRO_CANDIDATE_UID``) starts it as another user, which closes the first four for an
-  unprivileged id. It is not a sandbox; run an untrusted candidate in a container (README).
+  unprivileged id. It is not a sandbox; run an untrusted candidate in a container (docs/checks.md).
 """
 from __future__ import annotations
 

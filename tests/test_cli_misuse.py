@@ -983,3 +983,15 @@ def test_ctrl_c_at_any_moment_of_a_signed_pack_keeps_the_promise(tmp_path, kb, s
                                     "interrupted; the bundle was removed before its self-verification finished "
                                     "(x.tar is not there); the results are kept: pack them again with "
                                     "--from-results"), err
+
+
+def test_a_reader_that_stops_reading_gets_the_verdicts_exit_code():
+    """``verify_bundle.py B --show-report | head -3``: the pipe closed early ended in click's
+    silent exit 1, which a pipeline reads as a failed verification (issue 31). Now the exit
+    code is the verdict's, and nothing is printed about the pipe."""
+    p = subprocess.Popen([sys.executable, str(ROOT / "verify_bundle.py"), str(BUNDLE), "--level", "static",
+                          "--show-report"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.readline()
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 0 and err == "", err
