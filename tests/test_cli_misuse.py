@@ -590,6 +590,7 @@ def _interrupt(cmd: list, cwd: Path, delay: float, sig: int = signal.SIGINT) -> 
     return p.returncode, out, err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("delay", (0.3, 1.0))
 def test_sigterm_keeps_the_promises_of_ctrl_c_and_exits_143(tmp_path, kb, delay):
     """SIGTERM (a job scheduler's stop, ``kill``) is handled as Ctrl-C is: the same line, the
@@ -985,6 +986,7 @@ def test_ctrl_c_at_any_moment_of_a_signed_pack_keeps_the_promise(tmp_path, kb, s
                                     "--from-results"), err
 
 
+@pytest.mark.slow
 def test_a_reader_that_stops_reading_gets_the_verdicts_exit_code():
     """``verify_bundle.py B --show-report | head -3``: the pipe closed early ended in click's
     silent exit 1, which a pipeline reads as a failed verification (issue 31). Now the exit
