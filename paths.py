@@ -5,6 +5,7 @@ cannot be written -> OutputPathError (exit 2). Nothing here raises OSError.
 from __future__ import annotations
 
 from kbrepro.errors import InputPathError, OutputPathError
+from kbrepro.process import deferred_sigint
 
 def _why(exc: OSError) -> str:
     return (exc.strerror or type(exc).__name__).lower()
@@ -79,15 +80,19 @@ def _probe_write(folder, name: str) -> OSError | None:
     import os
     import tempfile
 
+    tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
+        with deferred_sigint():  # a Ctrl-C right after mkstemp would leave the file behind
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
+        os.close(fd)
     except OSError as exc:
         return exc
-    os.close(fd)
-    try:
-        os.unlink(tmp)
-    except OSError:
-        pass
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
     return None
 
 

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @click.option("--repeat", default=3, show_default=True)
 def main(n, example, record, repeat):
     from kbrepro.bundle.candidates import pack_results
-    from kbrepro.bundle.verify import verify_archive
+    from kbrepro.bundle.verify.checklist import verify_archive
 
     (tar,) = sorted((ROOT / "examples").glob(example))
     with tempfile.TemporaryDirectory() as tmp:

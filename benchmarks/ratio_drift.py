@@ -3,7 +3,7 @@
     python benchmarks/ratio_drift.py RECORDED.tar NEW.tar [--tolerance 0.05] [--json out.json]
 
 Reads both bundles with the verifier's own strict archive reader (nothing is extracted),
-then compares them exactly as replay does (``bundle.verify.compare_replay``): every timing
+then compares them exactly as replay does (``bundle.verify.compare.compare_replay``): every timing
 ratio of a block both ran (per-round paired ratios to the block's first arm; median and
 percentile-bootstrap interval with the recorded claims' bootstrap settings) reproduces when
 the two intervals, each widened by ``--tolerance`` (relative), overlap; verdicts and
@@ -48,7 +48,7 @@ def documents(path: Path) -> dict:
 @click.option("--tolerance", default=0.05, show_default=True, type=float)
 @click.option("--json", "json_out", type=click.Path(), default=None)
 def main(recorded, new, tolerance, json_out):
-    from kbrepro.bundle.verify import compare_replay
+    from kbrepro.bundle.verify.compare import compare_replay
 
     r, n = documents(Path(recorded)), documents(Path(new))
     boot = r["claims"]["bootstrap"] if "bootstrap" in r.get("claims", {}) else {"level": 0.95, "resamples": 10000,

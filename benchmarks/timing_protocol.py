@@ -53,7 +53,7 @@ def _stage(rec: dict, name: str) -> float:
 @click.option("--examples", default=None, help="folder of the committed examples (default: the project's)")
 def main(which, out, examples):
     from kbrepro.bundle import candidates as bc
-    from kbrepro.bundle.verify import verify_archive
+    from kbrepro.bundle.verify.checklist import verify_archive
     from kbrepro.harness.kernelbench import resolve_checkout
 
     root = Path(__file__).resolve().parent.parent

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 @click.option("--levels", default="fast,static", show_default=True)
 @click.option("--profile", default=None)
 def main(archive, levels, profile):
-    from kbrepro.bundle.verify import verify_archive
+    from kbrepro.bundle.verify.checklist import verify_archive
 
     for level in levels.split(","):
         t0 = time.perf_counter()

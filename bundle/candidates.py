@@ -34,6 +34,7 @@ from kbrepro.bundle import claims as claims_mod
 from kbrepro.bundle import pack, scrub
 from kbrepro.errors import Interrupted, InvalidResultsError, OutputPathError, UnreadableInputError, UsageError
 from kbrepro.harness import jsonio
+from kbrepro.model import candidate_rules
 from kbrepro.model import sizes as msizes
 from kbrepro.model.protocol import shape_problems
 from kbrepro.model.provenance_rules import MAX_BUILDS, fit_component, ninja_commands
@@ -87,9 +88,7 @@ def task_path(arg: str, pin) -> str:
             return hits[0]
         raise UsageError(f"KernelBench at the pinned commit has no level {m.group(1)} task {m.group(2)}",
                          "give --task LEVEL/TASK of an existing task, e.g. 1/88")
-    from kbrepro.bundle.verify_candidate import TASK_PATH
-
-    if arg in pin.files and TASK_PATH.match(arg):
+    if arg in pin.files and candidate_rules.TASK_PATH.match(arg):
         return arg
     raise UsageError(f"--task {arg!r} is neither LEVEL/TASK nor a Python file of the KernelBench pin",
                      "use e.g. --task 1/88 or --task src/kernelbench/prompts/model_ex_add.py")

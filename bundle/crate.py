@@ -39,6 +39,7 @@ import json
 from typing import Mapping
 
 from kbrepro.bundle.facts import CRATE_FILE, BundleFacts
+from kbrepro.bundle.verify.core import safe_text
 from kbrepro.errors import InvalidResultsError
 
 CONTEXT = "https://w3id.org/ro/crate/1.1/context"
@@ -182,8 +183,6 @@ def render(f: BundleFacts) -> bytes:
 
 
 def _show(v, n: int = 80) -> str:
-    from kbrepro.bundle.verify import safe_text
-
     return safe_text(json.dumps(v, sort_keys=True) if not isinstance(v, str) else v, n)
 
 

@@ -705,7 +705,7 @@ def predict_verification(path: Path, public_key=None) -> tuple[str, str]:
     ``--public-key``, for a signed bundle: ``public_key``, a :class:`bundle.attest.PublicKey`)
     and one line saying it: PASS, PARTIAL (with its first reason) or FAIL (with the first
     problem and its tier)."""
-    from kbrepro.bundle.verify import verify_archive
+    from kbrepro.bundle.verify.checklist import verify_archive
 
     rep = verify_archive(Path(path), level="static", public_key=public_key)
     if rep.verdict == "FAIL":

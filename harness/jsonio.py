@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kbrepro.errors import UnreadableInputError
+from kbrepro.process import deferred_sigint
 
 
 def enc_float(x: float | None):
@@ -254,8 +255,10 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     crash never leaves a half-written file under the final name."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = None
     try:
+        with deferred_sigint():  # a Ctrl-C right after mkstemp would leave the file behind
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         umask = os.umask(0)
         os.umask(umask)
         os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; give the file the mode open() would
@@ -265,10 +268,11 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
         raise
 
 

@@ -39,6 +39,13 @@ from kbrepro.model.task_inputs import Undecidable, parse_digest, size_globals
 #: relative difference under which a stated float equals the derived one (the engine computes
 #: it with the same rule; only the last bits of a float may differ)
 FLOAT_REL = 1e-9
+
+#: the task paths a candidate may solve, packer and verifier alike: a task of a level, or one of
+#: KernelBench's example models (never a candidate or test file of the pin)
+TASK_PATH = re.compile(r"^(KernelBench/level\d{1,2}/\d{1,4}_[A-Za-z0-9_]{1,120}\.py|"
+                       r"src/kernelbench/prompts/model_ex_[A-Za-z0-9_]{1,60}\.py)$")
+
+
 @dataclass(frozen=True)
 class Evidence:
     """What the rules read beside a record: the pinned task's source (None where the verifier
@@ -420,4 +427,4 @@ def record_problems(doc: CandidatesDoc, i: int, ev: Evidence, custom: Sequence[s
     return out
 
 
-__all__ = ["Evidence", "case_gpu", "gpu_peak_gbps", "document_problems", "record_problems", "derived_gbps", "sass_functions", "defines", "kernel_base_name"]
+__all__ = ["TASK_PATH", "Evidence", "case_gpu", "gpu_peak_gbps", "document_problems", "record_problems", "derived_gbps", "sass_functions", "defines", "kernel_base_name"]

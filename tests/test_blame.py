@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 
 from kbrepro.bundle import candidate_report as cr  # noqa: E402
 from kbrepro.bundle import candidates as bc  # noqa: E402
-from kbrepro.bundle.verify import verify_archive  # noqa: E402
+from kbrepro.bundle.verify.checklist import verify_archive  # noqa: E402
 from kbrepro.errors import UsageError  # noqa: E402
 from kbrepro.harness import candidate as hc  # noqa: E402
 from kbrepro.harness import jsonio, kbtask  # noqa: E402
@@ -138,7 +138,7 @@ def test_no_extra_shape_the_reference_runs_at_is_left_out_with_a_note_never_a_ca
     assert any("config.no_extra_shape" in p for p in problems(given))
     assert mc.load(json.loads(jsonio.dumps(doc)))[0].candidates[0].config.no_extra_shape == cfg.no_extra_shape
     # the run's word that the reference raised keeps the check undecided: PARTIAL, never PASS
-    from kbrepro.bundle.verify_candidate import undecided
+    from kbrepro.bundle.verify.candidate import undecided
 
     loaded = candidate_records.load(json.loads(jsonio.dumps(doc)), {}, lambda r: TIED_TASK)
     assert any(n == "c" and why.startswith("other_shapes_correct cannot decide (no extra shape: the reference raises")

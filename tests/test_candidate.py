@@ -11,7 +11,8 @@ import pytest
 
 from kbrepro.bundle import candidates as bc
 from kbrepro.bundle import pack
-from kbrepro.bundle.verify import _bag_info, verify_archive
+from kbrepro.bundle.verify.checklist import verify_archive
+from kbrepro.bundle.verify.core import bag_info
 from kbrepro.harness import candidate as hc
 from kbrepro.harness import jsonio
 
@@ -207,7 +208,7 @@ def made(tmp_path_factory):
 def _members(path: Path) -> tuple[str, dict[str, bytes], dict]:
     with tarfile.open(path) as tf:
         files = {m.name.split("/", 1)[1]: tf.extractfile(m).read() for m in tf if m.isfile()}
-    info = _bag_info(files["bag-info.txt"])
+    info = bag_info(files["bag-info.txt"])
     name = info["External-Identifier"]
     return name, {k[len("data/"):]: v for k, v in files.items() if k.startswith("data/")}, info
 
@@ -439,7 +440,7 @@ def _replayed_as(made, monkeypatch, edit):
     results edited by ``edit`` (the comparison of tier 6 is what is tested, not the GPU run)."""
     import torch
 
-    from kbrepro.bundle import verify_candidate as vc
+    from kbrepro.bundle.verify import candidate as vc
 
     _, m = made
     with tarfile.open(m.path) as tf:

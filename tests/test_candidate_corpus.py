@@ -15,7 +15,7 @@ from markdown_it import MarkdownIt
 import forge_candidates as fc
 from corpus import cases_candidates as cc
 from kbrepro import inert
-from kbrepro.bundle.verify import verify_archive
+from kbrepro.bundle.verify.checklist import verify_archive
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

@@ -1,4 +1,4 @@
-"""bundle/crosscheck.py: the committed bundles give no problem; each check fires on a
+"""bundle/crosscheck/: the committed bundles give no problem; each check fires on a
 minimal edit of their documents (read from examples/results-full-h200/ and from the tars
 in memory); imported results are judged only by the checks that apply to them."""
 from __future__ import annotations

@@ -13,7 +13,7 @@ import pytest
 
 from kbrepro.bundle import derived_facts as df
 from kbrepro.bundle import pack, report
-from kbrepro.bundle.verify import verify_archive
+from kbrepro.bundle.verify.checklist import verify_archive
 from kbrepro.harness import extras, selftest, stats, timing
 from test_crosscheck import EXTENDED, FULL, edited, read_tar
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kbrepro.bundle.verify import verify_archive
+from kbrepro.bundle.verify.checklist import verify_archive
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.tar")) + sorted((ROOT / "examples" / "formats").glob("*.tar"))

@@ -1,9 +1,9 @@
-"""Strings a bundle can put into REPORT.md must be inert Markdown (bundle.verify._bad_chars)."""
+"""Strings a bundle can put into REPORT.md must be inert Markdown (bundle.verify.inert.bad_chars)."""
 from __future__ import annotations
 
 import pytest
 
-from kbrepro.bundle import verify as V
+from kbrepro.bundle.verify import inert as V
 
 
 @pytest.mark.parametrize("text,table,fragment", [
@@ -26,7 +26,7 @@ from kbrepro.bundle import verify as V
     ("x" * 1001, False, "more than the 1000"),
 ])
 def test_active_strings_are_refused(text, table, fragment):
-    why = V._bad_chars(text, table)
+    why = V.bad_chars(text, table)
     assert why is not None and fragment in why
 
 
@@ -36,10 +36,10 @@ def test_active_strings_are_refused(text, table, fragment):
 ])
 def test_plain_strings_pass(text, table):
     if text == "-I<tmp>/x":  # the scrubber's placeholder is removed before the check (compile options)
-        text = V._SCRUB_PLACEHOLDER.sub("", text)
-    assert V._bad_chars(text, table) is None
+        text = V.SCRUB_PLACEHOLDER.sub("", text)
+    assert V.bad_chars(text, table) is None
 
 
 def test_environment_values_use_a_plain_character_set():
-    assert V._ENV_VALUE.match("NVIDIA H200") and V._ENV_VALUE.match("13.0")
-    assert not V._ENV_VALUE.match("False **ALL VERIFIED**") and not V._ENV_VALUE.match("a" * 201)
+    assert V.ENV_VALUE.match("NVIDIA H200") and V.ENV_VALUE.match("13.0")
+    assert not V.ENV_VALUE.match("False **ALL VERIFIED**") and not V.ENV_VALUE.match("a" * 201)

@@ -244,7 +244,7 @@ def _renderer(members: dict[str, bytes]):
 
 
 def _digest_of(path: Path) -> str:
-    from kbrepro.bundle.verify import verify_archive
+    from kbrepro.bundle.verify.checklist import verify_archive
 
     rep = verify_archive(path, level="static")
     assert rep.exit_code == 0, [p for t in rep.tiers for p in t.problems]
@@ -519,7 +519,7 @@ def test_a_forged_summary_fails_verification(tmp_path):
     import dataclasses
 
     from kbrepro.bundle import pack
-    from kbrepro.bundle.verify import verify_archive
+    from kbrepro.bundle.verify.checklist import verify_archive
 
     src = next((ROOT / "examples").glob("pointwise-fusion-ftz-full-*.tar"))
     members = _members_of(src)

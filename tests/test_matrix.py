@@ -12,7 +12,7 @@ import pytest
 
 from kbrepro.bundle import candidates as bc
 from kbrepro.bundle import matrix
-from kbrepro.bundle.verify import verify_archive
+from kbrepro.bundle.verify.checklist import verify_archive
 from kbrepro.errors import UnreadableInputError, UsageError
 from kbrepro.harness import jsonio
 from test_cli_misuse import cli, one_error
@@ -25,7 +25,7 @@ def replay_report(tmp_path_factory):
     by the bundle's own results: the comparison and the report are what is tested, not the GPU)."""
     import torch
 
-    from kbrepro.bundle import verify_candidate as vc
+    from kbrepro.bundle.verify import candidate as vc
 
     d = tmp_path_factory.mktemp("matrix")
     kb = _kb(d)

@@ -12,7 +12,7 @@ import pytest
 
 import forge_candidates as fc
 from corpus import cases_candidates as cc
-from kbrepro.bundle.verify import verify_archive
+from kbrepro.bundle.verify.checklist import verify_archive
 from kbrepro.harness import cheats
 from kbrepro.model import candidates as mc
 from kbrepro.model.source_rules import plain_pytorch

@@ -13,7 +13,9 @@ import pytest
 
 from kbrepro import schemas
 from kbrepro.bundle import pack
-from kbrepro.bundle.verify import Bundle, Tier, _author_sections_report, verify_archive
+from kbrepro.bundle.verify.checklist import verify_archive
+from kbrepro.bundle.verify.claims import author_sections_report
+from kbrepro.bundle.verify.core import Bundle, Tier
 from kbrepro.harness import jsonio
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,7 +120,7 @@ def test_author_report_sections_may_not_link_fence_or_tag(line):
     b = Bundle(name="x", files={}, root=Path("."))
     t = Tier(5, "claims")
     report = head + f"## Mine\n\n| a | b |\n|---|---|\n| 1 | {line} |\n".encode() + tail
-    _author_sections_report(b, t, report, head + tail[1:], head + b"\x00study-sections\x00" + tail)
+    author_sections_report(b, t, report, head + tail[1:], head + b"\x00study-sections\x00" + tail)
     assert t.status == "FAIL" and "author's" in t.problems[0]["message"]
 
 
@@ -127,7 +129,7 @@ def test_inert_author_sections_are_accepted_and_make_the_result_partial():
     b = Bundle(name="x", files={}, root=Path("."))
     t = Tier(5, "claims")
     report = head + b"## Mine\n\n| a | b |\n|---|---|\n| 1 | **2** `x` |\n" + tail
-    assert _author_sections_report(b, t, report, head + tail[1:], head + b"\x00study-sections\x00" + tail) == report
+    assert author_sections_report(b, t, report, head + tail[1:], head + b"\x00study-sections\x00" + tail) == report
     assert t.status == "PASS" and any("author's rendering" in r for r in b.partial)
 
 

@@ -20,7 +20,7 @@ from kbrepro import verify_bundle
 from kbrepro.bundle import archive as arc
 from kbrepro.bundle import candidates as bc
 from kbrepro.bundle import plots
-from kbrepro.bundle.verify import verify_archive
+from kbrepro.bundle.verify.checklist import verify_archive
 from kbrepro.harness import jsonio
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -159,7 +159,7 @@ def test_show_report_prints_the_bytes_it_verified_not_a_second_read(tmp_path, mo
     """The archive is swapped right after verification (another process, a sync client):
     --show-report still prints what was verified, with no escape sequence reaching the
     terminal."""
-    from kbrepro.bundle import verify as verify_mod
+    from kbrepro.bundle.verify import checklist as verify_mod
 
     arch = tmp_path / "b.tar"
     shutil.copy(FULL, arch)

@@ -1,4 +1,4 @@
-"""Replay comparison (bundle.verify.compare_replay and the claim-change rule) on CPU.
+"""Replay comparison (bundle.verify.compare.compare_replay and the claim-change rule) on CPU.
 
 The recorded side is the committed H200 run (examples/results-full-h200); the "replayed"
 side is a copy of it, edited the way a replay on another machine (or a forged recording)
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kbrepro.bundle import claims as claims_mod
-from kbrepro.bundle import verify as V
+from kbrepro.bundle.verify import compare as V
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "examples" / "results-full-h200"
@@ -155,12 +155,12 @@ def test_cases_not_reproduced(recorded, boot):
 
 def test_claim_changes():
     rec = {"C01": "holds", "C02": "holds", "C03": "fails"}
-    assert V._claim_changes(rec, dict(rec), True) == []
-    got = V._claim_changes(rec, {"C01": "inconclusive", "C02": "fails", "C03": "fails"}, True)
+    assert V.claim_changes(rec, dict(rec), True) == []
+    got = V.claim_changes(rec, {"C01": "inconclusive", "C02": "fails", "C03": "fails"}, True)
     assert [p["path"] for p in got] == ["C01", "C02"]
-    got = V._claim_changes(rec, {"C01": "inconclusive", "C02": "fails", "C03": "fails"}, False)
+    got = V.claim_changes(rec, {"C01": "inconclusive", "C02": "fails", "C03": "fails"}, False)
     assert [p["path"] for p in got] == ["C02"]
-    assert [p["path"] for p in V._claim_changes(rec, {"C01": "holds", "C02": "holds"}, True)] == ["C03"]
+    assert [p["path"] for p in V.claim_changes(rec, {"C01": "holds", "C02": "holds"}, True)] == ["C03"]
 
 
 def _cold_pair(factor_flush: float, factor_kernel: float):

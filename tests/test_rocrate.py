@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from kbrepro.bundle import crate, facts, make, pack
-from kbrepro.bundle.verify import verify_archive
+from kbrepro.bundle.verify.checklist import verify_archive
 from kbrepro.harness import jsonio
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -17,7 +17,8 @@ import shard_runners
 from conftest import kernelbench_from_example
 from kbrepro.bundle import candidates as bc
 from kbrepro.bundle import pack, shard
-from kbrepro.bundle.verify import _bag_info, verify_archive
+from kbrepro.bundle.verify.checklist import verify_archive
+from kbrepro.bundle.verify.core import bag_info
 from kbrepro.errors import EnvironmentUnavailableError, InvalidResultsError, UnreadableInputError, UsageError
 from kbrepro.harness import cases as hcases
 from kbrepro.harness import engines, jsonio
@@ -392,7 +393,7 @@ def test_the_sharded_documents_equal_the_unsharded_ones_apart_from_timings_and_h
 def _members(path: Path):
     with tarfile.open(path) as tf:
         files = {m.name.split("/", 1)[1]: tf.extractfile(m).read() for m in tf if m.isfile()}
-    info = _bag_info(files["bag-info.txt"])
+    info = bag_info(files["bag-info.txt"])
     return info["External-Identifier"], {k[5:]: v for k, v in files.items() if k.startswith("data/")}, info
 
 

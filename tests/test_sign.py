@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from kbrepro.bundle import attest, make, pack
-from kbrepro.bundle.verify import verify_archive
+from kbrepro.bundle.verify.checklist import verify_archive
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "examples" / "results-full-h200"

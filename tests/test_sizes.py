@@ -176,7 +176,7 @@ def run(tmp_path_factory):
 
 
 def test_a_tuple_size_runs_is_recorded_as_an_array_and_packs_and_verifies(run):
-    from kbrepro.bundle.verify import verify_archive
+    from kbrepro.bundle.verify.checklist import verify_archive
 
     d, res = run
     doc = json.loads((res / "results" / "candidates.json").read_bytes())
@@ -195,7 +195,7 @@ def test_a_tuple_size_runs_is_recorded_as_an_array_and_packs_and_verifies(run):
 @pytest.mark.parametrize("sizes,fragment", [({"batch_size": 4, "input_shape": 64}, "sets input_shape to 64, an integer"),
                                             ({"batch_size": [4], "input_shape": [64]}, "sets batch_size to (4,)")])
 def test_a_record_of_another_kind_of_size_than_the_tasks_fails_verification(run, tmp_path, sizes, fragment):
-    from kbrepro.bundle.verify import verify_archive
+    from kbrepro.bundle.verify.checklist import verify_archive
     from test_candidate import _edit_doc, _repack
 
     d, _ = run

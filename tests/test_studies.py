@@ -13,7 +13,7 @@ import pytest
 
 from kbrepro import manifests
 from kbrepro.bundle import claims as claims_mod
-from kbrepro.bundle.verify import verify_archive
+from kbrepro.bundle.verify.checklist import verify_archive
 from kbrepro.errors import UsageError
 from kbrepro.harness import bounded, jsonio, plugin
 from kbrepro.harness.kernelbench import load_lock

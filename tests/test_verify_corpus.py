@@ -361,7 +361,7 @@ def test_bag_info_is_held_to_the_packers_bytes_not_only_to_its_keys(tmp_path):
     """Issue 14's red team: a second space after a colon, or a trailing one, re-hashed into
     the tag manifest (a new digest), passed with the right keys in the right order."""
     from corpus import make_corpus as mc
-    from kbrepro.bundle.verify import verify_archive
+    from kbrepro.bundle.verify.checklist import verify_archive
 
     g = mc.load_good(mc.find_good_bundles(Path(__file__).resolve().parent.parent)[0])
     for n, edit in enumerate((lambda b: b.replace(b"Bag-Software-Agent: ", b"Bag-Software-Agent:  ", 1),

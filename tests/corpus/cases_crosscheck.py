@@ -1,4 +1,4 @@
-"""Corpus cases for bundle/crosscheck.py: one forged bundle per cross-document check.
+"""Corpus cases for bundle/crosscheck/: one forged bundle per cross-document check.
 
 Loaded by tests/corpus/make_corpus.py (``EXTRA_MODULES``); ``kit`` is that module. Every
 case edits the good bundle minimally and recomputes both manifests and Payload-Oxum, as a

@@ -36,7 +36,7 @@ if str(Path(__file__).resolve().parents[1]) not in sys.path:  # tests/ (forge_ca
 import forge_candidates as fc  # noqa: E402
 
 from kbrepro.bundle import pack  # noqa: E402
-from kbrepro.bundle.verify import verify_archive  # noqa: E402
+from kbrepro.bundle.verify.checklist import verify_archive  # noqa: E402
 from kbrepro.harness import jsonio  # noqa: E402
 from kbrepro.model import candidates as mc  # noqa: E402
 

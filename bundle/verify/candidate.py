@@ -1,6 +1,6 @@
 """Verification tiers 3 to 6 of a KernelBench-candidate bundle (``bundle.json`` format
 ``kbrepro-candidate-bundle``); tiers 1 and 2 (archive, manifest) are the generic ones of
-:mod:`kbrepro.bundle.verify`.
+:mod:`kbrepro.bundle.verify.manifest`.
 
 The trust rule, as it applies here: the task files are judged by the product's own KernelBench
 pin (never by hashes the bundle states); every verdict of a named check is derived again with
@@ -14,31 +14,40 @@ the result is then PARTIAL, not PASS. A replay runs the bundle's candidate code,
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import statistics
 import tempfile
+import time
 from pathlib import Path
 from typing import Callable
 
-from kbrepro.bundle import candidate_records
+from kbrepro import schemas
+from kbrepro.bundle import candidate_records, crosscheck, pack, shard
 from kbrepro.bundle import candidates as bc
 from kbrepro.bundle import claims as claims_mod
+from kbrepro.bundle.facts import CRATE_FILE
+from kbrepro.bundle.report import post_summary
+from kbrepro.bundle.verify.compare import environment_diff
+from kbrepro.bundle.verify.core import bag_info, safe_text
+from kbrepro.bundle.verify.described import statements_check
 from kbrepro.errors import ReproError, UnreadableInputError
-from kbrepro.harness import jsonio
+from kbrepro.harness import jsonio, stats
+from kbrepro.harness.kernelbench import load_pin
+from kbrepro.kernels.compile import sass_ftz_counts, sass_says_ftz
+from kbrepro.model.candidate_rules import TASK_PATH
 
 MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
+
 
 def is_candidate_bundle(files) -> bool:
     """Whether the bag's ``bag-info.txt`` names the candidate format (tier 1 accepted it;
     tier 3 checks that ``bundle.json`` says the same)."""
-    from kbrepro.bundle.verify import _bag_info
-
-    return _bag_info(files.get("bag-info.txt", b"")).get("Bundle-Format") == bc.FORMAT
+    return bag_info(files.get("bag-info.txt", b"")).get("Bundle-Format") == bc.FORMAT
 
 
 def _load(b, t, rel: str, schema: str):
-    from kbrepro import schemas
-
     raw = b.files.get(f"data/{rel}")
     if raw is None:
         t.fail(f"data/{rel}", "missing")
@@ -57,10 +66,6 @@ def _load(b, t, rel: str, schema: str):
     return None if problems else doc
 
 
-#: the task paths a candidate may solve: a task of a level, or one of KernelBench's example models
-#: (never a candidate or test file of the pin)
-TASK_PATH = re.compile(r"^(KernelBench/level\d{1,2}/\d{1,4}_[A-Za-z0-9_]{1,120}\.py|"
-                       r"src/kernelbench/prompts/model_ex_[A-Za-z0-9_]{1,60}\.py)$")
 _NOTE = re.compile(r"^(candidate [A-Za-z][A-Za-z0-9_]{0,39}: verdicts derived again by this packer differ from the "
                    r"run's: [A-Za-z0-9_ ,>-]{1,300}|\d{1,3} claim\(s\) added by the author \(--claims\), judged by this "
                    r"product's evaluator on the author's definitions)$")
@@ -68,15 +73,11 @@ _NOTE = re.compile(r"^(candidate [A-Za-z][A-Za-z0-9_]{0,39}: verdicts derived ag
 
 def tier_documents(b, t) -> None:
     """Tier 3: metadata, documents, inputs against the product's pin, derived verdicts, check arithmetic."""
-    from kbrepro.bundle import crosscheck
-    from kbrepro.bundle.verify import _bag_info, safe_text
-    from kbrepro.harness.kernelbench import load_pin
-
     meta = _load(b, t, "bundle.json", "candidate-bundle")
     if meta is None:
         return
     b.meta = meta
-    info = _bag_info(b.files.get("bag-info.txt", b""))
+    info = bag_info(b.files.get("bag-info.txt", b""))
     for key, want in (("External-Identifier", meta["name"]), ("Bundle-Format", meta["format"]),
                       ("Bundle-Format-Version", str(meta["format_version"])), ("Source", meta["source"]),
                       ("Study", f"{bc.KIND} ({meta['profile']})")):
@@ -136,8 +137,6 @@ def tier_documents(b, t) -> None:
     allowed = {"data/bundle.json", "data/claims.json", "data/REPORT.md", "data/inputs/claims.yaml",
                "data/results/candidates.json", "data/results/environment.json", "data/inputs/kernelbench/LICENSE"}
     if b.has_crate:
-        from kbrepro.bundle.facts import CRATE_FILE
-
         allowed.add(f"data/{CRATE_FILE}")
     if doc["kernelbench"]["commit"] != pin.commit or meta["kernelbench"]["commit"] != pin.commit:
         t.fail("data/results/candidates.json", "KernelBench is not at the commit this verifier pins",
@@ -214,8 +213,6 @@ def tier_documents(b, t) -> None:
     for p in sorted(p for p in b.files if p.startswith("renderings/"))[:20]:
         t.fail(p, "a candidate bundle has no renderings: its packer draws no figures, so nothing here is a picture "
                "of its data")
-    from kbrepro.bundle import shard
-
     for path, msg in shard.case_problems(doc, lambda task: b.files.get(f"data/inputs/kernelbench/{task}")):
         t.fail("data/results/candidates.json", f"the cases of a sharded run: {msg}", path=path)
     failed = [c for c in doc.get("cases") or [] if isinstance(c, dict) and c.get("status") == "failed"]
@@ -234,7 +231,7 @@ def tier_documents(b, t) -> None:
         for name, why in undecided(loaded):
             t.notes.append(f"candidate {name}: {why}")
             b.partial.append(f"candidate {name}: {why}")
-    for p in crosscheck._check_arithmetic({"correctness": doc}):
+    for p in crosscheck.check_arithmetic({"correctness": doc}):
         t.fail("data/results/candidates.json", p["message"], path=p.get("path"), expected=p.get("expected"),
                found=p.get("found"))
     b.documents = {"candidates": doc, "environment": env}
@@ -265,16 +262,12 @@ def undecided(loaded) -> list[tuple[str, str]]:
 
 def _sha(data: bytes) -> str:
     """sha256 hex of ``data``."""
-    import hashlib
-
     return hashlib.sha256(data).hexdigest()
 
 
 def tier_provenance(b, t) -> None:
     """Tier 4: every provenance file the record lists is in the bag with its hash; SASS FTZ
     evidence counted again from the bundled SASS."""
-    from kbrepro.kernels.compile import sass_ftz_counts, sass_says_ftz
-
     doc = b.documents["candidates"]
     n = 0
     for i, r in enumerate(doc["candidates"]):
@@ -304,16 +297,7 @@ def tier_provenance(b, t) -> None:
                             "FTZ evidence counted again from the SASS"]
 
 
-def tier_claims(b, t) -> None:
-    """Tier 5: claims (:func:`_claims`), then the RO-Crate file against the documents (last, so
-    that an edit is first reported by the check that owns it)."""
-    from kbrepro.bundle.verify import crate_check
-
-    _claims(b, t)
-    crate_check(b, t, b.documents)
-
-
-def _claims(b, t) -> None:
+def claims_check(b, t) -> None:
     """The default claims written again and compared, every claim evaluated again,
     claims.json and REPORT.md compared with what this verifier writes."""
     doc = b.documents["candidates"]
@@ -366,15 +350,10 @@ def _claims(b, t) -> None:
     report = bc.render_report(b.meta, doc, mine).encode()
     if b.files.get("data/REPORT.md") != report:
         t.fail("data/REPORT.md", "REPORT.md is not the report this verifier renders from the documents")
-    from kbrepro.bundle import pack
-    from kbrepro.bundle.report import post_summary
-
     got = b.files.get(pack.SUMMARY)
     if got is not None and got != post_summary(b.meta, b.documents, json.loads(jsonio.dumps(mine)), b.digest,
                                                frozenset(c["id"] for c in own["claims"])).encode():
         t.fail(pack.SUMMARY, "is not the five-line summary this verifier writes from the records and the digest")
-    from kbrepro.bundle.verify import statements_check
-
     statements_check(b, t, b.documents, json.loads(jsonio.dumps(mine)))
     t.details["claims"] = mine["summary"]
     t.details["caught"] = {k: v for k, v in bc.caught(doc).items() if v}
@@ -391,10 +370,6 @@ def _claims(b, t) -> None:
 
 def _median_ratios(doc: dict) -> dict[tuple[str, str, str], float]:
     """(candidate, L2 state, arm) -> the median of the paired per-round ratios candidate / arm."""
-    import statistics
-
-    from kbrepro.harness import stats
-
     out = {}
     for r in doc.get("candidates") or []:
         for blk in r.get("blocks") or []:
@@ -420,8 +395,6 @@ def tier_replay(b, t, *, trust: bool, kernelbench: str | None, ratio_tolerance: 
                        "child process; see docs/checks.md for running it in a container)")
         b.partial.append("the candidates were not replayed (their code runs only with --trust-bundle-code)")
         return
-    import time
-
     doc = b.documents["candidates"]
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kbrepro-replay-") as tmp:
@@ -472,8 +445,6 @@ def tier_replay(b, t, *, trust: bool, kernelbench: str | None, ratio_tolerance: 
                        f"{ratio_tolerance:.0%}: " + "; ".join(
                            f"{r['candidate']} / {r['arm']} ({r['l2']} L2) {r['recorded']:.4g} -> "
                            + (f"{r['replayed']:.4g}" if r["replayed"] is not None else "not timed") for r in moved[:4]))
-    from kbrepro.bundle.verify import environment_diff
-
     # every claim recorded against replayed, and this machine beside the recorded one: what a
     # replay matrix across GPU kinds is built from (python -m kbrepro.bundle.matrix)
     t.details["claims"] = [{"id": c["id"], "recorded": rec.get(c["id"]), "replayed": c["verdict"],
@@ -485,4 +456,4 @@ def tier_replay(b, t, *, trust: bool, kernelbench: str | None, ratio_tolerance: 
                      replay_seconds=round(time.perf_counter() - t0, 1))
 
 
-__all__ = ["is_candidate_bundle", "tier_documents", "tier_provenance", "tier_claims", "tier_replay"]
+__all__ = ["is_candidate_bundle", "tier_documents", "tier_provenance", "claims_check", "tier_replay"]

@@ -1,0 +1,368 @@
+"""Tier 3 cross-document checks of a study bundle (:func:`document_problems`): the bag's listing,
+bag-info.txt and bundle.json against the run record, timestamps, the environment, timing
+rounds and the eligibility of every timing block, each derived again from the documents.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import re
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+from kbrepro.bundle import derived_facts
+from kbrepro.bundle import problem_dicts as pd
+from kbrepro.harness.timing import THROTTLE_MASK
+from kbrepro.bundle.crosscheck.common import (DOC_FILE, IMPORTED_REQUIRED, MEASURED_REQUIRED, as_int, is_measured,
+                                              check_passes, variants)
+
+_cut, _p, _d, _l, _is_int, _num = pd.cut, pd.problem, pd.as_dict, pd.as_list, pd.is_int, pd.number
+
+
+def document_problems(documents: Mapping[str, dict], files: Mapping[str, bytes], meta: Mapping,
+                      bag_info: Mapping[str, str]) -> list[dict]:
+    """Tier 3 (documents): contradictions between the documents, ``bundle.json`` and
+    ``bag-info.txt``.
+
+    ``documents``: name -> parsed document (``"run"``, ``"environment"``, ``"compile"``,
+    ``"witness"``, ``"correctness"``, ``"timings"``, ``"selftest"``, a study's own,
+    ``"claims"``); ``files``: every file of the bag by path relative to the bag root
+    (``"data/results/run.json"``, ``"bag-info.txt"``, ...), bytes; ``meta``: parsed
+    ``data/bundle.json``; ``bag_info``: ``bag-info.txt`` fields. Returns problem dicts
+    (module docstring); raises nothing.
+
+    Checks: every ``data/results/*.json`` (not ``results/originals/``) and
+    ``data/environment.json`` is listed in ``bundle.json`` under its own document name, and
+    the documents a run of that source always writes are there (measured: run, environment,
+    compile, correctness, timings (witness when the study has one); imported: run, environment, compile,
+    correctness, timings); ``bag-info.txt`` agrees with ``bundle.json`` (name, format,
+    version, source, study); ``bundle.json`` agrees with run.json and environment.json
+    (source vs run status, study name/profile/sha256 and the bundled study file's sha256,
+    product version/commit, KernelBench commit and files); the default bundle name's time
+    stamp is the run's start; start <= finish, the stages fit in the wall time and the wall
+    time in start..finish; environment vs run (precision, compile-cache setting) and
+    correctness (torch version of the predicate witness); timing rounds: every round's
+    order is a permutation of the block's arms and is exactly the one
+    ``random.Random(order_seed)`` shuffles (harness/timing.py), times are finite and
+    positive, a recorded ``throttled`` flag follows from its throttle reasons; timing
+    eligibility follows from the official checks of the task (harness/run.py), and each
+    study block times exactly the eligible variants (skipped for imported results: the post
+    timed one variant per script); then the facts :func:`bundle.derived_facts.document_problems`
+    derives (self-tests, adaptive stopping, copy and floor blocks, GEMM FLOPs).
+    """
+    out: list[dict] = []
+    measured = is_measured(meta)
+    out += _listing_problems(documents, files, meta, measured)
+    out += _bag_info_problems(meta, bag_info)
+    out += _meta_problems(documents, files, meta, measured)
+    out += _time_problems(documents, meta)
+    out += _environment_problems(documents)
+    out += _round_problems(documents)
+    out += _eligibility_problems(documents, measured)
+    return out + derived_facts.document_problems(documents)
+
+
+def _listing_problems(documents, files, meta, measured) -> list[dict]:
+    out = []
+    listed = _d(meta.get("documents"))
+    for rel, schema in sorted(listed.items()):
+        name = str(schema).split("/", 1)[-1]
+        want = DOC_FILE.get(name)
+        if want is not None and want != f"data/{rel}":
+            out.append(_p("data/bundle.json", f'$.documents["{_cut(rel)}"]',
+                          f"document {name} listed at data/{_cut(rel)}; the packer writes it at {want}",
+                          expected=want, found=f"data/{rel}"))
+        if f"data/{rel}" not in files:
+            out.append(_p("data/bundle.json", f'$.documents["{_cut(rel)}"]',
+                          f"document data/{_cut(rel)} listed in bundle.json is not in the bag"))
+    listed_paths = {f"data/{rel}" for rel in listed}
+    for path in sorted(files):
+        is_doc = (path.startswith("data/results/") and path.endswith(".json") and path.count("/") == 2) \
+            or path == "data/environment.json"
+        if is_doc and path not in listed_paths:
+            out.append(_p(path, None, f"{path} is in the bag but not listed in bundle.json's documents "
+                                      "(an unlisted document is never checked)"))
+    listed_names = {str(s).split("/", 1)[-1] for s in listed.values()}
+    required = MEASURED_REQUIRED if measured else IMPORTED_REQUIRED
+    for name in required:
+        if name not in listed_names:
+            out.append(_p(DOC_FILE[name], None,
+                          f"{'a measured' if measured else 'an imported'} run always writes {name}.json; "
+                          "the bundle does not list it", expected=DOC_FILE[name]))
+    return out
+
+
+def _bag_info_problems(meta, info) -> list[dict]:
+    out = []
+    study = _d(meta.get("study"))
+    pairs = (("External-Identifier", meta.get("name"), "$.name"),
+             ("Bundle-Format", meta.get("format"), "$.format"),
+             ("Bundle-Format-Version", None if meta.get("format_version") is None else str(meta.get("format_version")),
+              "$.format_version"),
+             ("Source", meta.get("source"), "$.source"),
+             ("Study", f"{study.get('name')} ({study.get('profile')})", "$.study"))
+    for key, want, path in pairs:
+        got = info.get(key)
+        if got != want:
+            out.append(_p("bag-info.txt", None, f"bag-info.txt {key} differs from bundle.json {path}",
+                          expected=want, found=got))
+    return out
+
+
+def _meta_problems(documents, files, meta, measured) -> list[dict]:
+    out = []
+    run = _d(documents.get("run"))
+    env = _d(_d(documents.get("environment")).get("fields"))
+    status = run.get("status")
+    source = meta.get("source")
+    if source == "measured" and (status != "complete" or run.get("imported") is not None):
+        out.append(_p("data/bundle.json", "$.source", "bundle.json says measured, run.json says otherwise",
+                      expected="status 'complete', imported null", found=f"status {status!r}"))
+    if source == "imported" and status != "imported":
+        out.append(_p("data/bundle.json", "$.source", "bundle.json says imported, run.json's status is not 'imported'",
+                      expected="imported", found=status))
+    rs, ms = _d(run.get("study")), _d(meta.get("study"))
+    for key in ("name", "profile"):
+        if key in rs and rs.get(key) != ms.get(key):
+            out.append(_p("data/bundle.json", f"$.study.{key}", f"bundle.json's study {key} differs from run.json's",
+                          expected=rs.get(key), found=ms.get(key)))
+    if rs.get("sha256") is not None and rs.get("sha256") != ms.get("sha256"):
+        out.append(_p("data/bundle.json", "$.study.sha256", "bundle.json's study sha256 differs from run.json's",
+                      expected=rs.get("sha256"), found=ms.get("sha256")))
+    study_file = f"data/{ms.get('file')}"
+    if ms.get("file") is not None and study_file in files:
+        got = hashlib.sha256(files[study_file]).hexdigest()
+        if got != ms.get("sha256"):
+            out.append(_p("data/bundle.json", "$.study.sha256", "the bundled study file's sha256 differs from "
+                          "bundle.json's", expected=got, found=ms.get("sha256")))
+    elif ms.get("file") is not None:
+        out.append(_p(study_file, None, "the study file bundle.json names is not in the bag"))
+    prod = _d(meta.get("product"))
+    for key, field in (("version", "product_version"), ("commit", "product_commit")):
+        if field in env and _d(env.get(field)).get("value") != prod.get(key):
+            out.append(_p("data/bundle.json", f"$.product.{key}", f"bundle.json's product {key} differs from "
+                          f"environment.json's {field}", expected=_d(env.get(field)).get("value"), found=prod.get(key)))
+    mkb, rkb = _d(meta.get("kernelbench")), _d(run.get("kernelbench"))
+    if rkb.get("commit") is not None and mkb.get("commit") != rkb.get("commit"):
+        out.append(_p("data/bundle.json", "$.kernelbench.commit", "bundle.json's KernelBench commit differs from "
+                      "run.json's", expected=rkb.get("commit"), found=mkb.get("commit")))
+    if mkb.get("files_included") and isinstance(rkb.get("files"), list) and mkb.get("files") != rkb.get("files"):
+        out.append(_p("data/bundle.json", "$.kernelbench.files", "bundle.json's KernelBench files differ from the "
+                      "files run.json says the run used", expected=rkb.get("files"), found=mkb.get("files")))
+    if measured and mkb.get("files_included") is False:
+        out.append(_p("data/bundle.json", "$.kernelbench.files_included",
+                      "a measured bundle must include the KernelBench files its run used", expected=True, found=False))
+    return out
+
+
+def _parse_utc(s: Any) -> float | None:
+
+    if not isinstance(s, str):
+        return None
+    try:
+        return datetime.strptime(s, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return None
+
+
+def _time_problems(documents, meta) -> list[dict]:
+    out = []
+    run = _d(documents.get("run"))
+    f = DOC_FILE["run"]
+    start, end = _parse_utc(run.get("started_utc")), _parse_utc(run.get("finished_utc"))
+    if run.get("started_utc") is not None and start is None:
+        out.append(_p(f, "$.started_utc", "not a UTC time stamp YYYY-MM-DDTHH:MM:SSZ", found=run.get("started_utc")))
+    if run.get("finished_utc") is not None and end is None:
+        out.append(_p(f, "$.finished_utc", "not a UTC time stamp YYYY-MM-DDTHH:MM:SSZ", found=run.get("finished_utc")))
+    if start is not None and end is not None:
+        if end < start:
+            out.append(_p(f, "$.finished_utc", "the run finished before it started",
+                          expected=f">= {run['started_utc']}", found=run["finished_utc"]))
+        wall = _num(run.get("wall_seconds"))
+        if wall is not None and wall > (end - start) + 2.0:
+            out.append(_p(f, "$.wall_seconds", f"wall time {wall:.1f} s exceeds start..finish "
+                          f"({end - start:.0f} s, whole seconds)", expected=f"<= {end - start + 2:.0f}", found=wall))
+        if wall is not None and wall < -0.0:
+            out.append(_p(f, "$.wall_seconds", "negative wall time", found=wall))
+    wall = _num(run.get("wall_seconds"))
+    secs = [_num(_d(s).get("seconds")) for s in _l(run.get("stages"))]
+    if any(s is not None and (s < 0 or not math.isfinite(s)) for s in secs):
+        out.append(_p(f, "$.stages", "a stage has a negative or non-finite duration"))
+    total = sum(s for s in secs if s is not None and math.isfinite(s) and s > 0)
+    if wall is not None and total > wall + 1.0:
+        out.append(_p(f, "$.stages", f"the stages take {total:.1f} s, more than the run's wall time {wall:.1f} s",
+                      expected=f"<= {wall + 1.0:.1f}", found=round(total, 3)))
+    # the packer's default name is <study>-<profile or 'imported'>-<start stamp>
+    st = _d(run.get("study"))
+    label = "imported" if meta.get("source") == "imported" else st.get("profile")
+    prefix = f"{st.get('name')}-{label}-"
+    name = meta.get("name")
+    if isinstance(name, str) and name.startswith(prefix) and isinstance(run.get("started_utc"), str):
+        stamp = re.sub(r"[^0-9T]", "", run["started_utc"][:19]) or "undated"
+        if name[len(prefix):] != stamp:
+            out.append(_p("data/bundle.json", "$.name", "the bundle name's time stamp is not the run's start "
+                          "(run.json started_utc)", expected=prefix + stamp, found=name))
+    return out
+
+
+def _environment_problems(documents) -> list[dict]:
+    out = []
+    run = _d(documents.get("run"))
+    fields = _d(_d(documents.get("environment")).get("fields"))
+
+    def val(k):
+        return _d(fields.get(k)).get("value")
+
+    prec = _d(run.get("precision"))
+    if "float32_matmul_precision" in prec and val("float32_matmul_precision") is not None \
+            and prec["float32_matmul_precision"] != val("float32_matmul_precision"):
+        out.append(_p(DOC_FILE["environment"], "$.fields.float32_matmul_precision.value",
+                      "environment.json's float32 matmul precision differs from run.json's",
+                      expected=prec["float32_matmul_precision"], found=val("float32_matmul_precision")))
+    cc = _d(run.get("compile_cache"))
+    envvars = val("env")
+    if cc.get("set_by") == "environment" and isinstance(envvars, dict) and \
+            envvars.get("CUDA_CACHE_DISABLE") != cc.get("CUDA_CACHE_DISABLE"):
+        out.append(_p(DOC_FILE["environment"], "$.fields.env.value.CUDA_CACHE_DISABLE",
+                      "run.json says CUDA_CACHE_DISABLE came from the environment; environment.json records another value",
+                      expected=cc.get("CUDA_CACHE_DISABLE"), found=envvars.get("CUDA_CACHE_DISABLE")))
+    for i, v in enumerate(variants(documents)):
+        disabled = v.get("nvrtc_cache_disabled_by")
+        if isinstance(disabled, list) and "CUDA_CACHE_DISABLE=1" in disabled and cc and \
+                cc.get("CUDA_CACHE_DISABLE") != "1":
+            out.append(_p(DOC_FILE["compile"], f"$.variants[{i}].nvrtc_cache_disabled_by",
+                          f"{_cut(v.get('name'))}: says CUDA_CACHE_DISABLE=1 was in effect; run.json says it was not",
+                          expected=cc.get("CUDA_CACHE_DISABLE"), found="1"))
+    tv = val("torch_version")
+    pd = _d(_d(documents.get("correctness")).get("predicate_direction"))
+    if tv is not None and pd.get("torch_version") is not None and pd["torch_version"] != tv:
+        out.append(_p(DOC_FILE["correctness"], "$.predicate_direction.torch_version",
+                      "the predicate witness ran under another torch than environment.json records",
+                      expected=tv, found=pd["torch_version"]))
+    return out
+
+
+def _round_problems(documents) -> list[dict]:
+
+    out = []
+    f = DOC_FILE["timings"]
+    for i, b in enumerate(_l(_d(documents.get("timings")).get("blocks"))):
+        if not isinstance(b, dict):
+            continue
+        arms = [a for a in _l(b.get("arms")) if isinstance(a, str)]
+        rounds = _l(b.get("rounds"))
+        proto = _d(b.get("protocol"))
+        bid = _cut(b.get("id"))
+        if len(set(arms)) != len(arms):
+            out.append(_p(f, f"$.blocks[{i}].arms", f"block {bid}: an arm is listed twice", found=arms))
+        seed = proto.get("order_seed")
+        rng = random.Random(seed) if _is_int(seed) else None
+        bad_order = bad_time = bad_thr = False
+        for j, r in enumerate(rounds):
+            r = _d(r)
+            order = r.get("order")
+            if rng is not None:
+                want = list(arms)
+                rng.shuffle(want)
+                if order != want and not bad_order:
+                    bad_order = True
+                    msg = ("is not a permutation of the block's arms" if sorted(map(str, _l(order))) != sorted(arms)
+                           else f"is not the order random.Random({seed}) gives")
+                    out.append(_p(f, f"$.blocks[{i}].rounds[{j}].order", f"block {bid}: round {j}'s order {msg} "
+                                  "(rounds reordered, dropped or inserted)", expected=want, found=order))
+            times = _d(r.get("times_ms"))
+            if not bad_time and any(_num(t) is None or not (math.isfinite(_num(t)) and _num(t) > 0)
+                                    for t in times.values()):
+                bad_time = True
+                out.append(_p(f, f"$.blocks[{i}].rounds[{j}].times_ms",
+                              f"block {bid}: a time is not a finite positive number of milliseconds"))
+            clk = _d(r.get("clocks"))
+            if not bad_thr and "throttled" in clk and _is_int(clk.get("throttle_reasons")) \
+                    and bool(clk["throttle_reasons"] & THROTTLE_MASK) != clk["throttled"]:
+                bad_thr = True
+                out.append(_p(f, f"$.blocks[{i}].rounds[{j}].clocks.throttled",
+                              f"block {bid}: 'throttled' contradicts throttle_reasons "
+                              f"0x{clk['throttle_reasons']:x}", expected=bool(clk["throttle_reasons"] & THROTTLE_MASK),
+                              found=clk["throttled"]))
+    return out
+
+
+def _eligibility_problems(documents, measured) -> list[dict]:
+    """Eligibility for timing re-derived as harness/run.py derives it; for measured results
+    also the arms of each study (and cold-L2) block of the task."""
+    out = []
+    cor = _d(documents.get("correctness"))
+    tasks = _d(cor.get("tasks"))
+    fp = [c for c in _l(cor.get("full_program")) if isinstance(c, dict)]
+    blocks = [b for b in _l(_d(documents.get("timings")).get("blocks")) if isinstance(b, dict)]
+    for t, td in sorted(tasks.items()):
+        td = _d(td)
+        elig = td.get("eligible_for_timing")
+        if not isinstance(elig, dict):
+            continue
+        for n, rec in sorted(elig.items()):
+            oks = [check_passes(_d(c.get("checks")).get(n), "official") for c in fp if _d(c.get("case")).get("task") == as_int(t)]
+            oks += [check_passes(_d(_d(c).get("checks")).get(n), _d(c).get("criterion"))
+                    for sec in td.values() if isinstance(sec, list) for c in sec]
+            oks.append(check_passes(_d(_d(td.get("timing_input")).get("checks")).get(n), "official"))
+            if "graph_mutation" in td:
+                oks.append(check_passes(_d(_d(td.get("graph_mutation")).get("checks")).get(n), "official"))
+            if any(o is False for o in oks):
+                want = False
+            elif all(o is True for o in oks):
+                want = True
+            else:
+                continue  # undecidable from what was recorded (imported summaries)
+            if rec != want:
+                out.append(_p(DOC_FILE["correctness"], f'$.tasks["{_cut(t)}"].eligible_for_timing.{_cut(n)}',
+                              f"task {_cut(t)}: {_cut(n)}'s timing eligibility does not follow from its checks",
+                              expected=want, found=rec))
+        if not measured:
+            continue
+        ts = _d(td.get("torchscript"))
+        ts_ok = bool(ts) and all(check_passes(c, "official") is True for c in ts.values())
+        ind = _d(td.get("inductor"))
+        for i, b in enumerate(blocks):
+            if b.get("kind") not in ("study", "cold_l2") or str(b.get("task")) != str(t):
+                continue
+            scope = b.get("scope")
+            sfx = "" if scope == "full" else f"_{scope}"
+            want = (["l2_flush_only"] if b.get("kind") == "cold_l2" else []) + [f"eager{sfx}"]
+            if ts_ok:
+                want.append(f"torchscript{sfx}")
+            # the engine times the variants in the study's (compile) order; the JSON keys are sorted
+            order = [v.get("name") for v in variants(documents)]
+            want += sorted((n for n, e in elig.items() if e is True),
+                           key=lambda n: (order.index(n) if n in order else len(order), n))
+            if ind and check_passes(ind.get(scope), "official") is True:
+                want.append(f"inductor{sfx}")
+            if b.get("arms") != want:
+                out.append(_p(DOC_FILE["timings"], f"$.blocks[{i}].arms",
+                              f"block {_cut(b.get('id'))}: the arms are not the eligible variants and passing "
+                              "baselines of task " + _cut(str(t)), expected=want, found=b.get("arms")))
+    for i, b in enumerate(blocks):
+        if b.get("kind") == "extra_shape" and measured:
+            es = [c for c in _l(cor.get("extra_shapes")) if isinstance(c, dict)
+                  and _d(c.get("case")).get("task") == b.get("task")
+                  and all(b.get(k) == v for k, v in _d(c.get("case")).items() if k not in ("task", "seed"))]
+            if len(es) == 1:
+                chk = _d(es[0].get("checks"))
+                order = [v.get("name") for v in variants(documents)]
+                want = ["eager"] + (["torchscript"] if check_passes(chk.get("torchscript"), "official") else []) + \
+                    sorted((n for n in chk if n not in ("torchscript",) and check_passes(chk[n], "official") is True),
+                           key=lambda n: (order.index(n) if n in order else len(order), n))
+                if b.get("arms") != want:
+                    out.append(_p(DOC_FILE["timings"], f"$.blocks[{i}].arms", f"block {_cut(b.get('id'))}: the arms "
+                                  "are not the variants that passed at this shape", expected=want, found=b.get("arms")))
+        if "checks" in b and b.get("kind") not in ("study", "cold_l2", "extra_shape"):  # a probe checked first
+            chk = _d(b.get("checks"))
+            passes = [check_passes(c, "official") for c in chk.values()]
+            timed = bool(_l(b.get("rounds")))
+            if passes and all(p is True for p in passes) and not timed:
+                out.append(_p(DOC_FILE["timings"], f"$.blocks[{i}].rounds", f"block {_cut(b.get('id'))}: every "
+                              "variant passed its check, yet the block was not timed"))
+            if any(p is False for p in passes) and timed:
+                out.append(_p(DOC_FILE["timings"], f"$.blocks[{i}].rounds", f"block {_cut(b.get('id'))}: a variant "
+                              "failed its check on the timing input, yet the block was timed"))
+    return out

@@ -1,0 +1,539 @@
+"""Tier 3 checks of a study bundle's documents against the study that judges them
+(:func:`study_problems`): identity and stages, the correctness predicate (evaluated again on
+the recorded numbers), variants and their compile options, the cases and timing blocks the
+study's definition implies, and the FTZ witness.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Mapping
+
+from kbrepro.bundle import derived_facts
+from kbrepro.bundle import problem_dicts as pd
+from kbrepro.harness import checks
+from kbrepro.harness.records import BlockKey
+from kbrepro.harness.run import witness_flushes
+from kbrepro.harness.study import task_key, values
+from kbrepro.harness.timing import AdaptiveRule, TimingProtocol
+from kbrepro.kernels import compile as kc
+from kbrepro.bundle.crosscheck.common import (CUT, DOC_FILE, expected_ftz, f32_bits, ftz_from_options, is_imported,
+                                              norm, variants)
+
+_cut, _p, _d, _l, _is_int, _num = pd.cut, pd.problem, pd.as_dict, pd.as_list, pd.is_int, pd.number
+
+
+def study_problems(study, documents: Mapping[str, dict], binding=None) -> list[dict]:
+    """Tier 3: the documents against the verifier's OWN resolved study.
+
+    ``study``: a :class:`kbrepro.harness.study.StudyConfig` the verifier loaded from its own
+    study folder (``studies/<name>``) with the profile the run recorded (never the bundle's
+    copy); ``documents`` as for :func:`document_problems`. Returns problem dicts; raises
+    nothing.
+
+    Checks: study name and profile; (measured) the resolved definition run.json recorded
+    equals the verifier's, key by key; the stage list; selftest.json present exactly when
+    the study's ``extras.self_test`` says so; one KernelBench file per task the study uses
+    task in run.json's list; precision modes (run.json, environment.json); predicate
+    atol/rtol, names and definitions (argument order included) equal the verifier's own
+    ``harness.checks.PREDICATES``, and the predicate-direction witness gives the verdicts
+    the verifier computes; compile variants: names, routes, requested options, the FTZ mode
+    of :func:`expected_ftz` (``expected_ftz`` and ``ftz_evidence.expected``) and, for the
+    NVRTC route, the exact option list ``kernels.compile.nvrtc_options`` gives, for the CuPy
+    route the requested options in order and an effective FTZ mode equal to the expected
+    one; the exact correctness case set (tasks x seeds x distributions in the run's order,
+    with the variant set of every check), task controls (names, boundary shape and
+    criterion, timing-input seed, graph-mutation parameters, TorchScript, Inductor), extra
+    shapes, tiny-value controls (shape, bias, criterion, domain, cross pairs); timing
+    blocks: the exact set of block ids the study gives, each block's protocol (mode,
+    warmups, rounds unless adaptive, invocations per pair, order seed, adaptive rule, L2
+    regime) equal to the verifier's, FTZ-cost arms; the witness task and inputs (as
+    float32 bits) and its output set; then the binding's own checks of its documents, and
+    the copy and floor blocks the study's extras make the engine write
+    (:func:`bundle.derived_facts.study_problems`).
+
+    Imported results are not held to what an import cannot have: the resolved definition,
+    the stage list, the KernelBench file list, the witness, per-case variant sets (the
+    post's scripts ran subsets), block ids and arms; their variants must be study variants
+    with the study's route and FTZ mode, their case sets must be the study's, and every
+    timing block's protocol must be the study's for its kind.
+    """
+    out: list[dict] = []
+    imported = is_imported(documents)
+    out += _study_identity(study, documents, imported, binding)
+    out += _study_predicate(study, documents)
+    out += _study_variants(study, documents, imported)
+    out += _study_cases(study, documents, imported, binding)
+    out += _study_blocks(study, documents, imported, binding)
+    out += _study_witness(study, documents, imported)
+    if binding is not None:
+        try:
+            out += list(binding.crosscheck(study, documents, imported))
+        except Exception as exc:  # a study's checks must not crash the verifier
+            out.append(_p(None, None, f"the study's own checks failed on these documents: {type(exc).__name__}: "
+                          f"{_cut(str(exc))}"))
+    return out
+
+
+def _stages(study, binding=None) -> list[str]:
+    """The stages harness/run.py runs for ``study``, in order."""
+    ex = study.doc.get("extras", {}) or {}
+    names = ["setup", "compile"] + (["witness"] if study.doc.get("witness") else [])
+    if ex.get("measurement_floor"):
+        names.append("measurement_floor")
+    if ex.get("roofline") or ex.get("self_test"):
+        names.append("copy_bandwidth")
+    names += [f"task_{t}" for t in study.tasks]
+    if study.doc.get("extra_shapes"):
+        names.append("extra_shapes")
+    if binding is not None:
+        names += list(binding.stage_names(study))
+    if ex.get("self_test"):
+        names.append("self_test")
+    return names
+
+
+def _study_identity(study, documents, imported, binding=None) -> list[dict]:
+    out = []
+    f = DOC_FILE["run"]
+    run = _d(documents.get("run"))
+    rs = _d(run.get("study"))
+    if rs.get("name") != study.name:
+        out.append(_p(f, "$.study.name", "the run's study is not the verifier's", expected=study.name,
+                      found=rs.get("name")))
+    if rs.get("profile") != study.profile:
+        out.append(_p(f, "$.study.profile", "the run's profile differs from the one the verifier resolved",
+                      expected=study.profile, found=rs.get("profile")))
+    ex = study.doc.get("extras", {}) or {}
+    if not imported:
+        resolved = _d(rs.get("resolved"))
+        own = norm(study.doc)
+        for k in sorted(set(own) | set(resolved)):
+            if norm(resolved.get(k)) != own.get(k):
+                out.append(_p(f, f"$.study.resolved.{k}", f"the run's resolved study differs from the verifier's "
+                              f"in '{_cut(k)}'", expected=own.get(k), found=resolved.get(k)))
+        names = [_d(s).get("name") for s in _l(run.get("stages"))]
+        if run.get("status") == "complete" and binding is not None and names != _stages(study, binding):
+            out.append(_p(f, "$.stages", "the stages are not the ones the study runs, in order",
+                          expected=_stages(study, binding), found=names))
+        if ("witness" in documents) != bool(study.doc.get("witness")):
+            out.append(_p(DOC_FILE["witness"], None, "witness.json " + ("is missing although the study has a "
+                          "witness" if "witness" not in documents else "is present although the study has no witness")))
+        for dname in sorted((binding.documents if binding is not None else {})):
+            if dname not in documents:
+                out.append(_p(DOC_FILE[dname], None, f"{dname}.json, a document of the study, is missing"))
+        has_self = "selftest" in documents
+        if has_self != bool(ex.get("self_test")):
+            out.append(_p(DOC_FILE["selftest"], None, "selftest.json " + ("is missing although the study runs the "
+                          "self-tests" if not has_self else "is present although the study runs no self-tests")))
+        kb_files = [x for x in _l(_d(run.get("kernelbench")).get("files")) if isinstance(x, str)]
+        keys = binding.kernelbench_tasks(study) if binding is not None else study.task_keys
+        for lv, t in sorted(set(keys)):
+            hits = [x for x in kb_files if re.match(rf"^KernelBench/level{lv}/{t}_[^/]+\.py$", x)]
+            if len(hits) != 1:
+                out.append(_p(f, "$.kernelbench.files", f"task {t}: run.json lists {len(hits)} KernelBench files "
+                              "for it; the study uses exactly one", expected=1, found=len(hits)))
+    prec = study.doc.get("precision", {})
+    rp = _d(run.get("precision"))
+    for k, v in prec.items():
+        if k in rp and rp[k] != v:
+            out.append(_p(f, f"$.precision.{k}", f"precision mode {k} differs from the study", expected=v, found=rp[k]))
+        elif k not in rp and not imported:
+            out.append(_p(f, f"$.precision.{k}", f"precision mode {k} not recorded", expected=v))
+    env = _d(_d(documents.get("environment")).get("fields"))
+    ev = _d(env.get("float32_matmul_precision")).get("value")
+    if ev is not None and ev != prec.get("float32_matmul_precision"):
+        out.append(_p(DOC_FILE["environment"], "$.fields.float32_matmul_precision.value",
+                      "float32 matmul precision differs from the study", expected=prec.get("float32_matmul_precision"),
+                      found=ev))
+    return out
+
+
+def _study_predicate(study, documents) -> list[dict]:
+
+    out = []
+    f = DOC_FILE["correctness"]
+    cor = _d(documents.get("correctness"))
+    pred = _d(cor.get("predicate"))
+    sp = study.doc.get("predicate", {})
+    for key, want in (("atol", float(sp.get("atol"))), ("rtol", float(sp.get("rtol")))):
+        got = _num(pred.get(key))
+        if got != want:
+            out.append(_p(f, f"$.predicate.{key}", f"predicate {key} differs from the study", expected=want,
+                          found=pred.get(key)))
+    for key in ("official", "legacy"):
+        if pred.get(key) != sp.get(key):
+            out.append(_p(f, f"$.predicate.{key}", f"the {key} predicate is not the study's", expected=sp.get(key),
+                          found=pred.get(key)))
+    defs = _d(pred.get("definitions"))
+    for name in (sp.get("official"), sp.get("legacy")):
+        own = norm(checks.PREDICATES.get(name))
+        if own is not None and norm(defs.get(name)) != own:
+            bad = sorted(k for k in set(own) | set(_d(defs.get(name))) if norm(_d(defs.get(name)).get(k)) != own.get(k))
+            out.append(_p(f, f"$.predicate.definitions.{name}", f"predicate {name} is defined differently from the "
+                          f"verifier's own definition ({', '.join(map(str, bad))[:CUT]})",
+                          expected={k: own.get(k) for k in bad}, found={k: _d(defs.get(name)).get(k) for k in bad}))
+    pd = cor.get("predicate_direction")
+    if isinstance(pd, dict):
+        atol, rtol = float(sp.get("atol")), float(sp.get("rtol"))
+        if _num(pd.get("atol")) != atol or _num(pd.get("rtol")) != rtol:
+            out.append(_p(f, "$.predicate_direction", "the predicate-direction witness used other tolerances",
+                          expected=[atol, rtol], found=[pd.get("atol"), pd.get("rtol")]))
+        ref, cand = _num(pd.get("reference")), _num(pd.get("candidate"))
+        if ref is not None and cand is not None:
+            want = {"allclose_reference_candidate": abs(ref - cand) <= atol + rtol * abs(cand),
+                    "allclose_candidate_reference": abs(cand - ref) <= atol + rtol * abs(ref)}
+            for dtype, res in sorted(_d(pd.get("results")).items()):
+                for k, w in want.items():
+                    if k in _d(res) and _d(res)[k] != w:
+                        out.append(_p(f, f"$.predicate_direction.results.{dtype}.{k}",
+                                      "the predicate-direction verdict is not what allclose gives for these inputs",
+                                      expected=w, found=_d(res)[k]))
+    return out
+
+
+def _study_variants(study, documents, imported) -> list[dict]:
+
+    out = []
+    f = DOC_FILE["compile"]
+    want_ftz = expected_ftz(study)
+    own = {v.name: v for v in study.variants}
+    recs = variants(documents)
+    names = [v.get("name") for v in recs]
+    if not imported and names != [v.name for v in study.variants]:
+        out.append(_p(f, "$.variants", "the compiled variants are not the study's, in order",
+                      expected=[v.name for v in study.variants], found=names))
+    for i, r in enumerate(recs):
+        n = r.get("name")
+        sv = own.get(n)
+        if sv is None:
+            if imported or names == [v.name for v in study.variants]:
+                out.append(_p(f, f"$.variants[{i}].name", f"variant {_cut(n)} is not in the study",
+                              expected=sorted(own), found=n))
+            continue
+        if r.get("route") != sv.route:
+            out.append(_p(f, f"$.variants[{i}].route", f"{n}: route differs from the study", expected=sv.route,
+                          found=r.get("route")))
+        if r.get("expected_ftz") != want_ftz[n]:
+            out.append(_p(f, f"$.variants[{i}].expected_ftz", f"{n}: the FTZ mode its route and options give is "
+                          f"ftz={str(want_ftz[n]).lower()}", expected=want_ftz[n], found=r.get("expected_ftz")))
+        evx = _d(r.get("ftz_evidence")).get("expected")
+        if "expected" in _d(r.get("ftz_evidence")) and evx != want_ftz[n]:
+            out.append(_p(f, f"$.variants[{i}].ftz_evidence.expected", f"{n}: the FTZ evidence is judged against "
+                          "the wrong mode", expected=want_ftz[n], found=evx))
+        req = r.get("requested_options")
+        if not imported and req is not None and req != list(sv.options):
+            out.append(_p(f, f"$.variants[{i}].requested_options", f"{n}: requested options differ from the study",
+                          expected=list(sv.options), found=req))
+        eff = r.get("effective_options")
+        if not isinstance(eff, list):
+            continue
+        if imported:
+            pass  # the post's scripts passed the architecture themselves and predate --no-cache
+        elif sv.route == "nvrtc":
+            ver = r.get("nvrtc_version")
+            if isinstance(ver, list) and len(ver) == 2 and all(_is_int(x) for x in ver) and isinstance(r.get("arch"), str):
+                try:
+                    exp = list(kc.nvrtc_options(sv, r["arch"], tuple(ver)))
+                except Exception:  # the verifier's own variant names an arch: nothing to compare
+                    exp = None
+                if exp is not None and eff != exp:
+                    out.append(_p(f, f"$.variants[{i}].effective_options", f"{n}: the options NVRTC received are not "
+                                  "the study's options + architecture (+ --no-cache)", expected=exp, found=eff))
+        else:
+            it = iter(eff)
+            if not all(any(o == e for e in it) for o in sv.options):
+                out.append(_p(f, f"$.variants[{i}].effective_options", f"{n}: the study's options are not among the "
+                              "options NVRTC received, in order", expected=list(sv.options), found=eff))
+        got = ftz_from_options([str(o) for o in eff], False)
+        if got != want_ftz[n]:
+            out.append(_p(f, f"$.variants[{i}].effective_options", f"{n}: the options NVRTC received give "
+                          f"ftz={str(got).lower()}, the study's variant ftz={str(want_ftz[n]).lower()}",
+                          expected=want_ftz[n], found=got))
+    return out
+
+
+def _criterion_of(vals: list) -> str:
+    return "equal_nan_stress" if any(isinstance(v, float) and math.isnan(v) for v in vals) else "official"
+
+
+def _study_cases(study, documents, imported, binding=None) -> list[dict]:
+
+    out = []
+    f = DOC_FILE["correctness"]
+    cor = _d(documents.get("correctness"))
+    doc = study.doc
+    vnames = [v.name for v in study.variants]
+    ex = doc.get("extras", {}) or {}
+    inductor = bool(ex.get("inductor"))
+
+    def vset(checks: Any, path: str, what: str, extra: tuple = ()) -> None:
+        keys = list(_d(checks))
+        allowed = vnames + list(extra)
+        if imported:
+            bad = [k for k in keys if k not in allowed]
+            if bad or not keys:
+                out.append(_p(f, path, f"{what}: checks of variants the study does not compile", expected=allowed,
+                              found=keys))
+        elif sorted(keys) != sorted(allowed):
+            out.append(_p(f, path, f"{what}: the checked variants are not the study's", expected=sorted(allowed),
+                          found=sorted(keys)))
+
+    want = [(t, s, d) for t in study.tasks for s in doc["correctness"]["seeds"] for d in doc["correctness"]["distributions"]]
+    fp = [c for c in _l(cor.get("full_program")) if isinstance(c, dict)]
+    got = [(_d(c.get("case")).get("task"), _d(c.get("case")).get("seed"), _d(c.get("case")).get("distribution"))
+           for c in fp]
+    if got != want:
+        missing = [k for k in want if k not in got]
+        extra = [k for k in got if k not in want]
+        dup = sorted({k for k in got if got.count(k) > 1}, key=str)
+        what = []
+        if missing:
+            what.append(f"{len(missing)} missing (first {list(missing[0])})")
+        if extra:
+            what.append(f"{len(extra)} not in the study (first {list(extra[0])})")
+        if dup:
+            what.append(f"{len(dup)} repeated (first {list(dup[0])})")
+        if not what:
+            what.append("the run's order (tasks, seeds, distributions) changed")
+        out.append(_p(f, "$.full_program", f"the full-program cases are not the study's {len(want)}: "
+                      + "; ".join(what), expected=len(want), found=len(got)))
+    for i, c in enumerate(fp):
+        vset(c.get("checks"), f"$.full_program[{i}].checks", f"full-program case {i}")
+    tdocs = _d(cor.get("tasks"))
+    if sorted(tdocs) != sorted(str(t) for t in study.tasks):
+        out.append(_p(f, "$.tasks", "the task controls are not the study's tasks",
+                      expected=[str(t) for t in study.tasks], found=sorted(tdocs)))
+    mut = (doc.get("controls") or {}).get("graph_mutation")
+    sections = set(binding.section_names) if binding is not None else None
+    for t in study.tasks:
+        td = tdocs.get(str(t))
+        if not isinstance(td, dict):
+            continue
+        base = f'$.tasks["{t}"]'
+        if sections is not None and not imported:
+            got_sections = sorted(k for k, v in td.items() if isinstance(v, list))
+            if got_sections != sorted(sections):
+                out.append(_p(f, base, f"task {t}: the control sections are not the study's",
+                              expected=sorted(sections), found=got_sections))
+        for sec, recs in sorted(td.items()):
+            if not isinstance(recs, list):
+                continue
+            for j, c in enumerate(recs):
+                vset(_d(c).get("checks"), f"{base}.{sec}[{j}].checks", f"task {t} control {_cut(_d(c).get('name'))}")
+        ti = _d(td.get("timing_input"))
+        if "seed" in ti and ti.get("seed") != doc["timing"]["seed"]:
+            out.append(_p(f, f"{base}.timing_input.seed", f"task {t}: timing-input seed differs from the study",
+                          expected=doc["timing"]["seed"], found=ti.get("seed")))
+        if ti:
+            vset(ti.get("checks"), f"{base}.timing_input.checks", f"task {t} timing input")
+        gm = _d(td.get("graph_mutation"))
+        if mut is None and gm and not imported:
+            out.append(_p(f, f"{base}.graph_mutation", f"task {t}: a graph-mutation control the study does not run"))
+        if gm.get("mutation") is not None and norm(gm.get("mutation")) != norm(mut):
+            out.append(_p(f, f"{base}.graph_mutation.mutation", f"task {t}: graph-mutation parameters differ from "
+                          "the study", expected=mut, found=gm.get("mutation")))
+        if gm:
+            vset(gm.get("checks"), f"{base}.graph_mutation.checks", f"task {t} graph mutation")
+        ts = td.get("torchscript")
+        want_ts = sorted(["full", *(binding.scope_names if binding is not None else ())])
+        if not imported and binding is None and (not isinstance(ts, dict) or "full" not in ts):
+            out.append(_p(f, f"{base}.torchscript", f"task {t}: no TorchScript check of the full "
+                          "program, which the engine always makes"))
+        if not imported and binding is not None and (not isinstance(ts, dict) or sorted(ts) != want_ts):
+            out.append(_p(f, f"{base}.torchscript", f"task {t}: TorchScript checks of the full program and every "
+                          "scope expected", expected=want_ts, found=sorted(_d(ts))))
+        if not imported and ("inductor" in td) != inductor:
+            out.append(_p(f, f"{base}.inductor", f"task {t}: Inductor checks " + ("missing although the study "
+                          "compiles with Inductor" if inductor else "present although the study has no Inductor")))
+    want_es = [(t, es["seed"]) for es in doc.get("extra_shapes") or [] for t in study.tasks]
+    got_es = [(_d(c.get("case")).get("task"), _d(c.get("case")).get("seed"))
+              for c in _l(cor.get("extra_shapes")) if isinstance(c, dict)]
+    if got_es != want_es and not (imported and [a for a, _ in got_es] == [a for a, _ in want_es]):
+        out.append(_p(f, "$.extra_shapes", "the extra-shape cases are not the study's",
+                      expected=[list(x) for x in want_es], found=[list(x) for x in got_es]))
+    for i, c in enumerate(_l(cor.get("extra_shapes"))):
+        vset(_d(c).get("checks"), f"$.extra_shapes[{i}].checks", f"extra shape {i}", ("torchscript",))
+    return out
+
+
+def _expected_blocks(study, documents, binding=None) -> dict[str, dict]:
+    """id -> {"kind", "protocol" (doc), "arms" (or None)} of every block the study gives:
+    the engine's (full program and every scope of the binding, cold-L2 twins, extra
+    shapes) and the binding's own (:meth:`StudyBinding.expected_blocks`)."""
+    doc = study.doc
+    ex = doc.get("extras", {}) or {}
+    ad = ex.get("adaptive")
+    blocks = {_d(b).get("id"): _d(b) for b in _l(_d(documents.get("timings")).get("blocks"))}
+    vnames = [v.name for v in study.variants]
+    scopes = list(binding.scope_names) if binding is not None else []
+
+    def proto(mode: str, bid: str, l2: str = "warm") -> dict:
+        base = study.timing_protocol(mode)
+        if not ad:
+            return TimingProtocol(**{**base.__dict__, "l2": l2}).to_doc()
+        arms = [a for a in _l(blocks.get(bid, {}).get("arms")) if isinstance(a, str)]
+        pairs = tuple((v, b) for v in [a for a in arms if a in vnames] for b in [a for a in arms if a not in vnames])
+        rule = AdaptiveRule(target_rel_half_width=ad["target_rel_half_width"], min_rounds=ad.get("min_rounds", 10),
+                            max_rounds=ad["max_rounds"], max_seconds=ad["max_seconds"], pairs=pairs)
+        return TimingProtocol(mode=mode, warmups=base.warmups, rounds=rule.min_rounds,
+                              invocations_per_pair=base.invocations_per_pair, order_seed=base.order_seed,
+                              adaptive=rule, l2=l2).to_doc()
+
+    out: dict[str, dict] = {}
+    modes = doc["timing"]["modes"]
+    for t in study.tasks:
+        for scope in ["full", *scopes]:
+            for mode in modes:
+                bid = BlockKey(t, scope, mode).id
+                out[bid] = {"kind": "study", "protocol": proto(mode, bid), "arms": None}
+        if ex.get("cold_l2"):
+            for scope in [*scopes, "full"]:
+                for mode in (("graph",) if scope == "full" else ("events", "graph")):
+                    bid = BlockKey(t, scope, mode, "cold_l2").id
+                    out[bid] = {"kind": "cold_l2", "protocol": proto(mode, bid, "cold"), "arms": None}
+    for es in doc.get("extra_shapes") or []:
+        label = binding.size_label(es["size"]) if binding is not None else None
+        for t in study.tasks:
+            for mode in modes:
+                if label is None:
+                    continue
+                bid = BlockKey(t, "full", mode, "extra_shape", label).id
+                out[bid] = {"kind": "extra_shape", "protocol": study.timing_protocol(mode, rounds=es["rounds"]).to_doc(),
+                            "arms": None}
+    if binding is not None:
+        out.update(binding.expected_blocks(study))
+    return out
+
+
+def _study_blocks(study, documents, imported, binding=None) -> list[dict]:
+    out = []
+    f = DOC_FILE["timings"]
+    doc = study.doc
+    ex = doc.get("extras", {}) or {}
+    blocks = [b for b in _l(_d(documents.get("timings")).get("blocks")) if isinstance(b, dict)]
+    if imported:
+        # the post's ids and arms differ; the protocol of each kind must still be the study's
+        by_kind = {"study": [study.timing_protocol(m).to_doc() for m in doc["timing"]["modes"]],
+                   "extra_shape": [study.timing_protocol(m, rounds=es["rounds"]).to_doc()
+                                   for es in doc.get("extra_shapes") or [] for m in doc["timing"]["modes"]]}
+        for w in (binding.expected_blocks(study).values() if binding is not None else ()):
+            by_kind.setdefault(w["kind"], []).append(w["protocol"])
+        for i, b in enumerate(blocks):
+            allowed = by_kind.get(b.get("kind"))
+            if allowed is None:
+                out.append(_p(f, f"$.blocks[{i}].kind", f"block {_cut(b.get('id'))}: kind not in the study",
+                              expected=sorted(by_kind), found=b.get("kind")))
+            elif norm(b.get("protocol")) not in [norm(a) for a in allowed]:
+                out.append(_p(f, f"$.blocks[{i}].protocol", f"block {_cut(b.get('id'))}: protocol is not the "
+                              f"study's for {b.get('kind')} blocks", expected=allowed[0], found=b.get("protocol")))
+        return out
+    want = _expected_blocks(study, documents, binding)
+    authors: set = set()
+    if binding is None:
+        # a study this verifier does not ship: the engine's full-program blocks (and their
+        # cold-L2 twins) follow from the study definition alone and are required; blocks of
+        # the binding's scopes, extra shapes and probes are the author's (the result is partial)
+        want = {k: v for k, v in want.items() if k.split(".")[1] == "full" and v["kind"] in ("study", "cold_l2")}
+        authors = {b.get("id") for b in blocks if b.get("id") not in want}
+    ids = [b.get("id") for b in blocks]
+    seen = set()
+    for i, b in enumerate(blocks):
+        bid = b.get("id")
+        if bid in seen:
+            out.append(_p(f, f"$.blocks[{i}].id", f"block {_cut(bid)} appears twice"))
+            continue
+        seen.add(bid)
+        w = want.get(bid)
+        if w is None and bid in authors:
+            continue
+        if w is None:
+            kind = b.get("kind")
+            if (kind == "floor" and ex.get("measurement_floor")) or \
+                    (kind == "copy" and (ex.get("roofline") or ex.get("self_test"))):
+                continue
+            out.append(_p(f, f"$.blocks[{i}].id", f"block {_cut(bid)} is not one the study times",
+                          found=_cut(bid)))
+            continue
+        if b.get("kind") != w["kind"]:
+            out.append(_p(f, f"$.blocks[{i}].kind", f"block {bid}: kind differs from the study", expected=w["kind"],
+                          found=b.get("kind")))
+        if norm(b.get("protocol")) != norm(w["protocol"]):
+            p, q = norm(w["protocol"]), _d(norm(b.get("protocol")))
+            keys = sorted(k for k in set(p) | set(q) if p.get(k) != q.get(k))
+            out.append(_p(f, f"$.blocks[{i}].protocol", f"block {bid}: protocol differs from the study's in "
+                          f"{', '.join(keys)[:CUT]}", expected={k: p.get(k) for k in keys},
+                          found={k: q.get(k) for k in keys}))
+        if w["arms"] is not None and b.get("arms") != w["arms"]:
+            out.append(_p(f, f"$.blocks[{i}].arms", f"block {bid}: arms differ from the study", expected=w["arms"],
+                          found=b.get("arms")))
+        t = bid.split(".", 1)[0]
+        if str(b.get("task")) != t or (b.get("mode") not in (None, bid.split(".")[2] if bid.count(".") >= 2 else None)):
+            out.append(_p(f, f"$.blocks[{i}]", f"block {bid}: task or mode contradicts its id",
+                          found=[b.get("task"), b.get("mode")]))
+    missing = [k for k in want if k not in ids]
+    if missing:
+        out.append(_p(f, "$.blocks", f"{len(missing)} timing block(s) of the study missing (first {missing[0]})",
+                      expected=missing[:10]))
+    return out + derived_facts.study_problems(study, documents)
+
+
+def _study_witness(study, documents, imported) -> list[dict]:
+    """The witness ran the study's task at its inputs (float32 bits) for the reference and
+    every variant (and Inductor); whether it discriminates follows from its CPU references;
+    verdicts follow from the bits (harness/run.py ``witness_flushes``)."""
+    out = []
+    ex = study.doc.get("extras", {}) or {}
+    w = study.doc.get("witness")
+    wit = documents.get("witness")
+    f = DOC_FILE["witness"]
+    if not (isinstance(wit, dict) and w):
+        return out
+    if wit.get("task") != task_key(w["task"])[1]:
+        out.append(_p(f, "$.task", "the witness ran another task than the study's", expected=task_key(w["task"])[1],
+                      found=wit.get("task")))
+    want_bits = [f32_bits(v) for v in values(w["inputs"])]
+    got_bits = [_d(r).get("bits") for r in _l(wit.get("inputs"))]
+    if got_bits != want_bits:
+        out.append(_p(f, "$.inputs", "the witness inputs are not the study's (float32 bits)", expected=want_bits,
+                      found=got_bits))
+    outs = _d(wit.get("outputs"))
+    want_out = ["reference"] + [v.name for v in study.variants] + (["inductor"] if ex.get("inductor") else [])
+    if sorted(outs) != sorted(want_out) and not imported:
+        out.append(_p(f, "$.outputs", "the witness outputs are not the reference and the study's variants",
+                      expected=sorted(want_out), found=sorted(outs)))
+    n = len(_l(outs.get("reference")))
+    for k, rows in sorted(outs.items()):
+        if len(_l(rows)) != n:
+            out.append(_p(f, f"$.outputs.{k}", f"{_cut(k)}: {len(_l(rows))} witness outputs, the reference has {n}",
+                          expected=n, found=len(_l(rows))))
+    if sorted(_d(wit.get("verdicts"))) != sorted(k for k in outs if k != "reference"):
+        out.append(_p(f, "$.verdicts", "the witness verdicts are not one per output",
+                      expected=sorted(k for k in outs if k != "reference"), found=sorted(_d(wit.get("verdicts")))))
+    rc = _d(wit.get("reference_cpu"))
+    keep, flush = _l(rc.get("keep")), _l(rc.get("flush"))
+    if "reference_cpu" in wit and (len(keep) != n or len(flush) != n):
+        out.append(_p(f, "$.reference_cpu", "the CPU references do not have one value per output",
+                      expected=n, found=[len(keep), len(flush)]))
+    elif "reference_cpu" in wit:
+        disc = [i for i, (a, b) in enumerate(zip(keep, flush)) if _d(a).get("bits") != _d(b).get("bits")]
+        if wit.get("discriminating_elements") != disc or wit.get("discriminates") != bool(disc):
+            out.append(_p(f, "$.discriminating_elements", "the discriminating elements are not where the CPU "
+                          "references with denormals kept and flushed differ", expected=disc,
+                          found=wit.get("discriminating_elements")))
+        for name, ver in sorted(_d(wit.get("verdicts")).items()):
+            rows = _l(outs.get(name))
+            try:
+                want = witness_flushes(rows, keep, flush, disc) if len(rows) == n else None
+            except (KeyError, TypeError, ValueError, IndexError):
+                continue
+            if _d(ver).get("flushes") != want:
+                out.append(_p(f, f"$.verdicts.{_cut(name)}.flushes", f"{_cut(name)}: the FTZ verdict does not follow "
+                              "from the recorded values", expected=want, found=_d(ver).get("flushes")))
+    for i, v in enumerate(variants(documents)):
+        ev_w = _d(_d(v.get("ftz_evidence")).get("witness"))
+        if ev_w.get("task") is not None and ev_w.get("task") != wit.get("task"):
+            out.append(_p(DOC_FILE["compile"], f"$.variants[{i}].ftz_evidence.witness.task",
+                          f"{_cut(v.get('name'))}: the compile record's witness task differs from witness.json",
+                          expected=wit.get("task"), found=ev_w.get("task")))
+    return out
