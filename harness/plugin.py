@@ -33,10 +33,12 @@ What a binding decides (each method documents its shapes and dtypes):
 """
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib
 import importlib.machinery
 import importlib.util
+import inspect
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -327,8 +329,60 @@ def load_binding(folder: Path, module_file: str) -> StudyBinding:
     if not isinstance(binding, StudyBinding):
         raise UsageError(f"study {folder.name}: {module_file} defines no BINDING = <StudyBinding subclass>()",
                          "see harness/plugin.py for the contract")
+    problems = contract_problems(binding)
+    if problems:
+        raise UsageError(f"study {folder.name}: {module_file}: {problems[0]}"
+                         + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
+                         "see harness/plugin.py for the contract (a helper of the binding's own starts with '_')")
     return binding
 
 
+#: the names the engine, the packer and the verifier read from a binding
+HOOKS = tuple(sorted(n for n in vars(StudyBinding) if not n.startswith("_")))
+#: how close (difflib ratio) a name of the binding's own may come to a hook's name before it is
+#: taken for a misspelled hook (``scope`` for ``scopes``, ``report_section`` for
+#: ``report_sections``, ``crosschecks`` for ``crosscheck``)
+MISSPELLED_RATIO = 0.8
+
+
+def contract_problems(binding: StudyBinding) -> list[str]:
+    """What of ``binding`` breaks the plug-in contract, as one-line messages: a public name of
+    its own class that is not a hook but nearly spells one (a misspelled hook would silently
+    leave the default in place), a hook overridden by something of another kind (a method by
+    a value, or a value by a method), and a hook method that cannot be called as the engine
+    calls it (the base method's positional parameters)."""
+    out = []
+    own = {}
+    for cls in type(binding).__mro__:
+        if cls is StudyBinding or cls is object:
+            break
+        for name, value in vars(cls).items():
+            own.setdefault(name, value)
+    for name in sorted(own):
+        if name.startswith("_"):
+            continue
+        if name not in HOOKS:
+            near = difflib.get_close_matches(name, HOOKS, n=1, cutoff=MISSPELLED_RATIO)
+            if near:
+                out.append(f"{name!r} is not a hook of the contract; did you mean {near[0]!r}?")
+            continue
+        base = vars(StudyBinding)[name]
+        if callable(base) != callable(getattr(binding, name)):
+            out.append(f"{name!r} must be {'a method' if callable(base) else 'a value, not a method'}, "
+                       "as in StudyBinding")
+            continue
+        if callable(base):
+            n = len([p for p in inspect.signature(base).parameters.values()
+                     if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]) - 1  # (self)
+            try:
+                inspect.signature(getattr(binding, name)).bind(*([None] * n))
+            except TypeError:
+                out.append(f"{name}() does not take the {n} argument{'s' if n != 1 else ''} the engine passes "
+                           f"({', '.join(list(inspect.signature(base).parameters)[1:])})")
+            except ValueError:  # a callable inspect cannot read (a builtin): not ours to judge
+                pass
+    return out
+
+
 __all__ = ["StudyBinding", "Scope", "SizedCase", "WitnessRun", "md_table", "study_files", "files_digest",
-           "differing", "load_binding"]
+           "differing", "load_binding", "contract_problems", "HOOKS"]
