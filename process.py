@@ -239,6 +239,29 @@ def ignore_sigint_from_now() -> None:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 
 
+def die_with_parent(sig: int, parent: int | None = None) -> None:
+    """Have the kernel send ``sig`` to this process when its parent dies (Linux
+    ``prctl(PR_SET_PDEATHSIG)``; set it after any change of user, which clears it), so that a
+    parent that leaves at once (Ctrl-C, SIGKILL) leaves no worker or candidate child behind
+    holding its stdout or the GPU. ``parent``: the pid the caller was started by (default:
+    the parent now); where it is already gone, this process exits at once. Elsewhere than on
+    Linux it does nothing."""
+    import os
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid() if parent is None else parent
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError, TypeError):
+        return
+    if os.getppid() != parent or parent == 1:
+        os._exit(0)
+
+
 class deferred_sigint:
     """``with deferred_sigint(): import torch``: a Ctrl-C during the block waits until it ends.
     torch's import runs C++ (pybind11) that aborts the process (SIGABRT) when a
@@ -263,4 +286,4 @@ class deferred_sigint:
 
 
 __all__ = ["INTERRUPTED_EXIT", "TERMINATED_EXIT", "interrupted_exit", "require_installed", "stderr_line", "guard_early_interrupt", "imports_done", "work_done", "run_main",
-           "ignore_sigint_from_now", "deferred_sigint", "sigint_seen"]
+           "ignore_sigint_from_now", "deferred_sigint", "sigint_seen", "die_with_parent"]

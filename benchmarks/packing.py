@@ -29,12 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 def main(results, repeat, prewarm):
     import os
 
-    from kbrepro.bundle import make
+    from kbrepro.bundle import make, workers
 
     times = []
     pool = None
     if prewarm:
-        pool = make.start_workers()
+        pool = workers.start_workers()
         futs = [pool.submit(time.sleep, 0.2) for _ in range(os.cpu_count() or 1)]
         for f in futs:
             f.result()

@@ -24,6 +24,7 @@ from kbrepro.harness.kernelbench import KernelBenchCheckout, load_lock, resolve_
 from kbrepro.errors import InvalidResultsError, KernelBenchPinError, UnreadableInputError, UsageError
 
 from kbrepro.bundle.documents import DOC_PATHS, OUR_DOCUMENTS, REQUIRED  # noqa: E402,F401
+from kbrepro.bundle.workers import PlotWorker, start_workers, stop_workers
 
 
 @dataclass(frozen=True)
@@ -253,191 +254,6 @@ def bundle_name(rs: ResultSet) -> str:
     return f"{study}-{label}-{stamp}"
 
 
-def _schema_problems(name: str, doc: dict, extra=None) -> list[str]:
-    return validate.schema_problems(name, doc, extra)
-
-
-def _die_with_parent() -> None:
-    """Linux: ask for SIGTERM when the parent dies (``prctl(PR_SET_PDEATHSIG)``), so that a
-    parent that leaves at once (Ctrl-C during start-up exits through ``os._exit``) leaves no
-    worker behind holding its stdout open; a parent already gone ends this worker now."""
-    import os
-    import signal
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return
-    parent = os.getppid()
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG = 1
-    except (OSError, AttributeError, TypeError):
-        return
-    if os.getppid() != parent or parent == 1:
-        os._exit(0)
-
-
-def _quiet_worker() -> None:
-    """A pool worker's first act: ignore Ctrl-C (:func:`kbrepro.process.ignore_sigint_from_now`;
-    :func:`_pool` forks with SIGINT blocked) and exit with the parent."""
-    from kbrepro.process import ignore_sigint_from_now
-
-    ignore_sigint_from_now()
-    _die_with_parent()
-
-
-def _warm_worker() -> int:
-    """:func:`_quiet_worker`, then import and build what packing jobs need (matplotlib,
-    validators), once per worker."""
-    import os
-
-    _quiet_worker()
-    from kbrepro import schemas
-
-    for name in OUR_DOCUMENTS:
-        try:
-            schemas._validator(name)
-        except KeyError:
-            pass
-    try:
-        from kbrepro.bundle import plots
-
-        plots._pyplot()
-    except ImportError:
-        pass
-    return os.getpid()
-
-
-def _pool(n: int, initializer):
-    """A ``ProcessPoolExecutor`` of ``n`` workers, all of them started before it returns, with
-    SIGINT blocked in this thread while they are forked: no worker can act on a Ctrl-C before
-    ``initializer`` (which must start with :func:`_quiet_worker`) ran, and a Ctrl-C that came
-    meanwhile is delivered here afterwards. Workers are forked on Linux (the fork start method
-    starts them all on the first submit)."""
-    import multiprocessing
-    import os
-    import sys
-    from concurrent.futures import ProcessPoolExecutor
-
-    from kbrepro.process import deferred_sigint
-
-    ctx = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
-    with deferred_sigint():  # SIGINT blocked here, and so in every worker until it unblocks it
-        pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=initializer)
-        try:
-            for _ in range(n):
-                pool.submit(os.getpid)
-        except BaseException:
-            stop_workers(pool)
-            raise
-    return pool
-
-
-def start_workers(n: int | None = None):
-    """A pool of worker processes, warmed (imports done, validators built) in the background.
-    Start it before CUDA initialises (workers are forked on Linux) and hand it to
-    :func:`make_from_results` so that packing after a study finds them ready. The caller
-    shuts it down with :func:`stop_workers`, also on Ctrl-C. The workers ignore SIGINT
-    (:func:`_pool`)."""
-    import os
-
-    return _pool(n or max(1, min(8, os.cpu_count() or 1)), _warm_worker)
-
-
-def stop_workers(pool) -> None:
-    """Shut ``pool`` down: wait for running jobs after a normal finish; while an exception
-    (a Ctrl-C, an error) is on its way out, cancel and terminate the workers instead, so that
-    no worker (a forked child that may hold a lock it inherited) can keep the exit waiting."""
-    import sys
-
-    if sys.exc_info()[0] is None:
-        pool.shutdown(wait=True, cancel_futures=True)
-        return
-    procs = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for proc in procs:
-        try:
-            proc.terminate()
-        except (OSError, ValueError, AttributeError):
-            pass
-    for proc in procs:
-        try:
-            proc.join(timeout=2)
-        except (OSError, ValueError, AssertionError, AttributeError):
-            pass
-
-
-class _PlotWorker:
-    """Worker processes for the slow, independent parts of packing: each document's schema
-    validation and each figure's rendering (one PNG a job) run there while this process checks
-    consistency and evaluates the claims. Falls back to doing everything here if no worker
-    process can be started. Rendering needs matplotlib; without it :meth:`results` raises
-    ImportError (the figures' data are packed all the same)."""
-
-    def __init__(self, documents: Mapping[str, dict], with_plots: bool = True, pool=None, extra=None):
-        import os
-
-        from kbrepro.bundle import plots as plots_mod
-
-        self._owned = pool is None
-        self._documents = documents
-        self._render = False
-        if with_plots:
-            try:
-                plots_mod.renderer_versions()
-                self._render = True
-            except ImportError:
-                pass
-        self._docfigs = plots_mod.document_figures(documents)
-        jobs = list(self._docfigs.items()) if self._render else []
-        self._extra = extra or {}
-        self._schema = None
-        self._pool = None
-        self._futures = {}
-        try:
-            # a pool of warm workers (started during a study) validates too; without one, the
-            # schemas are checked here (the Rust validator takes milliseconds, a spawned
-            # worker's imports a second) and workers are started only to draw the figures
-            # workers that ignore Ctrl-C, as the warm pool's (a Ctrl-C while they draw must not
-            # print a worker's KeyboardInterrupt traceback: the parent alone shuts them down)
-            self._pool = pool or (_pool(max(1, min(len(jobs), os.cpu_count() or 1, 8)), _quiet_worker)
-                                  if jobs else None)
-            if pool is not None:
-                self._schema = [pool.submit(_schema_problems, n, d, self._extra) for n, d in documents.items()]
-            if self._pool is not None:
-                self._futures = {n: self._pool.submit(plots_mod.render, n, d) for n, d in jobs}
-        except (OSError, RuntimeError, NotImplementedError):
-            self._pool = None
-            self._schema = None
-            self._futures = {}
-
-    def schema_problems(self) -> list[str]:
-        if self._schema is None:
-            return [p for n, d in self._documents.items() for p in validate.schema_problems(n, d, self._extra)]
-        return [p for f in self._schema for p in f.result()]
-
-    def results(self, figures: Mapping[str, dict]) -> dict[str, bytes]:
-        """PNG bytes by figure name for every figure of ``figures`` (figure data by name)."""
-        from kbrepro.bundle import plots as plots_mod
-
-        if not self._render:
-            raise ImportError("matplotlib is not installed")
-        try:
-            if self._pool is None:
-                return {n: plots_mod.render(n, d) for n, d in figures.items()}
-            futures = {n: self._futures[n] if n in self._futures and self._docfigs.get(n) == d
-                       else self._pool.submit(plots_mod.render, n, d) for n, d in figures.items()}
-            return {n: f.result() for n, f in futures.items()}
-        finally:
-            self.close()
-
-    def close(self) -> None:
-        if self._pool is not None and self._owned:
-            stop_workers(self._pool)
-        self._pool = None
-
-
 def renderings_of(figures: Mapping[str, dict], pngs: Mapping[str, bytes]) -> dict[str, bytes]:
     """The bag's ``renderings/`` tag folder: every PNG and ``renderings.json`` (the versions
     that drew them, each PNG's sha256 and size, the sha256 of the data file it was drawn
@@ -452,7 +268,7 @@ def renderings_of(figures: Mapping[str, dict], pngs: Mapping[str, bytes]) -> dic
 
 def build_payload(rs: ResultSet, *, kernelbench: str | None = None, study_path: str | None = None,
                   claims_path: str | None = None, name: str | None = None, with_plots: bool = True,
-                  plotter: "_PlotWorker | None" = None, bundle_format: int = pack.FORMAT_VERSION,
+                  plotter: "PlotWorker | None" = None, bundle_format: int = pack.FORMAT_VERSION,
                   signing_key=None) -> tuple[pack.Bag, dict, dict]:
     """Everything that goes into the bag. Returns ``(bag, bundle metadata, claims document)``.
     ``bundle_format`` 4 (the default) adds the RO-Crate metadata file (:mod:`bundle.crate`);
@@ -511,7 +327,7 @@ def build_payload(rs: ResultSet, *, kernelbench: str | None = None, study_path: 
     renderings: dict[str, bytes] = {}
     if with_plots and figures:
         try:
-            renderings = renderings_of(figures, (plotter or _PlotWorker(rs.documents, True)).results(figures))
+            renderings = renderings_of(figures, (plotter or PlotWorker(rs.documents, True)).results(figures))
         except ImportError:
             renderings = {}
     # rendered from the records as packed (canonical JSON read back), exactly as the verifier renders it
@@ -652,8 +468,8 @@ def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench
                                       KB_HINT) from exc
     if out is None:
         out = check_out_path(Path(f"{name or bundle_name(rs)}.tar"), "the default --out (<bundle name>.tar here)")
-    # without a warm pool (a study's), _PlotWorker validates here and starts workers only to draw
-    workers = _PlotWorker(rs.documents, with_plots, pool, validate.study_schemas(rs.study, rs.binding))
+    # without a warm pool (a study's), PlotWorker validates here and starts workers only to draw
+    workers = PlotWorker(rs.documents, with_plots, pool, validate.study_schemas(rs.study, rs.binding))
     try:
         check_results(rs, workers.schema_problems())
         try:

@@ -18,7 +18,8 @@ from typing import Any, Callable, Mapping, Sequence
 from kbrepro.errors import CandidateFailure, InvalidResultsError
 from kbrepro.harness import jsonio, kbtask
 from kbrepro.harness.checks import CHUNK_ELEMENTS, Tolerance, compare
-from kbrepro.harness.isolate import CandidateProcess, reply_tensor
+from kbrepro.harness.isolate import CandidateProcess
+from kbrepro.harness.wire import reply_tensor
 from kbrepro.model import candidates as mc
 from kbrepro.model import protocol, strict
 from kbrepro.model import sizes as msizes

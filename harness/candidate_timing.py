@@ -45,9 +45,8 @@ import numpy as np
 from kbrepro.errors import CandidateFailure
 from kbrepro.harness.candidate_calls import Ctx, checked, clone, first, reference, seed_for, sync
 from kbrepro.harness.checks import compare
-from kbrepro.harness import isolate
 from kbrepro.harness.fresh import FreshTimer
-from kbrepro.harness.isolate import reply_tensor
+from kbrepro.harness.wire import HELD_MAX_CHUNKS, reply_tensor
 from kbrepro.model import candidates as mc
 from kbrepro.model import protocol
 
@@ -112,7 +111,7 @@ def _held_reply(c: Ctx, weight_seed: int) -> dict:
     (one binary frame, whose size the reply's check ties to its counts), ``chunk_sizes``,
     ``written_by``."""
     rep = c.proc.request({"cmd": "held", "weight_seed": weight_seed}, timeout_s=c.cfg.call_timeout_s,
-                         max_bytes=16 * isolate.HELD_MAX_CHUNKS)
+                         max_bytes=16 * HELD_MAX_CHUNKS)
     h = rep.header
     sums = np.frombuffer(rep.frames[0], dtype="<f8").reshape(h["outputs"], len(h["chunk_sizes"]), 2)
     return {"checksums": sums, "chunk_sizes": h["chunk_sizes"], "written_by": h["written_by"]}

@@ -6,7 +6,7 @@ parent, and one back to the device (``benchmarks/timing_parts.py``; about 130 s 
 candidate). Through CUDA IPC it costs two device-to-device copies.
 
 The child (:func:`share`) copies the output into a buffer of its own (the candidate's tensor
-is written over right after the reply: ``isolate._Server.register``), shares that buffer's
+is written over right after the reply: ``candidate_server.Server.register``), shares that buffer's
 allocation (``UntypedStorage._share_cuda_``, what ``torch.multiprocessing`` sends for a CUDA
 tensor) and keeps it alive until its next request. The parent (:func:`open_shared`) never
 unpickles anything: it reads the handle's fields from the reply's JSON header, checks each,

@@ -143,7 +143,7 @@ def test_an_output_of_another_shape_fails_whole_and_the_held_reply_is_one_sized_
     """An output whose chunks are not the first output's gets a NaN row (it fails; its worst is
     unbounded); the child's "held" reply carries the sums as one float64 frame whose size
     the reply's check ties to its counts."""
-    from kbrepro.harness import isolate
+    from kbrepro.harness import wire
 
     ft = _ft()
     pool = ft.draw_pool(_Task, 13, 3)
@@ -158,10 +158,10 @@ def test_an_output_of_another_shape_fails_whole_and_the_held_reply_is_one_sized_
     assert held["failing"] == 1 and held["worst"] == 1e300 and [x[0] for x in held["sample"] if x[3] is None] == [1]
     k = len(sizes)
     ok = {"ok": True, "outputs": 3, "chunk_sizes": sizes, "written_by": [0, 1, 2], "frames": [16 * 3 * k]}
-    assert isolate._shape_problem("held", ok) is None
+    assert wire.shape_problem("held", ok) is None
     for bad in ({"frames": [16 * 3 * k - 8]}, {"frames": [16 * 3 * k, 8]}, {"written_by": [0, 1]},
                 {"written_by": [0, 1, 3]}, {"outputs": 2}, {"chunk_sizes": [1.5]}):
-        assert isolate._shape_problem("held", {**ok, **bad}), bad
+        assert wire.shape_problem("held", {**ok, **bad}), bad
 
 
 def test_held_rows_are_those_of_one_chunk_at_a_time():

@@ -8,7 +8,7 @@ import base64
 import pytest
 import torch
 
-from kbrepro.harness import ipc, isolate
+from kbrepro.harness import ipc, wire
 
 
 def _b(x: bytes) -> str:
@@ -55,15 +55,15 @@ def test_bad_fields_are_refused(bad, why):
 def test_a_shape_torch_cannot_hold_is_malformed_not_a_harness_error():
     """A shape whose strides overflow raised torch's RuntimeError (read as our harness error)."""
     with pytest.raises(ValueError, match="too many elements"):
-        isolate.reply_tensor({"dtype": "float32", "shape": [0, 2 ** 31, 2 ** 31, 2 ** 31]}, iter([b""]), "cpu")
+        wire.reply_tensor({"dtype": "float32", "shape": [0, 2 ** 31, 2 ** 31, 2 ** 31]}, iter([b""]), "cpu")
 
 
 def test_an_ipc_output_in_a_cpu_run_is_malformed():
     d = {"dtype": "float32", "shape": [4], "nbytes": 16, "ipc": _fields()}
     with pytest.raises(ValueError, match="without CUDA"):
-        isolate.reply_tensor(d, iter(()), "cpu")
+        wire.reply_tensor(d, iter(()), "cpu")
     with pytest.raises(ValueError, match="without its frame"):
-        isolate.reply_tensor({"dtype": "float32", "shape": [4], "nbytes": 16}, iter(()), "cpu")
+        wire.reply_tensor({"dtype": "float32", "shape": [4], "nbytes": 16}, iter(()), "cpu")
 
 
 @pytest.mark.gpu
@@ -84,11 +84,11 @@ def test_shared_output_round_trip_on_a_gpu(lie):
             meta["offset"] += 1 << 40
         if lie:
             with pytest.raises(ValueError, match="reaches past the allocation|cannot be opened|more than"):
-                isolate.reply_tensor(d, iter(()), "cuda", 1 << 40)
+                wire.reply_tensor(d, iter(()), "cuda", 1 << 40)
             with pytest.raises(ValueError, match="more than the 100"):
-                isolate.reply_tensor({**d, "shape": shape}, iter(()), "cuda", 100)
+                wire.reply_tensor({**d, "shape": shape}, iter(()), "cuda", 100)
         else:
-            y = isolate.reply_tensor(d, iter(()), "cuda")
+            y = wire.reply_tensor(d, iter(()), "cuda")
             want = torch.arange(3000, dtype=torch.float32, device="cuda").reshape(shape) * 0.5
             assert y.is_cuda and torch.equal(y, want)
     finally:

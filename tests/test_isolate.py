@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from kbrepro.errors import CandidateFailure
-from kbrepro.harness import isolate, kbtask
+from kbrepro.harness import candidate_server, isolate, kbtask, wire
 
 TASK = b'''import torch
 import torch.nn as nn
@@ -60,7 +60,7 @@ def _build(p, src=HONEST, **kw):
 def _call(p, sid="a", seed=3, dist="official"):
     p.request({"cmd": "draw", "id": sid, "seed": seed, "distribution": dist}, timeout_s=60)
     rep = p.request({"cmd": "call", "id": sid}, timeout_s=60)
-    return rep, isolate.frame_tensor(rep.header["outputs"][0]["tensor"], rep.frames[0])
+    return rep, wire.frame_tensor(rep.header["outputs"][0]["tensor"], rep.frames[0])
 
 
 def _reference(seed=3, dist="official"):
@@ -138,13 +138,13 @@ for o in gc.get_objects():
 ])
 def test_reply_tensors_a_candidate_could_forge_are_refused(meta, raw, fragment):
     with pytest.raises(ValueError, match=fragment):
-        isolate.frame_tensor(meta, raw)
+        wire.frame_tensor(meta, raw)
 
 
 def test_tensor_frames_round_trip():
     for t in (torch.randn(3, 5), torch.arange(7, dtype=torch.int64), torch.zeros(0, 4), torch.tensor([True, False])):
-        meta, raw = isolate.tensor_frame(t)
-        assert torch.equal(isolate.frame_tensor(meta, raw), t)
+        meta, raw = wire.tensor_frame(t)
+        assert torch.equal(wire.frame_tensor(meta, raw), t)
 
 
 @pytest.mark.slow
@@ -278,7 +278,7 @@ def test_the_timing_request_runs_no_collection_inside_the_parents_clock():
             events.append("enable")
             self.on = True
 
-    srv = isolate._Server.__new__(isolate._Server)
+    srv = candidate_server.Server.__new__(candidate_server.Server)
     srv.torch, srv.gc, srv.flush_buf = torch, FakeGC(), None
     srv.models, srv.inputs, srv.kept = {"main": object()}, {"timing": []}, []
     srv._time_loop = lambda *a: events.append("loop")
@@ -350,7 +350,7 @@ def test_request_while_overlaps_the_parents_work_and_fails_closed():
         rep, xs = p.request_while({"cmd": "draw", "id": "a", "seed": 3, "distribution": "official"}, slow_draw)
         assert rep.header["count"] == 1 and rep.host_ms < 300
         out = p.request({"cmd": "call", "id": "a"})
-        y = isolate.frame_tensor(out.header["outputs"][0]["tensor"], out.frames[0])
+        y = wire.frame_tensor(out.header["outputs"][0]["tensor"], out.frames[0])
         model = kbtask.build_model(task, task.Model, 0, "cpu")
         assert torch.equal(y, model(*xs).detach())
 

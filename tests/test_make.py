@@ -544,17 +544,17 @@ def test_every_packing_pool_worker_ignores_ctrl_c_so_only_the_parent_reports_it(
     KeyboardInterrupt traceback (seen on CI, about 1 run in 8, in the --from-results
     interruption test: the figure pool of a run without a warm pool had Python's default
     handler). Both pools' workers ignore it, and none is left with it blocked."""
-    from kbrepro.bundle import make
+    from kbrepro.bundle import workers
 
     here = sigint_disposition()
-    pool = make.start_workers(2)
+    pool = workers.start_workers(2)
     try:
         assert {pool.submit(sigint_disposition).result(timeout=60) for _ in range(4)} == {"ignored:unblocked"}
     finally:
-        make.stop_workers(pool)
-    pool = make._pool(2, make._quiet_worker)  # the figure pool of _PlotWorker without a warm pool
+        workers.stop_workers(pool)
+    pool = workers.worker_pool(2, workers.quiet_worker)  # the figure pool of PlotWorker without a warm pool
     try:
         assert {pool.submit(sigint_disposition).result(timeout=60) for _ in range(4)} == {"ignored:unblocked"}
     finally:
-        make.stop_workers(pool)
+        workers.stop_workers(pool)
     assert sigint_disposition() == here and here.endswith(":unblocked")  # this process: as it was
