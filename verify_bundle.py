@@ -233,7 +233,7 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
     """Verify ARCHIVE tier by tier and print one line per tier and a final verdict."""
     from click.core import ParameterSource
 
-    from kbrepro.bundle.verify import verify_archive
+    from kbrepro.bundle.verify.checklist import verify_archive
     from kbrepro.harness import jsonio
     from kbrepro.paths import refuse_input_as_output
     from kbrepro.errors import OutputPathError
