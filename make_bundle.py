@@ -39,7 +39,7 @@ if os.environ.get("CUDA_CACHE_DISABLE") != "1":
     set_own("KBREPRO_CACHE_DISABLE_SET_BY", "make_bundle.py")
     set_own("CUDA_CACHE_DISABLE", "1")
 
-from kbrepro.errors import EnvironmentUnavailableError, InvalidResultsError, UsageError  # noqa: E402
+from kbrepro.errors import EnvironmentUnavailableError, UsageError  # noqa: E402
 from kbrepro.cli.edge import EdgeMixin  # noqa: E402
 
 
@@ -48,12 +48,13 @@ def _progress(event: dict) -> None:
     click.echo(f"[{event['elapsed_s']:7.1f}s] {mark} {event['stage']:<20} {event['message']}", err=True)
 
 
-def _summary(made, extra: str = "", allow_failing: bool = False, public_key=None) -> None:
-    """What was packed, then one line: whether ``verify_bundle.py`` will pass the bundle
-    (its static tiers, run here; for a signed bundle with the signer's public key). A bundle
-    that would fail is removed again (exit 1, the results are kept) unless ``allow_failing``;
-    a signed bundle that would fail is always removed: nothing fails under a signature."""
-    from kbrepro.bundle import make
+def _summary(made, extra: str = "", allow_failing: bool = False, public_key=None, own_run: bool = False) -> None:
+    """What was packed (a candidate bundle: what its checks caught), then one line: whether
+    ``verify_bundle.py`` will pass the bundle (its static tiers, run here; for a signed bundle
+    with the signer's public key). A bundle that would fail is removed again (exit 1, the
+    results are kept) unless ``allow_failing``; a signed one always (:func:`kbrepro.bundle.publish.publish`).
+    ``own_run``: the results are this command's own run (a failure is then a defect of ours)."""
+    from kbrepro.bundle import publish
 
     click.echo(f"bundle:  {made.path}")
     click.echo(f"size:    {made.size_bytes:,} bytes")
@@ -62,21 +63,13 @@ def _summary(made, extra: str = "", allow_failing: bool = False, public_key=None
         click.echo(f"signed:  key id {made.signed_by} (attestations.intoto.jsonl: SLSA provenance and the claims' "
                    "test result)")
     click.echo("claims:  " + ", ".join(f"{k} {v}" for k, v in made.claims_summary.items()))
+    for k, v in getattr(made, "caught", {}).items():
+        click.echo(f"caught:  {k} by {', '.join(v)}")
     click.echo(f"packing: {made.pack_seconds:.2f} s{extra}")
     for n in made.notes:
         click.echo(f"note:    {n}")
-    verdict, line = make.verify_unpublished(made.path, public_key)
-    click.echo(f"verify:  {line}")
-    if verdict == "FAIL" and (not allow_failing or made.signed_by):
-        make.remove_bundle(made.path)
-        if made.signed_by:
-            raise InvalidResultsError("the signed bundle would fail verification (the verify: line above says where); "
-                                      "it was removed, the results are kept: a signature never goes on a failing "
-                                      "bundle", "fix the results, or pack them unsigned with --allow-failing")
-        raise InvalidResultsError("the bundle would fail verification (the verify: line above says where); it was "
-                                  "removed, the results are kept",
-                                  "fix the results, or pass --allow-failing to keep a bundle that fails")
-
+    publish.publish(made.path, signed=bool(made.signed_by), allow_failing=allow_failing, public_key=public_key,
+                    own_run=own_run, echo=click.echo)
 
 class _Command(EdgeMixin, click.Command):
     """Errors, Ctrl-C and unexpected exceptions become one line and an exit code (kbrepro.errors)."""
@@ -316,7 +309,7 @@ def _candidates_main(given, candidates, tasks, sizes, extra_shapes, allow_failin
         check_input_dir(from_results, "--from-results", "pass the folder a candidate run wrote")
         made = bc.pack_results(Path(from_results), Path(out) if out else None, claims_path=claims, name=name,
                                allow_failing=allow_failing, bundle_format=bundle_format, sign=sign)
-        _candidate_summary(made, public_key=key.public if key else None, allow_failing=allow_failing)
+        _summary(made, public_key=key.public if key else None, allow_failing=allow_failing, own_run=True)
         return
     if not candidates or not tasks:
         raise UsageError("a candidate bundle needs --candidate FILE and --task LEVEL/TASK",
@@ -389,39 +382,8 @@ def _candidates_main(given, candidates, tasks, sizes, extra_shapes, allow_failin
                           results_dir=rdir, progress=say, extra_shapes=shapes, sizes=size_map, device=device)
     made = bc.pack_results(rdir, Path(out) if out else None, claims_path=claims, name=name,
                            allow_failing=allow_failing, bundle_format=bundle_format, sign=sign)
-    _candidate_summary(made, f"; whole command {time.perf_counter() - t0:.1f} s; results in {rdir}",
+    _summary(made, own_run=True, extra=f"; whole command {time.perf_counter() - t0:.1f} s; results in {rdir}",
                        public_key=key.public if key else None, allow_failing=allow_failing)
-
-
-def _candidate_summary(made, extra: str = "", public_key=None, allow_failing: bool = False) -> None:
-    """What was packed, then the ``verify:`` line (the static tiers, run here; for a signed
-    bundle with the signer's public key): a bundle that would fail is removed (exit 1, the
-    results are kept) unless ``allow_failing``, a signed one always."""
-    from kbrepro.bundle import make
-
-    click.echo(f"bundle:  {made.path}")
-    click.echo(f"size:    {made.size_bytes:,} bytes")
-    click.echo(f"digest:  {made.digest}  (sha256 of tagmanifest-sha256.txt)")
-    if made.signed_by:
-        click.echo(f"signed:  key id {made.signed_by} (attestations.intoto.jsonl: SLSA provenance and the claims' "
-                   "test result)")
-    click.echo("claims:  " + ", ".join(f"{k} {v}" for k, v in made.claims_summary.items()))
-    for k, v in made.caught.items():
-        click.echo(f"caught:  {k} by {', '.join(v)}")
-    click.echo(f"packing: {made.pack_seconds:.2f} s{extra}")
-    for n in made.notes:
-        click.echo(f"note:    {n}")
-    verdict, line = make.verify_unpublished(made.path, public_key)
-    click.echo(f"verify:  {line}")
-    if verdict == "FAIL" and (made.signed_by or not allow_failing):
-        make.remove_bundle(made.path)
-        if made.signed_by:
-            raise InvalidResultsError("the signed bundle would fail verification (the verify: line above says "
-                                      "where); it was removed, the results are kept",
-                                      "report this as a bug: the packer's own bundle should verify")
-        raise InvalidResultsError("the bundle would fail verification (the verify: line above says where); it was "
-                                  "removed, the results are kept",
-                                  "report this as a bug, or pass --allow-failing to keep a bundle that fails")
 
 
 if __name__ == "__main__":

@@ -51,7 +51,8 @@ def device_intervals(prof) -> list[tuple[int, int]]:
 def main(profile, kernelbench, json_out):
     from torch.profiler import ProfilerActivity, profile as tprofile
 
-    from kbrepro.harness.run import ensure_compile_cache_disabled, run_study
+    from kbrepro.harness.run import run_study
+    from kbrepro.harness.run_build import ensure_compile_cache_disabled
     from kbrepro.harness.study import load_study
 
     ensure_compile_cache_disabled()

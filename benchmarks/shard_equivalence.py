@@ -8,7 +8,7 @@ Runs the candidates once unsharded (``run_candidates``, one parent process, in o
 sharded (``bundle/shard.py``, the local engine: one fresh process per case, ``--shards`` at a
 time, one GPU each; ``--shards 1`` on one GPU runs the case processes one after the other),
 then compares ``results/candidates.json`` and ``results/environment.json`` with
-:func:`kbrepro.bundle.shard.differences` (timings, clocks, host and case fields dropped) and the
+:func:`kbrepro.bundle.case_records.differences` (timings, clocks, host and case fields dropped) and the
 input files byte for byte. Prints the wall time of each run and a diff summary; exits 0 when
 nothing differs, 1 otherwise. A benchmark, not a test: ``tests/test_gpu_shard.py`` asserts
 the same on the GPU.
@@ -34,7 +34,7 @@ def compare(work: Path, items, *, profile: str, sizes: dict, shards: int, device
     """Run both ways under ``work`` (``plain/``, ``sharded/``) and compare. Returns a summary:
     wall seconds of each run, the failed cases, and the differences per document."""
     from kbrepro.bundle import candidates as bc
-    from kbrepro.bundle import shard
+    from kbrepro.bundle import case_records, shard
     from kbrepro.harness import engines
 
     t0 = time.perf_counter()
@@ -49,7 +49,7 @@ def compare(work: Path, items, *, profile: str, sizes: dict, shards: int, device
     for rel in ("results/candidates.json", "results/environment.json"):
         a = json.loads((sharded / rel).read_bytes())
         b = json.loads((plain / rel).read_bytes())
-        out["documents"][rel] = shard.differences(a, b, limit=200)
+        out["documents"][rel] = case_records.differences(a, b, limit=200)
     files = sorted(p.relative_to(plain).as_posix() for p in (plain / "inputs").rglob("*") if p.is_file())
     out["inputs_differ"] = [f for f in files if not (sharded / f).is_file() or
                             (sharded / f).read_bytes() != (plain / f).read_bytes()]

@@ -28,7 +28,8 @@ POST_SECONDS = 78.7  # scout 8.7 + fusion 26.0 + preserve-denormals 25.9 + contr
 @click.option("--results", type=click.Path(file_okay=False), default=None, help="existing results folder")
 def main(do_run, profile, out, results):
     if do_run:
-        from kbrepro.harness.run import ensure_compile_cache_disabled, run_study
+        from kbrepro.harness.run import run_study
+        from kbrepro.harness.run_build import ensure_compile_cache_disabled
         from kbrepro.harness.study import load_study
 
         ensure_compile_cache_disabled()

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from kbrepro.bundle import candidate_records, checkpoint
+from kbrepro.bundle import candidate_records, case_records, checkpoint
 from kbrepro.bundle.candidate_report import (COMPILED, KIND, best_compiled, default_claims,  # noqa: F401
                                              excluded_compiled, merge_claims, render_report, spec_yaml,
                                              where_cases_ran)
@@ -45,7 +45,6 @@ from kbrepro.bundle.kinds import (CRATE_SINCE, DOC_VERSIONS, FORMAT, FORMAT_VERS
 DOCUMENTS = {"results/candidates.json": "kbrepro/candidates", "results/environment.json": "kbrepro/environment",
              "claims.json": "kbrepro/claims"}
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")
-DIGEST_SUFFIX = ".sha256-digest"
 #: the most files and bytes a results folder of candidates may hold (a whole level: up to 256
 #: records of about 10 to 30 provenance files each; the archive reader takes 10,000 members)
 MAX_FILES = 8000
@@ -456,9 +455,7 @@ def build_payload(files: Mapping[str, bytes], *, extra_claims: Mapping | None = 
     changed = candidate_records.file_problems(doc, files)
     if changed:  # the verifier's check, before packing
         raise InvalidResultsError(changed[0], "pack the folder a run wrote, unedited")
-    from kbrepro.bundle import shard  # noqa: E402 (shard imports this module: the cycle issue 30 removes)
-
-    cases = shard.case_problems(doc, lambda task: files.get(f"inputs/kernelbench/{task}"))
+    cases = case_records.case_problems(doc, lambda task: files.get(f"inputs/kernelbench/{task}"))
     if cases:  # what the verifier fails, the packer refuses
         raise InvalidResultsError("the cases of the sharded run do not match its records: "
                                   + "; ".join(f"{p} {m}" for p, m in cases[:3]), "pack the folder a run wrote, unedited")
@@ -572,7 +569,7 @@ def pack_results(results_dir: Path, out: Path | None = None, *, claims_path: str
                                   f"{results_dir} --allow-failing'")
     out = check_out_path(Path(out) if out else Path(f"{meta['name']}.tar"))
     digest = bag.digest()
-    dpath = out.with_name(out.name + DIGEST_SUFFIX)
+    dpath = out.with_name(out.name + pack.DIGEST_SUFFIX)
     written = False
     try:
         size = pack.write_archive(bag, out)

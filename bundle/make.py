@@ -70,8 +70,6 @@ def _regular_file(p: Path, what: str) -> bytes:
 
 
 def _exists(p: Path) -> bool:
-    import os
-
     try:
         os.lstat(p)
         return True
@@ -393,7 +391,6 @@ ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz")
 KB_HINT = ("run 'git submodule update --init KernelBench' in the project root, or point --kernelbench at a "
            "checkout of the pinned commit")
 
-DIGEST_SUFFIX = ".sha256-digest"
 
 
 def _check_name(name: str | None) -> None:
@@ -411,7 +408,7 @@ def check_out_path(out: Path, what: str = "--out") -> Path:
     out = Path(out)
     if not out.name.endswith(ARCHIVE_SUFFIXES):
         raise UsageError(f"archive name {out.name!r} must end in .tar or .tar.gz", "pass --out NAME.tar")
-    return check_output_file(out, what, companions=(DIGEST_SUFFIX,))
+    return check_output_file(out, what, companions=(pack.DIGEST_SUFFIX,))
 
 
 def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench: str | None = None,
@@ -483,7 +480,7 @@ def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench
     finally:
         workers.close()
     digest = bag.digest()
-    digest_path = out.with_name(out.name + DIGEST_SUFFIX)
+    digest_path = out.with_name(out.name + pack.DIGEST_SUFFIX)
     written = False
     try:
         size = pack.write_archive(bag, out)
@@ -514,67 +511,6 @@ def load_key(sign: str | None):
     from kbrepro.bundle import attest
 
     return attest.load_signing_key(sign)
-
-
-def predict_verification(path: Path, public_key=None) -> tuple[str, str]:
-    """The verdict ``verify_bundle.py --level static`` gives the bundle at ``path`` (with
-    ``--public-key``, for a signed bundle: ``public_key``, a :class:`bundle.attest.PublicKey`)
-    and one line saying it: PASS, PARTIAL (with its first reason) or FAIL (with the first
-    problem and its tier)."""
-    from kbrepro.bundle.verify.checklist import verify_archive
-
-    rep = verify_archive(Path(path), level="static", public_key=public_key)
-    if rep.verdict == "FAIL":
-        t = next((t for t in rep.tiers if t.status == "FAIL"), None)
-        p = (t.problems[0] if t and t.problems else {}) or {}
-        where = f"tier {t.number} {t.name}" if t else "a tier"
-        return "FAIL", (f"FAIL in {where}: {p.get('file') or ''}: {p.get('message') or ''}"
-                        f"{' (and more)' if t and len(t.problems) > 1 else ''}")
-    if rep.verdict == "PARTIAL":
-        signed = f" ({rep.signature.line()})" if public_key is not None and rep.signature is not None else ""
-        return "PARTIAL", f"PARTIAL at --level static{signed}: {rep.partial[0] if rep.partial else ''}"
-    signed = f", {rep.signature.line()}" if public_key is not None and rep.signature is not None else ""
-    return rep.verdict, f"{rep.verdict} at --level static{signed} (replay on a GPU: --level replay)"
-
-
-def verify_unpublished(path: Path, public_key=None) -> tuple[str, str]:
-    """:func:`predict_verification` of the bundle this packer just wrote at ``path``, with the
-    bundle and its digest file under hidden names (``.<name>.verifying.tar``) until it has
-    finished, then back under their names: a bundle whose self-verification did not finish
-    (Ctrl-C, SIGTERM, an error) is never left under its final name. Where it does not finish,
-    both files are removed and the exception propagates (a Ctrl-C or SIGTERM as
-    :class:`~kbrepro.errors.Interrupted` saying so)."""
-    from kbrepro.errors import Interrupted
-
-    path = Path(path)
-    files = [path, path.with_name(path.name + DIGEST_SUFFIX)]
-    hidden = [p.with_name(f".{p.name}.verifying{path.suffix}") for p in files]
-    try:
-        for a, b in zip(files, hidden):
-            if a.exists():
-                os.replace(a, b)
-        verdict, line = predict_verification(hidden[0], public_key)
-    except BaseException as exc:
-        for p in hidden:
-            remove_bundle(p)
-        remove_bundle(path)
-        if isinstance(exc, KeyboardInterrupt):
-            raise Interrupted(f"the bundle was removed before its self-verification finished ({path.name} is not "
-                              "there); the results are kept: pack them again with --from-results") from None
-        raise
-    for a, b in zip(files, hidden):
-        if b.exists():
-            os.replace(b, a)
-    return verdict, line
-
-
-def remove_bundle(path: Path) -> None:
-    """Remove an archive this packer wrote and its digest file beside it."""
-    for p in (Path(path), Path(path).with_name(Path(path).name + DIGEST_SUFFIX)):
-        try:
-            p.unlink()
-        except OSError:
-            pass
 
 
 def run_and_make(out: Path | None, *, study_path: str | None, profile: str, kernelbench: str | None,

@@ -42,6 +42,8 @@ FORMAT_VERSION = 5
 #: every study bundle format the verifier reads (3: before RO-Crate and signing; the committed
 #: examples are format 3, and ``make_bundle.py --bundle-format 3`` still writes it)
 FORMAT_VERSIONS = (3, 4, 5)
+#: the suffix of the file beside an archive that holds its bundle digest (``x.tar.sha256-digest``)
+DIGEST_SUFFIX = ".sha256-digest"
 #: the first study format with an RO-Crate metadata file and optional signatures
 CRATE_SINCE = 4
 BAGIT_TXT = b"BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n"

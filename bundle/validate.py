@@ -10,7 +10,7 @@ from typing import Any, Iterator, Mapping
 from kbrepro import schemas
 from kbrepro.errors import UsageError
 from kbrepro.harness import jsonio
-from kbrepro.harness.run import witness_flushes
+from kbrepro.harness.run_build import witness_flushes
 
 
 def walk_objects(node: Any, path: str = "$") -> Iterator[tuple[str, dict]]:

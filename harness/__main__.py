@@ -60,7 +60,8 @@ def _need_gpu(what: str) -> None:
 @click.option("--cache-dir", type=click.Path(), default=None, help="our cubin cache (default: none)")
 def run(study, profile, out, kernelbench, cache_dir) -> None:
     """Run a study on this GPU and write its result documents into OUT."""
-    from kbrepro.harness.run import ensure_compile_cache_disabled, run_study
+    from kbrepro.harness.run import run_study
+    from kbrepro.harness.run_build import ensure_compile_cache_disabled
     from kbrepro.harness.study import check_claims_file, load_study
     from kbrepro.paths import check_input_dir, check_input_path, prepare_output_dir, remove_created
 
@@ -103,7 +104,7 @@ def run_selftest_cli(json_out: str | None = None) -> int:
         import torch
 
     from kbrepro.harness import extras
-    from kbrepro.harness.run import ensure_compile_cache_disabled
+    from kbrepro.harness.run_build import ensure_compile_cache_disabled
     from kbrepro.harness.selftest import run_selftests
 
     ensure_compile_cache_disabled()

@@ -26,11 +26,7 @@ from __future__ import annotations
 
 import gc
 import logging
-import math
-import os
-import struct
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -39,12 +35,14 @@ from typing import Callable, Mapping
 from kbrepro.harness import checks, fingerprint, jsonio
 from kbrepro.harness.kernelbench import KernelBenchCheckout, load_lock, resolve_checkout
 from kbrepro.harness.plugin import StudyBinding
-from kbrepro.harness.records import BlockKey, CompileRecord, FileRef, FtzEvidence, WitnessVerdict
-from kbrepro.harness.study import StudyConfig, values
+from kbrepro.harness.records import CompileRecord
+from kbrepro.harness.study import StudyConfig
 from kbrepro.harness.timing import AdaptiveRule, ClockWatch, TimingProtocol, run_block
 from kbrepro.kernels import compile as kc
-from kbrepro.errors import EnvironmentUnavailableError, ReproError, UsageError
+from kbrepro.errors import ReproError
 from kbrepro.kernels.launch import KernelSet
+from kbrepro.harness.run_build import BuildStages
+from kbrepro.harness.run_task import TaskStages
 
 log = logging.getLogger("kbrepro.run")
 
@@ -65,18 +63,6 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def float_bits(x: float) -> str:
-    """IEEE-754 binary32 bits of ``x`` as ``0x%08x``."""
-    return "0x%08x" % struct.unpack("<I", struct.pack("<f", x))[0]
-
-
-def value_record(x: float) -> dict:
-    """``{"value", "bits"}`` of ``x`` rounded to float32 (the value a float32 kernel sees:
-    3e-39 in study.yaml is recorded as the float32 2.99999...e-39 it becomes)."""
-    x32 = struct.unpack("<f", struct.pack("<f", x))[0]
-    return {"value": jsonio.enc_float(x32), "bits": float_bits(x32)}
-
-
 @dataclass
 class Progress:
     """Calls ``sink(event)`` with ``{"stage", "event", "message", "elapsed_s"}`` dicts."""
@@ -91,46 +77,7 @@ class Progress:
                        "elapsed_s": time.perf_counter() - self.t0})
 
 
-def ensure_compile_cache_disabled() -> dict:
-    """Set ``CUDA_CACHE_DISABLE=1`` if CUDA is not initialised yet; report what is in effect."""
-    from kbrepro.process import deferred_sigint
-
-    with deferred_sigint():  # a Ctrl-C inside torch's C++ import would abort the process
-        import torch
-
-    before = os.environ.get("CUDA_CACHE_DISABLE")
-    initialised = torch.cuda.is_initialized()
-    if before != "1" and not initialised:
-        from kbrepro.harness import startenv
-
-        startenv.set_own("CUDA_CACHE_DISABLE", "1")
-    return {"CUDA_CACHE_DISABLE": os.environ.get("CUDA_CACHE_DISABLE"),
-            "set_by": "environment" if before == "1" else ("kbrepro before CUDA initialisation" if not initialised
-                                                           else "not set: CUDA was already initialised"),
-            "nvrtc_no_cache_option": True}
-
-
-
-def _bits_of(t) -> list[str]:
-    return [float_bits(float(v)) for v in t.reshape(-1).cpu()]
-
-
-def witness_flushes(out: list[dict], keep: list[dict], flush: list[dict], elements: list[int]) -> bool | None:
-    """Whether a binary's witness output shows FTZ: at some discriminating element its value
-    is strictly closer to the flushed CPU reference than to the one that kept denormals
-    (``None`` when no element discriminates). Value records as :func:`value_record` gives."""
-    if not elements:
-        return None
-    hit = False
-    for i in elements:
-        o, k, f = (jsonio.dec_float(r[i]["value"]) if isinstance(r[i]["value"], str) else float(r[i]["value"])
-                   for r in (out, keep, flush))
-        if all(math.isfinite(v) for v in (o, k, f)) and abs(o - f) < abs(o - k):
-            hit = True
-    return hit
-
-
-class StudyRun:
+class StudyRun(BuildStages, TaskStages):
     """One run of a study into ``out_dir``: the engine, and the context a binding gets.
 
     What a binding may use: ``study``, ``tol`` (:class:`checks.Tolerance`), ``kernels``
@@ -260,7 +207,7 @@ class StudyRun:
 
     # ------------------------------------------------------------------ run
     def run(self) -> dict:
-        import torch
+        pass
 
         self.out.mkdir(parents=True, exist_ok=True)
         from kbrepro.harness.plugin import files_digest
@@ -328,378 +275,7 @@ class StudyRun:
         return {"atol": self.tol.atol, "rtol": self.tol.rtol, "official": checks.OFFICIAL, "legacy": checks.LEGACY,
                 "definitions": checks.PREDICATES}
 
-    # ------------------------------------------------------------------ stages
-    def _setup(self) -> None:
-        import torch
-
-        cache_state = ensure_compile_cache_disabled()
-        if not torch.cuda.is_available():
-            raise EnvironmentUnavailableError(
-                "no CUDA GPU is visible to PyTorch; the study cannot run here",
-                "run on a machine with a CUDA GPU, or pack existing results with "
-                "'make_bundle.py --from-results DIR', or check a bundle with 'verify_bundle.py ARCHIVE'")
-        try:
-            import cupy  # noqa: F401  (type: ignore)
-        except Exception as exc:
-            raise EnvironmentUnavailableError(f"CuPy is not importable: {exc}",
-                                              "pip install 'kbrepro[cuda12]' or 'kbrepro[cuda13]'") from exc
-        p = self.study.doc["precision"]
-        torch.backends.cuda.matmul.allow_tf32 = bool(p["allow_tf32_matmul"])
-        torch.backends.cudnn.allow_tf32 = bool(p["allow_tf32_cudnn"])
-        torch.set_float32_matmul_precision(p["float32_matmul_precision"])
-        torch.set_grad_enabled(False)
-        torch.cuda.reset_peak_memory_stats()
-        self.device_index = torch.cuda.current_device()
-        lock = load_lock(self.study.folder / self.study.lock_file)
-        self.checkout = KernelBenchCheckout(self.kb_root, lock)
-        used = sorted({lock.task_path(lv, t) for lv, t in self.binding.kernelbench_tasks(self.study)}
-                      | ({"LICENSE"} if "LICENSE" in lock.files else set()))
-        self.checkout.verify(used)
-        self.kb_files = used
-        self._start_prefetch()
-        self.docs["run"]["kernelbench"] = {"commit": lock.commit, "repository": lock.repository,
-                                           "verified_by": self.checkout.commit_verified_by, "files": used}
-        self.docs["run"]["compile_cache"] = cache_state
-        self.docs["run"]["precision"] = {"allow_tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
-                                         "allow_tf32_cudnn": torch.backends.cudnn.allow_tf32,
-                                         "float32_matmul_precision": torch.get_float32_matmul_precision()}
-        self.docs["environment"] = fingerprint.collect("start")
-        self.write("environment")
-        self.clocks = ClockWatch(self.device_index)
-
-    def _compile(self) -> None:
-        import torch
-
-        props = torch.cuda.get_device_properties(self.device_index)
-        arch = f"sm_{props.major}{props.minor}"
-        names = list(self.binding.kernel_names(self.study))
-        records = []
-        bin_dir = self.out / "binaries"
-        device_index = self.device_index
-
-        def build(v):
-            # in a thread of its own: NVRTC compiles (CuPy's binding releases the GIL) and
-            # the disassembler (a subprocess) of every variant run side by side
-            import cupy
-
-            cupy.cuda.Device(device_index).use()
-            src_name = self.study.variant_sources[v.name]
-            source = self.study.file(src_name)
-            headers = {h: self.study.file(h) for h in self.study.variant_headers[v.name]}
-            if v.route == "nvrtc":
-                b = kc.compile_nvrtc(source, v, arch, cache=self.cache, program_name=Path(src_name).name,
-                                     **({"headers": headers} if headers else {}))
-                fns = None
-            else:
-                b, fns = kc.compile_cupy_rawmodule(source, v, names)
-            return src_name, headers, b, fns, kc.disassemble(b.cubin_complete or b.cubin)
-
-        with ThreadPoolExecutor(max_workers=max(1, len(self.study.variants)), thread_name_prefix="compile") as pool:
-            futures = [pool.submit(build, v) for v in self.study.variants]
-            built = [f.result() for f in futures]  # the first variant's error, in study order
-        for v, (src_name, headers, b, fns, (sass, how)) in zip(self.study.variants, built):
-            if fns is None:
-                fns = kc.load_cubin(b.cubin, names)
-            self.binaries[v.name] = b
-            self.kernels[v.name] = KernelSet(v.name, fns)
-            jsonio.atomic_write_bytes(bin_dir / f"{v.name}.cubin", b.cubin)
-            if b.cubin_complete:
-                jsonio.atomic_write_bytes(bin_dir / f"{v.name}.complete.cubin", b.cubin_complete)
-            if b.ptx:
-                jsonio.atomic_write_bytes(bin_dir / f"{v.name}.ptx", b.ptx)
-            if sass is not None:
-                jsonio.atomic_write_bytes(bin_dir / f"{v.name}.sass", sass.encode())
-            ptx_counts = kc.ptx_ftz_counts(b.ptx) if b.ptx else None
-            sass_counts = kc.sass_ftz_counts(sass) if sass is not None else None
-            ref = FileRef
-            records.append(CompileRecord(
-                name=v.name, route=v.route, expected_ftz=v.expected_ftz,
-                requested_options=tuple(b.requested_options), effective_options=tuple(b.effective_options),
-                nvrtc_version=tuple(b.nvrtc_version), arch=b.arch, source=ref(src_name, b.source_sha256),
-                headers=tuple(ref(h, kc.sha256_hex(d)) for h, d in headers.items()) if headers else None,
-                cubin=ref(f"binaries/{v.name}.cubin", b.cubin_sha256, len(b.cubin)),
-                cubin_complete=(ref(f"binaries/{v.name}.complete.cubin", kc.sha256_hex(b.cubin_complete),
-                                    len(b.cubin_complete), {
-                                        "loaded_is_prefix": b.cubin_complete.startswith(b.cubin),
-                                        "note": "CuPy's getCUBIN dropped the last byte of the cubin it loaded; this is "
-                                                "the complete cubin NVRTC produced, used for SASS"})
-                                if b.cubin_complete else None),
-                ptx=ref(f"binaries/{v.name}.ptx", b.ptx_sha256, len(b.ptx)) if b.ptx else None,
-                sass=(ref(f"binaries/{v.name}.sass", kc.sha256_hex(sass.encode()), None, {"tool": how})
-                      if sass is not None else None),
-                program_log=b.program_log, our_cache=b.cache,
-                nvrtc_cache_disabled_by=tuple(b.nvrtc_cache_disabled_by),
-                ftz_evidence=FtzEvidence(
-                    expected=v.expected_ftz,
-                    ptx=({**ptx_counts, "says_ftz": kc.ptx_says_ftz(ptx_counts)} if ptx_counts else None),
-                    sass=({**sass_counts, "says_ftz": kc.sass_says_ftz(sass_counts), "tool": how}
-                          if sass_counts else {"unavailable": how}))))
-            self.progress("compile", "step", f"{v.name}: cubin {b.cubin_sha256[:12]} ({b.cache})")
-        self.compile_records = {r.name: r for r in records}
-        self._compile_doc()
-
-    def _compile_doc(self) -> None:
-        """Render compile.json from the compile records (``agrees`` derived, never stored)
-        and write it."""
-        first = self.study.variant_sources[self.study.variants[0].name]
-        self.doc("compile", source={"file": first, "sha256": kc.sha256_hex(self.study.file(first))},
-                 variants=[r.to_doc() for r in self.compile_records.values()])
-        self.write("compile")
-
-    def _witness(self) -> None:
-        import torch
-
-        from kbrepro.harness.study import task_key
-
-        w = self.study.doc["witness"]
-        level, task = task_key(w["task"])
-        inputs = values(w["inputs"])
-        run = self.binding.witness(self, task, self.module(task, level), inputs)
-        if run is None:
-            raise UsageError(f"study {self.study.name} defines a witness but its binding gives none",
-                             "implement witness() in the binding or remove witness from study.yaml")
-        ref = run.reference(run.make("cuda")).float()
-        keep = run.reference(run.make("cpu")).float()
-        flush_supported = bool(torch.set_flush_denormal(True))
-        try:
-            flushed = run.reference(run.make("cpu")).float().clone()
-        finally:
-            torch.set_flush_denormal(False)
-        rows = {"reference": [value_record(float(v)) for v in ref.reshape(-1).cpu()]}
-        keep_r = [value_record(float(v)) for v in keep.reshape(-1)]
-        flush_r = [value_record(float(v)) for v in flushed.reshape(-1)]
-        disc = [i for i, (a, b) in enumerate(zip(keep_r, flush_r)) if a["bits"] != b["bits"]] if flush_supported else []
-        verdicts = {}
-        outs = {name: run.candidate(name) for name in self.kernels}
-        if self.study.extra("inductor"):
-            fn, _ = self.inductor(run.reference, run.make("cuda"))
-            outs["inductor"] = fn(run.make("cuda"))
-        for name, out in outs.items():
-            torch.cuda.synchronize()
-            recs = [value_record(float(v)) for v in out.reshape(-1).cpu()]
-            rows[name] = recs
-            verdicts[name] = {"flushes": witness_flushes(recs, keep_r, flush_r, disc),
-                              "bit_identical_to_reference": [r["bits"] for r in recs] == [r["bits"] for r in rows["reference"]]}
-        self.doc("witness", task=task, inputs=[value_record(v) for v in inputs], outputs=rows,
-                 reference_cpu={"keep": keep_r, "flush": flush_r, "flush_supported": flush_supported},
-                 discriminates=bool(disc), discriminating_elements=disc, verdicts=verdicts,
-                 description=run.description + ("" if disc else "; the reference does not depend on subnormal "
-                                                "handling at these inputs, so this witness cannot judge a binary"))
-        self.compile_records = {
-            name: (rec.with_witness(WitnessVerdict(task, bool(disc), verdicts[name]["flushes"],
-                                                   verdicts[name]["bit_identical_to_reference"]))
-                   if name in verdicts else rec)
-            for name, rec in self.compile_records.items()}
-        self.write("witness")
-        self._compile_doc()
-        self.progress("witness", "step", ("does not discriminate; " if not disc else "") + ", ".join(
-            f"{n}: {'flushes' if f['flushes'] else 'keeps subnormals' if f['flushes'] is False else 'undecided'}"
-            for n, f in verdicts.items()))
-
-    # ------------------------------------------------------------------ helpers
-    def _distributions(self, inputs: tuple):
-        """The study's input distributions, in order: ``official_uniform`` is the task's own
-        ``get_inputs()``; the others replace every floating input by a draw of the CUDA
-        generator of the same shape (see the study YAML)."""
-        import torch
-
-        def each(f):
-            return tuple(f(x) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs)
-
-        for dist in self.study.doc["correctness"]["distributions"]:
-            if dist == "official_uniform":
-                yield dist, inputs
-            elif dist == "normal":
-                yield dist, each(torch.randn_like)
-            elif dist == "uniform_x100":
-                yield dist, each(lambda x: torch.rand_like(x) * 100)
-            elif dist == "uniform_x_minus100":
-                yield dist, each(lambda x: torch.rand_like(x) * (-100))
-
-    @staticmethod
-    def _shape(inputs: tuple) -> list:
-        return list(inputs[0].shape) if inputs and hasattr(inputs[0], "shape") else []
-
-    def _traced(self, fn, args: tuple, owner=None):
-        """``torch.jit.freeze(torch.jit.trace(...))`` of a module or of a function of tensors
-        (with ``owner``, the module whose parameters it reads, registered)."""
-        import torch
-
-        if isinstance(fn, torch.nn.Module):
-            return torch.jit.freeze(torch.jit.trace(fn, args))
-
-        class Wrapped(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.owner = owner if isinstance(owner, torch.nn.Module) else None
-
-            def forward(self, *xs):
-                return fn(*xs)
-
-        return torch.jit.freeze(torch.jit.trace(Wrapped().eval(), args))
-
-    # ------------------------------------------------------------------ per task
-    def _task(self, task: int) -> None:
-        import torch
-
-        b = self.binding
-        mod = self.module(task)
-        cdoc = self.docs["correctness"]
-        task_doc = cdoc["tasks"].setdefault(str(task), {})
-        # 1. full-program correctness
-        for seed in self.study.doc["correctness"]["seeds"]:
-            model = b.model(self, task, mod, seed)
-            inputs = b.inputs(self, task, mod)
-            cands = {n: b.candidate(self, task, n, model) for n in self.kernels}
-            for dist, xs in self._distributions(inputs):
-                ref = model(*xs)
-                outs = {n: fn(*xs) for n, fn in cands.items()}
-                cdoc["full_program"].append({"case": {"task": task, "seed": seed, "distribution": dist,
-                                                      "shape": self._shape(xs)},
-                                             "checks": self.checks(ref, outs)})
-                del ref, outs
-            del model, inputs, cands
-            gc.collect()
-            torch.cuda.empty_cache()
-        self.progress(f"task_{task}", "step", "full-program correctness done")
-        # 2. controls on the timing input
-        seed = self.study.doc["timing"]["seed"]
-        model = b.model(self, task, mod, seed)
-        inputs = b.inputs(self, task, mod)
-        cands = {n: b.candidate(self, task, n, model) for n in self.kernels}
-        scopes = b.scopes(self, task, model, inputs)
-        task_doc.update(b.controls(self, task, model, inputs, scopes))
-        ref = model(*inputs)
-        task_doc["timing_input"] = {"seed": seed, "shape": self._shape(inputs),
-                                    "checks": self.checks(ref, {n: fn(*inputs) for n, fn in cands.items()})}
-        ts_full = self._traced(model, inputs)
-        ts_scopes = {sc.name: self._traced(sc.reference, sc.inputs, sc.owner) for sc in scopes if sc.torchscript}
-        task_doc["torchscript"] = {"full": self.compare(ref, ts_full(*inputs)),
-                                   **{sc.name: self.compare(sc.reference(*sc.inputs), ts_scopes[sc.name](*sc.inputs))
-                                      for sc in scopes if sc.torchscript}}
-        mut = (self.study.doc.get("controls") or {}).get("graph_mutation")
-        if mut:
-            self._graph_mutation(task, task_doc, model, inputs, cands, ref, mut)
-        self.write("correctness")
-        # eligibility: a variant is timed only if every official check of this task passed
-        sections = [k for k, v in task_doc.items() if isinstance(v, list)]
-        eligible = {}
-        for n in self.kernels:
-            oks = [c["checks"][n]["official"]["pass"] for c in cdoc["full_program"] if c["case"]["task"] == task]
-            oks += [c["checks"][n][c["criterion"]]["pass"] for s in sections for c in task_doc[s]]
-            oks.append(task_doc["timing_input"]["checks"][n]["official"]["pass"])
-            if "graph_mutation" in task_doc:
-                oks.append(task_doc["graph_mutation"]["checks"][n]["official"]["pass"])
-            eligible[n] = all(oks)
-        task_doc["eligible_for_timing"] = eligible
-        ts_ok = all(c["official"]["pass"] for c in task_doc["torchscript"].values())
-        self.write("correctness")
-        self.progress(f"task_{task}", "step", "controls done; eligible: " + ", ".join(n for n, e in eligible.items() if e))
-        # 3. timings: the full program and every scope, each against its baselines
-        groups = [("full", {"eager": lambda: model(*inputs)}, None)]
-        if ts_ok:
-            groups[0][1]["torchscript"] = lambda: ts_full(*inputs)
-        for sc in scopes:
-            arms = {f"eager_{sc.name}": lambda sc=sc: sc.reference(*sc.inputs)}
-            if ts_ok and sc.name in ts_scopes:
-                arms[f"torchscript_{sc.name}"] = lambda sc=sc: ts_scopes[sc.name](*sc.inputs)
-            groups.append((sc.name, arms, sc))
-        for n, ok in eligible.items():
-            if ok:
-                groups[0][1][n] = lambda fn=cands[n]: fn(*inputs)
-                for _, arms, sc in groups[1:]:
-                    arms[n] = sc.candidate(n)
-        if self.study.extra("inductor"):
-            self._inductor(task, task_doc, model, inputs, ref, groups)
-        for scope, arms, sc in groups:
-            for mode in self.study.doc["timing"]["modes"]:
-                block = self.time_block(arms, self.protocol(mode, arms))
-                self.add_block({"id": BlockKey(task, scope, mode).id, "task": task, "scope": scope, "mode": mode,
-                                "shape": self._shape(sc.inputs if sc else inputs), "kind": "study",
-                                **({"bytes_moved": sc.bytes_moved} if sc is not None and sc.bytes_moved else {}),
-                                **block})
-                self.progress(f"task_{task}", "step", f"timing {scope}/{mode} done ({len(block['rounds'])} rounds)")
-        if self.study.extra("cold_l2"):
-            self._cold_blocks(task, groups, inputs)
-        b.extra_blocks(self, task, model, inputs)
-        self.write("timings", "correctness")
-        del model, inputs, cands, scopes, groups, ts_full, ts_scopes, ref
-        gc.collect()
-        torch.cuda.empty_cache()
-
-    def _graph_mutation(self, task, task_doc, model, inputs, cands, ref, mut) -> None:
-        """CUDA-graph replay after changing the inputs (scaled in place) and the parameters
-        (the binding's :meth:`~plugin.StudyBinding.mutate`); everything is restored after."""
-        import torch
-
-        saved_inputs = [x.clone() if isinstance(x, torch.Tensor) else None for x in inputs]
-        saved_state = {k: v.detach().clone() for k, v in model.state_dict(keep_vars=True).items()}
-        graphs = {}
-        for n, fn in cands.items():
-            fn(*inputs)
-            torch.cuda.synchronize()
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                out = fn(*inputs)
-            graphs[n] = (g, out)
-        for x in inputs:
-            if isinstance(x, torch.Tensor) and x.is_floating_point():
-                x.mul_(mut["input_scale"])
-        self.binding.mutate(self, task, model, mut)
-        ref_m = model(*inputs)
-        outs = {}
-        for n, (g, out) in graphs.items():
-            g.replay()
-            torch.cuda.synchronize()
-            outs[n] = out.clone()
-        task_doc["graph_mutation"] = {"mutation": mut, "checks": self.checks(ref_m, outs),
-                                      "output_changed": {n: not bool(torch.equal(o, ref)) for n, o in outs.items()}}
-        del graphs, outs, ref_m
-        for x, s in zip(inputs, saved_inputs):
-            if s is not None:
-                x.copy_(s)
-        state = model.state_dict(keep_vars=True)
-        for k, v in saved_state.items():
-            state[k].data.copy_(v)
-
-    def _inductor(self, task, task_doc, model, inputs, ref, groups) -> None:
-        from kbrepro.harness import extras
-
-        full_fn, full_s = self.inductor(model, *inputs)
-        rec = {"settings": extras.inductor_settings(), "compile_seconds": {"full": full_s},
-               "full": self.compare(ref, full_fn(*inputs))}
-        if rec["full"]["official"]["pass"]:
-            groups[0][1]["inductor"] = lambda: full_fn(*inputs)
-        for scope, arms, sc in groups[1:]:
-            fn, secs = self.inductor(sc.reference, *sc.inputs)
-            rec["compile_seconds"][scope] = secs
-            rec[scope] = self.compare(sc.reference(*sc.inputs), fn(*sc.inputs))
-            if rec[scope]["official"]["pass"]:
-                arms[f"inductor_{scope}"] = lambda fn=fn, sc=sc: fn(*sc.inputs)
-        task_doc["inductor"] = rec
-        self.docs["timings"]["extras"].setdefault("inductor_compile_seconds", {})[str(task)] = rec["compile_seconds"]
-        self.progress(f"task_{task}", "step", "inductor compiled in " + ", ".join(
-            f"{s:.1f} s ({k})" for k, s in rec["compile_seconds"].items()))
-
-    def _cold_blocks(self, task: int, groups, inputs) -> None:
-        """Cold-L2 twins: every scope in events and graph mode, the full program in graph mode."""
-        from kbrepro.harness.extras import L2Flush
-
-        flush = L2Flush.for_device(2.0)
-        self.docs["timings"]["extras"]["l2_flush_bytes"] = flush.nbytes
-        order = [g for g in groups[1:]] + [groups[0]]
-        for scope, arms, sc in order:
-            modes = ("graph",) if scope == "full" else ("events", "graph")
-            cold_arms = {"l2_flush_only": lambda: None, **arms}
-            for mode in modes:
-                blk = self.time_block(cold_arms, self.protocol(mode, cold_arms, l2="cold"), flush=flush)
-                self.add_block({
-                    "id": BlockKey(task, scope, mode, "cold_l2").id, "task": task, "scope": scope, "mode": mode, "kind": "cold_l2",
-                    "shape": self._shape(sc.inputs if sc else inputs), "l2": "cold", "flush_bytes": flush.nbytes,
-                    **({"bytes_moved": sc.bytes_moved} if sc is not None and sc.bytes_moved else {}), **blk})
-                self.progress(f"task_{task}", "step", f"cold-L2 timing {scope}/{mode} done ({len(blk['rounds'])} rounds)")
-        del flush
-
+    # ------------------------------------------------------------------ the smaller stages
     def _floor(self) -> None:
         from kbrepro.harness import extras
 
@@ -726,35 +302,6 @@ class StudyRun:
         self.doc("selftest", **res)
         self.write("selftest")
 
-    def _extra_shapes(self) -> None:
-        import torch
-
-        b = self.binding
-        for es in self.study.doc["extra_shapes"]:
-            for task in self.study.tasks:
-                sc = b.model_at(self, task, self.module(task), es["size"], es["seed"])
-                model, xs = sc.model, sc.inputs
-                ref = model(*xs)
-                ts = self._traced(model, xs)
-                cands = {n: b.candidate(self, task, n, model) for n in self.kernels}
-                chk = self.checks(ref, {n: fn(*xs) for n, fn in cands.items()})
-                chk["torchscript"] = self.compare(ref, ts(*xs))
-                cdoc = self.docs["correctness"]
-                cdoc["extra_shapes"].append({"case": {"task": task, "seed": es["seed"], **sc.case}, "checks": chk})
-                arms = {"eager": lambda: model(*xs)}
-                if chk["torchscript"]["official"]["pass"]:
-                    arms["torchscript"] = lambda: ts(*xs)
-                for n, fn in cands.items():
-                    if chk[n]["official"]["pass"]:
-                        arms[n] = lambda fn=fn: fn(*xs)
-                for mode in self.study.doc["timing"]["modes"]:
-                    block = self.time_block(arms, self.study.timing_protocol(mode, rounds=es["rounds"]))
-                    key = BlockKey(task, "full", mode, "extra_shape", b.size_label(es["size"]))
-                    self.add_block({"id": key.id, "task": task, "scope": "full",
-                                    "mode": mode, "shape": list(sc.shape), "kind": "extra_shape", **sc.case, **block})
-                del model, xs, ref, ts, cands, sc
-                torch.cuda.empty_cache()
-        self.write("correctness", "timings")
 
 
 def planned_builds(study: StudyConfig, checkout: KernelBenchCheckout, binding: StudyBinding) -> list:

@@ -16,7 +16,7 @@ from typing import Callable
 from unittest import mock
 
 from kbrepro import schemas
-from kbrepro.bundle import candidate_records, pack, shard
+from kbrepro.bundle import candidate_records, case_records, pack
 from kbrepro.bundle import candidates as bc
 from kbrepro.harness import cheats, cheats_v2, jsonio
 from kbrepro.model import candidates as mc
@@ -42,7 +42,7 @@ def checks_off():
     """The packer's record and schema checks switched off (inside the block only)."""
     with mock.patch.object(candidate_records, "load", _lenient), \
             mock.patch.object(schemas, "validate", lambda doc, name: []), \
-            mock.patch.object(shard, "case_problems", lambda doc, task_source=None: []), \
+            mock.patch.object(case_records, "case_problems", lambda doc, task_source=None: []), \
             mock.patch.object(candidate_records, "file_problems", lambda doc, files: []):
         yield
 

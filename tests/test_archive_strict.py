@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from corpus import cases_archive as ca
-from kbrepro.bundle import archive, pack
+from kbrepro.bundle import archive, extract, pack
 from kbrepro.errors import UnreadableInputError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -117,10 +117,10 @@ def test_reader_does_not_need_tarfile(tmp_path):
     pack.write_archive(_bag(), arc)
     script = ("import sys; sys.modules['tarfile'] = None\n"
               "from pathlib import Path\n"
-              "from kbrepro.bundle import archive\n"
+              "from kbrepro.bundle import archive, extract\n"
               "c = archive.read_archive(Path(sys.argv[1]))\n"
               "assert c.problems == [], c.problems\n"
-              "root = archive.extract_checked(Path(sys.argv[1]), Path(sys.argv[2]), c)\n"
+              "root = extract.extract_checked(Path(sys.argv[1]), Path(sys.argv[2]), c)\n"
               "print(len(c.files), (root / 'data/REPORT.md').read_bytes() == c.files['data/REPORT.md'])\n")
     p = subprocess.run([sys.executable, "-c", script, str(arc), str(tmp_path / "x")], capture_output=True, text=True,
                        timeout=60)
@@ -521,7 +521,7 @@ def test_extract_checked_writes_the_hashed_bytes(tmp_path):
     c = archive.read_archive(arc)
     old = os.umask(0o077)
     try:
-        root = archive.extract_checked(arc, tmp_path / "x", c)
+        root = extract.extract_checked(arc, tmp_path / "x", c)
     finally:
         os.umask(old)
     assert root == tmp_path / "x" / "demo-bundle"
@@ -541,21 +541,21 @@ def test_extract_checked_refuses(tmp_path):
     busy.mkdir()
     (busy / "f").write_text("x")
     with pytest.raises(UnreadableInputError, match="not empty"):
-        archive.extract_checked(arc, busy, c)
+        extract.extract_checked(arc, busy, c)
     bad = archive.read_archive(arc)
     bad.files["data/REPORT.md"] = b"changed"
     with pytest.raises(UnreadableInputError, match="changed in memory"):
-        archive.extract_checked(arc, tmp_path / "y", bad)
+        extract.extract_checked(arc, tmp_path / "y", bad)
     esc = archive.read_archive(arc)
     esc.files["../../escaped.txt"] = b"x"
     esc.sha256["../../escaped.txt"] = hashlib.sha256(b"x").hexdigest()
     with pytest.raises(UnreadableInputError, match="unsafe name"):
-        archive.extract_checked(arc, tmp_path / "z" / "d", esc)
+        extract.extract_checked(arc, tmp_path / "z" / "d", esc)
     assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "z" / "escaped.txt").exists()
     probs = archive.read_archive(arc)
     probs.problems.append({"file": "x", "path": None, "message": "m"})
     with pytest.raises(UnreadableInputError, match="did not pass"):
-        archive.extract_checked(arc, tmp_path / "w", probs)
+        extract.extract_checked(arc, tmp_path / "w", probs)
 
 
 def test_extract_checked_does_not_follow_a_planted_symlink(tmp_path, monkeypatch):
@@ -575,7 +575,7 @@ def test_extract_checked_does_not_follow_a_planted_symlink(tmp_path, monkeypatch
 
     monkeypatch.setattr(os, "mkdir", mkdir)
     with pytest.raises(UnreadableInputError, match="extraction refused"):
-        archive.extract_checked(arc, tmp_path / "x", c)
+        extract.extract_checked(arc, tmp_path / "x", c)
     assert target.read_bytes() == b"untouched"
 
 

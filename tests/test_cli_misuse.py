@@ -55,8 +55,8 @@ def _entry(name):
         from kbrepro.bundle import matrix
         return matrix.main_cli()
     if name == "shard":
-        from kbrepro.bundle import shard
-        return shard._cli()
+        from kbrepro.cli import shard
+        return shard.build()
     from kbrepro.harness.__main__ import cli
     return cli
 

@@ -459,10 +459,10 @@ def test_a_bundle_that_would_fail_verification_is_removed_unless_allowed(tmp_pat
     from click.testing import CliRunner
 
     import make_bundle
-    from kbrepro.bundle import make
+    from kbrepro.bundle import publish
 
     kb = str(_kernelbench_from_example(tmp_path))
-    monkeypatch.setattr(make, "predict_verification",
+    monkeypatch.setattr(publish, "predict_verification",
                         lambda p, key=None: ("FAIL", "FAIL in tier 4 provenance: data/results/compile.json: contradicts"))
     out = tmp_path / "q.tar"
     args = ["--from-results", str(QUICK_RESULTS), "--out", str(out), "--kernelbench", kb] + (["--allow-failing"] * allow)

@@ -1,18 +1,18 @@
 """A bundle is published under its final name only once its self-verification finished
-(bundle/make.py: verify_unpublished, issue 31): during the verification neither the bundle nor its
+(bundle/publish.py: verify_unpublished, issue 31): during the verification neither the bundle nor its
 digest file is under its name; a Ctrl-C, SIGTERM or error there removes both and says so; a
 finished verification puts both back, byte for byte."""
 from __future__ import annotations
 
 import pytest
 
-from kbrepro.bundle import make
+from kbrepro.bundle import pack, publish
 from kbrepro.errors import Interrupted
 
 
 def _files(tmp_path):
     b = tmp_path / "x.tar"
-    d = tmp_path / ("x.tar" + make.DIGEST_SUFFIX)
+    d = tmp_path / ("x.tar" + pack.DIGEST_SUFFIX)
     b.write_bytes(b"bundle bytes")
     d.write_text("digest\n")
     return b, d
@@ -27,8 +27,8 @@ def test_a_finished_verification_puts_both_files_back(tmp_path, monkeypatch):
         seen["visible"] = sorted(x.name for x in tmp_path.iterdir() if not x.name.startswith("."))
         return "PASS", "PASS at --level static"
 
-    monkeypatch.setattr(make, "predict_verification", verify)
-    assert make.verify_unpublished(b) == ("PASS", "PASS at --level static")
+    monkeypatch.setattr(publish, "predict_verification", verify)
+    assert publish.verify_unpublished(b) == ("PASS", "PASS at --level static")
     assert seen["visible"] == [] and seen["path"].name.startswith(".") and seen["bytes"] == b"bundle bytes"
     assert sorted(x.name for x in tmp_path.iterdir()) == ["x.tar", "x.tar.sha256-digest"]
     assert b.read_bytes() == b"bundle bytes" and d.read_text() == "digest\n"
@@ -41,10 +41,10 @@ def test_an_unfinished_verification_leaves_nothing(tmp_path, monkeypatch, exc):
     def verify(p, key=None):
         raise exc
 
-    monkeypatch.setattr(make, "predict_verification", verify)
+    monkeypatch.setattr(publish, "predict_verification", verify)
     want = Interrupted if isinstance(exc, KeyboardInterrupt) else RuntimeError
     with pytest.raises(want) as got:
-        make.verify_unpublished(b)
+        publish.verify_unpublished(b)
     assert list(tmp_path.iterdir()) == []
     if want is Interrupted:
         assert "removed before its self-verification finished" in got.value.kept

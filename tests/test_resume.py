@@ -12,7 +12,7 @@ import pytest
 
 from conftest import kernelbench_from_example
 from kbrepro.bundle import candidates as bc
-from kbrepro.bundle import checkpoint, shard
+from kbrepro.bundle import case_records, checkpoint
 from kbrepro.errors import Interrupted, UsageError
 from kbrepro.harness import candidate as hc
 from kbrepro.harness import fingerprint
@@ -76,7 +76,7 @@ def test_a_stopped_run_keeps_what_finished_and_the_same_command_resumes(setup, t
     a = json.loads((out / "results" / "candidates.json").read_bytes())
     b = json.loads((setup[3] / "results" / "candidates.json").read_bytes())
     assert [r["name"] for r in a["candidates"]] == ["a", "b", "c"]
-    assert shard.differences(a, b) == []  # the documents of a run never stopped, timings and hosts aside
+    assert case_records.differences(a, b) == []  # the documents of a run never stopped, timings and hosts aside
     bc.build_payload({str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()
                       and p.relative_to(out).parts[0] in ("inputs", "results", "provenance")})
 

@@ -16,7 +16,7 @@ import pytest
 import shard_runners
 from conftest import kernelbench_from_example
 from kbrepro.bundle import candidates as bc
-from kbrepro.bundle import pack, shard
+from kbrepro.bundle import case_records, pack, shard
 from kbrepro.bundle.verify.checklist import verify_archive
 from kbrepro.bundle.verify.core import bag_info
 from kbrepro.errors import EnvironmentUnavailableError, InvalidResultsError, UnreadableInputError, UsageError
@@ -115,7 +115,7 @@ def test_merge_is_pure_and_its_order_is_the_plans_not_the_completion_order():
         {"id": plan[1].id, "candidate": "k1", "task": plan[1].task, "error": "RuntimeError: boom"}]
     assert (doc["started_utc"], doc["finished_utc"]) == ("2026-12-01T09:00:00Z", "2026-12-01T11:00:00Z")
     assert "inputs/candidates/k1.py" not in first and first["inputs/candidates/k2.py"] == b"k2"
-    assert shard.case_problems(doc) == []
+    assert case_records.case_problems(doc) == []
 
 
 def test_merge_refuses_cases_that_disagree_and_a_plan_where_nothing_finished():
@@ -140,12 +140,12 @@ def test_case_problems_recompute_every_id_and_never_believe_the_list():
     plan = _plan(3)
     files, _ = shard.merge_cases([_result(c) for c in plan])
     doc = json.loads(files["results/candidates.json"])
-    assert shard.case_problems(doc) == []
+    assert case_records.case_problems(doc) == []
 
     def problems(edit):
         d = json.loads(json.dumps(doc))
         edit(d)
-        return " ".join(m for _, m in shard.case_problems(d))
+        return " ".join(m for _, m in case_records.case_problems(d))
 
     assert "not the digest of the case's fields" in problems(lambda d: d["cases"][0].update(id="c" + "0" * 20))
     # the list and the record edited together: the record's own fields still decide
@@ -168,9 +168,9 @@ def test_comparable_drops_timings_hosts_and_case_fields_only():
                                                             "observations": {"cases": [{"call_ms": 1.0, "bits": 5}]}}]}
     b = {"candidates": [{"name": "k", "verdicts": [{"detail": "built in 7.25 s; 9 checked calls"}],
                          "observations": {"cases": [{"call_ms": 2.0, "bits": 5}]}}]}
-    assert shard.differences(a, b) == []
+    assert case_records.differences(a, b) == []
     b["candidates"][0]["observations"]["cases"][0]["bits"] = 6
-    assert shard.differences(a, b) == ["$.candidates[0].observations.cases[0].bits: 5 against 6"]
+    assert case_records.differences(a, b) == ["$.candidates[0].observations.cases[0].bits: 5 against 6"]
 
 
 def test_comparable_compares_a_host_binary_by_its_sass_and_a_cubin_by_its_bytes():
@@ -181,12 +181,12 @@ def test_comparable_compares_a_host_binary_by_its_sass_and_a_cubin_by_its_bytes(
             "binaries": [{"file": "triton/H/launcher.so", "sha256": so, "sass_sha256": sass},
                          {"file": "triton/H/k.cubin", "sha256": cubin, "sass_sha256": sass}]}}]}
 
-    assert shard.differences(prov("a", "c", "s", 1), prov("b", "c", "s", 2)) == []
-    assert shard.differences(prov("a", "c", "s", 1), prov("a", "d", "s", 1)) == [
+    assert case_records.differences(prov("a", "c", "s", 1), prov("b", "c", "s", 2)) == []
+    assert case_records.differences(prov("a", "c", "s", 1), prov("a", "d", "s", 1)) == [
         "$.candidates[0].provenance.binaries[1].sha256: \"c\" against \"d\"",
         "$.candidates[0].provenance.files[1].sha256: \"c\" against \"d\""]
-    assert len(shard.differences(prov("a", "c", "s", 1), prov("a", "c", "t", 1))) == 2  # the SASS: both entries
-    assert shard.differences({"detail": "2.72e+03 GB/s against 1.2e-05 s"}, {"detail": "2.03e+03 GB/s against 9 s"}) == []
+    assert len(case_records.differences(prov("a", "c", "s", 1), prov("a", "c", "t", 1))) == 2  # the SASS: both entries
+    assert case_records.differences({"detail": "2.72e+03 GB/s against 1.2e-05 s"}, {"detail": "2.03e+03 GB/s against 9 s"}) == []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -375,7 +375,7 @@ def test_a_crash_in_one_case_leaves_the_others_intact(sharded):
     assert all(c["ran_on"]["engine"] == "local" and c["ran_on"]["device"] == "cpu" for c in doc["cases"][:2])
     assert {c["ran_on"]["worker"] for c in doc["cases"][:2]} <= {"cpu0", "cpu1"}
     assert not (res / "inputs" / "candidates" / "c.py").exists()  # a failed case contributes nothing
-    assert shard.case_problems(doc) == []
+    assert case_records.case_problems(doc) == []
 
 
 @pytest.mark.slow
@@ -383,7 +383,7 @@ def test_the_sharded_documents_equal_the_unsharded_ones_apart_from_timings_and_h
     _, _, res, _, plain = sharded
     a = json.loads((res / "results" / "candidates.json").read_bytes())
     b = json.loads((plain / "results" / "candidates.json").read_bytes())
-    assert shard.differences(a, b) == []
+    assert case_records.differences(a, b) == []
     assert a["cases"] and "cases" not in b  # what differs is only what comparable() drops
     for rel in ("inputs/candidates/a.py", "inputs/candidates/b.py", "inputs/kernelbench/LICENSE",
                 "inputs/kernelbench/KernelBench/level1/40_LayerNorm.py"):
@@ -624,10 +624,10 @@ def test_a_record_whose_run_took_the_fallback_extra_shape_still_names_its_planne
     assert protocol.requested_extra_shapes([{"batch_size": 1}], {"batch_size": 2}) == [[{"batch_size": 1}]]
     assert protocol.requested_extra_shapes([{"batch_size": 3}], None) == [[{"batch_size": 3}]]
     doc["candidates"][1]["config"]["extra_shapes"] = [{"batch_size": 3}]  # batch 2 (the run's size) + 1
-    assert shard.case_problems(doc, task) == []
-    assert "not the digest of the record's own" in " ".join(m for _, m in shard.case_problems(doc))
+    assert case_records.case_problems(doc, task) == []
+    assert "not the digest of the record's own" in " ".join(m for _, m in case_records.case_problems(doc))
     doc["candidates"][1]["config"]["extra_shapes"] = [{"batch_size": 5}]  # not the fallback: another variant
-    assert "not the digest of the record's own" in " ".join(m for _, m in shard.case_problems(doc, task))
+    assert "not the digest of the record's own" in " ".join(m for _, m in case_records.case_problems(doc, task))
 
 
 @pytest.mark.slow

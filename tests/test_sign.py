@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from kbrepro.bundle import attest, make, pack
+from kbrepro.bundle import attest, make, pack, publish
 from kbrepro.bundle.verify.checklist import verify_archive
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -497,7 +497,7 @@ def test_a_signed_bundle_that_would_fail_is_removed_even_with_allow_failing_sema
 
     import make_bundle
 
-    monkeypatch.setattr(make, "predict_verification", lambda p, key=None: ("FAIL", "FAIL in tier 5 claims: x"))
+    monkeypatch.setattr(publish, "predict_verification", lambda p, key=None: ("FAIL", "FAIL in tier 5 claims: x"))
     out = tmp_path / "s.tar"
     r = CliRunner().invoke(make_bundle.main, ["--from-results", str(RESULTS), "--out", str(out), "--kernelbench",
                                               str(signed["kb"]), "--no-plots", "--sign", str(signed["priv"])])

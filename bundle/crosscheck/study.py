@@ -13,7 +13,7 @@ from kbrepro.bundle import derived_facts
 from kbrepro.bundle import problem_dicts as pd
 from kbrepro.harness import checks
 from kbrepro.harness.records import BlockKey
-from kbrepro.harness.run import witness_flushes
+from kbrepro.harness.run_build import witness_flushes
 from kbrepro.harness.study import task_key, values
 from kbrepro.harness.timing import AdaptiveRule, TimingProtocol
 from kbrepro.kernels import compile as kc

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from kbrepro import schemas
-from kbrepro.bundle import candidate_records, crosscheck, pack, shard
+from kbrepro.bundle import candidate_records, case_records, crosscheck, pack
 from kbrepro.bundle import candidates as bc
 from kbrepro.bundle import claims as claims_mod
 from kbrepro.bundle.facts import CRATE_FILE
@@ -213,7 +213,7 @@ def tier_documents(b, t) -> None:
     for p in sorted(p for p in b.files if p.startswith("renderings/"))[:20]:
         t.fail(p, "a candidate bundle has no renderings: its packer draws no figures, so nothing here is a picture "
                "of its data")
-    for path, msg in shard.case_problems(doc, lambda task: b.files.get(f"data/inputs/kernelbench/{task}")):
+    for path, msg in case_records.case_problems(doc, lambda task: b.files.get(f"data/inputs/kernelbench/{task}")):
         t.fail("data/results/candidates.json", f"the cases of a sharded run: {msg}", path=path)
     failed = [c for c in doc.get("cases") or [] if isinstance(c, dict) and c.get("status") == "failed"]
     if failed:

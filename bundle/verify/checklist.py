@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from kbrepro.bundle import archive as arc
 from kbrepro.bundle import kinds
+from kbrepro.bundle.extract import extract_checked
 from kbrepro.bundle.verify import candidate, claims, described, documents, imported, inert, layout, provenance, replay
 from kbrepro.bundle.verify.core import (EXIT_PARTIAL, LEVELS, TIER_NAMES, Bundle, Report, Tier, bag_info, guarded)
 from kbrepro.bundle.verify.manifest import tier_archive, tier_attestation, tier_manifest
@@ -236,7 +236,7 @@ def verify_archive(path: Path, *, level: str = "auto", profile: str | None = Non
         return finish(1)
     tmp = Path(keep_extracted) if keep_extracted else Path(tempfile.mkdtemp(prefix="kbrepro-verify-"))
     try:
-        root = arc.extract_checked(Path(path), tmp, contents)
+        root = extract_checked(Path(path), tmp, contents)
         b = Bundle(name=contents.top or "", files=contents.files, root=root, digest=rep.digest or "", partial=partial,
                    attestation=rep.signature)
         is_candidates = bag_info(contents.files.get("bag-info.txt", b"")).get("Bundle-Format") == kinds.FORMAT

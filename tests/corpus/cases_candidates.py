@@ -17,7 +17,7 @@ from typing import Callable
 import random
 import statistics
 
-from kbrepro.bundle import shard
+from kbrepro.bundle import case_records
 from kbrepro.harness import cases as hcases
 from kbrepro.model import protocol
 
@@ -75,11 +75,11 @@ def _drop_compile_arm(doc, files):
 
 def _sharded(doc, with_block: bool):
     for r in doc["candidates"]:
-        fields = shard.record_case_fields(r, doc)[0]
+        fields = case_records.record_case_fields(r, doc)[0]
         r["case"] = {"id": hcases.case_id(fields), "bandwidth_gbps": doc["bandwidth"]["gbps"]}
         if with_block:
             r["case"]["bandwidth_block"] = copy.deepcopy(doc["bandwidth"]["block"])
-    doc["cases"] = [{"id": r["case"]["id"], "index": i, **shard.record_case_fields(r, doc)[0], "status": "done",
+    doc["cases"] = [{"id": r["case"]["id"], "index": i, **case_records.record_case_fields(r, doc)[0], "status": "done",
                      "error": None, "ran_on": None} for i, r in enumerate(doc["candidates"])]
 
 
