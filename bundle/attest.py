@@ -62,7 +62,7 @@ from kbrepro import schemas
 from kbrepro.bundle.facts import BundleFacts
 from kbrepro.bundle.pack import ATTESTATIONS  # noqa: F401  (the tag file, named here for readers of this module)
 from kbrepro.errors import InputPathError, OutputPathError, UnreadableInputError, UsageError
-from kbrepro.paths import check_input_file
+from kbrepro.paths import check_input_file, prepare_output_dir
 from kbrepro.harness import jsonio
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -185,8 +185,6 @@ def write_key_pair(folder) -> tuple[Path, Path, str]:
     (SubjectPublicKeyInfo PEM, 0644). Returns ``(private, public, key id)``. Raises
     OutputPathError (2) if either file exists or the folder cannot be written; nothing is
     left half-written."""
-
-    from kbrepro.paths import prepare_output_dir
 
     folder, created = prepare_output_dir(folder, "--keygen", must_be_empty=False)
     if created:  # a folder made here holds a private key: owner only, whatever the umask

@@ -37,8 +37,9 @@ import click
 from kbrepro.bundle.validate import walk_objects
 from kbrepro.harness import jsonio
 from kbrepro.harness.checks import Tolerance, legacy_margin_verdict
-from kbrepro.errors import ReproError, UnreadableInputError
+from kbrepro.errors import InputPathError, OutputPathError, ReproError, UnreadableInputError
 from kbrepro.cli.edge import EdgeMixin
+from kbrepro.paths import check_input_dir, check_input_file, check_output_file
 
 DEFAULT_TOL = Tolerance(1e-4, 1e-4)
 
@@ -186,9 +187,6 @@ def _check_inputs(paths) -> list[Path]:
     import os
     import stat
 
-    from kbrepro.errors import InputPathError
-    from kbrepro.paths import check_input_dir, check_input_file
-
     out = []
     for raw in paths:
         p = Path(raw)
@@ -230,8 +228,6 @@ def main(paths, atol, rtol, json_out, verbose) -> None:
 
     if not (math.isfinite(atol) and atol >= 0 and math.isfinite(rtol) and 0 <= rtol < 1):
         raise click.UsageError("--atol must be finite and >= 0, --rtol finite and in [0, 1)")
-    from kbrepro.errors import OutputPathError
-    from kbrepro.paths import check_output_file
 
     tol = Tolerance(atol, rtol)
     # inputs (exit 3), then the output (exit 2), before any work

@@ -14,10 +14,10 @@ import statistics
 from typing import Mapping
 
 from kbrepro import inert
+from kbrepro.bundle.kinds import KIND
 from kbrepro.errors import UsageError
 from kbrepro.harness import jsonio
 
-KIND = "kernelbench-candidates"
 COMPILED = ("compile_default", "compile_max_autotune")
 
 

@@ -26,32 +26,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from kbrepro.bundle import candidate_records, case_records, checkpoint
+from kbrepro.bundle import candidate_records, case_records, checkpoint, claims as claims_mod, pack, report, scrub
+from kbrepro.bundle.shard_merge import is_sharded, merged_files, read_results
 from kbrepro.bundle.candidate_report import (COMPILED, KIND, best_compiled, default_claims,  # noqa: F401
                                              excluded_compiled, merge_claims, render_report, spec_yaml,
                                              where_cases_ran)
-from kbrepro.bundle import claims as claims_mod
-from kbrepro.bundle import pack, scrub
 from kbrepro.errors import Interrupted, InvalidResultsError, OutputPathError, UnreadableInputError, UsageError
-from kbrepro.harness import jsonio
-from kbrepro.model import candidate_rules
-from kbrepro.model import sizes as msizes
+from kbrepro.harness import candidate as hc, extras, fingerprint, jsonio
+from kbrepro.model import candidate_rules, sizes as msizes
 from kbrepro.model.protocol import shape_problems
 from kbrepro.model.provenance_rules import MAX_BUILDS, fit_component, ninja_commands
 from kbrepro.model.task_inputs import size_globals
 from kbrepro.bundle.kinds import (CRATE_SINCE, DOC_VERSIONS, FORMAT, FORMAT_VERSION, FORMAT_VERSIONS,  # noqa: F401
                                   SCHEMA_VERSION, format_for)
+from kbrepro import schemas
+from kbrepro.bundle.make import check_bundle_format, check_out_path, describe_and_sign, load_key
+from kbrepro.harness.kernelbench import KernelBenchCheckout, load_pin, resolve_checkout
 
 DOCUMENTS = {"results/candidates.json": "kbrepro/candidates", "results/environment.json": "kbrepro/environment",
              "claims.json": "kbrepro/claims"}
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")
-#: the most files and bytes a results folder of candidates may hold (a whole level: up to 256
-#: records of about 10 to 30 provenance files each; the archive reader takes 10,000 members)
-MAX_FILES = 8000
 #: provenance files read as text and scrubbed before packing (sources, build scripts, metadata)
 TEXT_SUFFIXES = (".ninja", ".cu", ".cpp", ".cuh", ".h", ".json", ".source", ".ptx", ".llir", ".ttir", ".ttgir",
                  ".txt", ".py", ".sass")
-MAX_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -206,8 +203,6 @@ def task_configs(profile: str, sizes: Mapping[str, msizes.SizeValue] | None, ext
     The one check of ``make_bundle.py`` and of ``shard plan``. Raises UsageError (an unknown
     profile, a size no task names or of another kind than the task's value, an extra shape
     that changes nothing)."""
-    from kbrepro.harness import candidate as hc
-
     if profile not in hc.PROFILES:
         raise UsageError(f"unknown candidate profile {profile!r}", f"use one of {', '.join(hc.PROFILES)}")
     cfg = hc.PROFILES[profile]
@@ -249,10 +244,7 @@ def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelben
     KernelBenchPinError (checkout differs from the pin), UnreadableInputError."""
     import torch
 
-    from kbrepro.harness import candidate as hc
-    from kbrepro.harness import extras, fingerprint
     from kbrepro.harness.checks import PREDICATES
-    from kbrepro.harness.kernelbench import KernelBenchCheckout, load_pin, resolve_checkout
 
     say = progress or (lambda m: None)
     pin = load_pin()
@@ -318,7 +310,6 @@ def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelben
 def _write_results(results_dir: Path, files: dict, records: list, env: dict, *, profile: str, device: str,
                    started: str, pin, gbps, blk) -> None:
     """The results folder of a finished run: its candidates document, environment and files."""
-    from kbrepro.harness import candidate as hc
     from kbrepro.harness.checks import PREDICATES
 
     doc = {"schema": "kbrepro/candidates", "schema_version": SCHEMA_VERSION, "kind": KIND, "profile": profile,
@@ -339,8 +330,6 @@ def _run_one(spec, cfg, results_dir: Path, device: str, say, gbps, taken: Mappin
     """One candidate run and checked: its record and the files it adds to the results folder
     (path -> bytes: its file, its task, its provenance files; ``taken``: the paths earlier
     candidates added)."""
-    from kbrepro.harness import candidate as hc
-
     name, tp = spec.name, spec.task_path
     work = results_dir / "work" / name
     rec = hc.run_candidate(spec, cfg, work, device=device, progress=say, bandwidth_gbps=gbps)
@@ -380,30 +369,6 @@ def is_candidate_results(folder: Path) -> bool:
         return False
 
 
-def _read_results(folder: Path) -> dict[str, bytes]:
-    out: dict[str, bytes] = {}
-    total = 0
-    for top in ("inputs", "results", "provenance"):
-        root = folder / top
-        if not root.is_dir():
-            continue
-        for p in sorted(root.rglob("*")):
-            if p.is_symlink():
-                raise UnreadableInputError(f"{p.relative_to(folder)} is a symbolic link", "results hold plain files only")
-            if not p.is_file():
-                continue
-            rel = p.relative_to(folder).as_posix()
-            if rel == "inputs/claims.yaml":
-                continue  # written anew by the packer
-            data = p.read_bytes()
-            total += len(data)
-            out[rel] = data
-            if len(out) > MAX_FILES or total > MAX_BYTES:
-                raise UnreadableInputError(f"the results folder holds more than {MAX_FILES} files or {MAX_BYTES} bytes",
-                                           "pack the folder run_candidates wrote, nothing else")
-    return out
-
-
 def scrub_provenance_file(rec: dict, data: bytes, folders: Sequence[Path]) -> bytes:
     """The bytes of a provenance file as packed, ``rec`` (its record) updated. Build files
     name the folders they were built in: the candidate's work folder and the results folder
@@ -436,9 +401,6 @@ def build_payload(files: Mapping[str, bytes], *, extra_claims: Mapping | None = 
     2 writes the layout before it; ``signing_key`` (format 3) adds the signed attestations.
     Raises InvalidResultsError for results that fail their schema or whose recorded verdicts
     are not the ones their observations give; UsageError for a format it does not write."""
-    from kbrepro import schemas
-    from kbrepro.bundle.make import check_bundle_format, describe_and_sign
-
     doc = jsonio.loads_strict(files["results/candidates.json"], "results/candidates.json")
     env = jsonio.loads_strict(files["results/environment.json"], "results/environment.json")
     version = doc.get("schema_version") if isinstance(doc, dict) and type(doc.get("schema_version")) is int else 1
@@ -507,7 +469,6 @@ def build_payload(files: Mapping[str, bytes], *, extra_claims: Mapping | None = 
                                                              f"{KIND} ({meta['profile']})", "measured"))
     if bundle_format >= CRATE_SINCE:
         bag = describe_and_sign(bag, meta, {**canon, "claims": json.loads(payload["claims.json"])}, signing_key)
-    from kbrepro.bundle import report
 
     summary = report.post_summary(meta, canon, json.loads(payload["claims.json"]), bag.digest(),
                                   frozenset(c["id"] for c in default_claims(doc)["claims"]))
@@ -524,8 +485,6 @@ def pack_results(results_dir: Path, out: Path | None = None, *, claims_path: str
     result, packed as such.
     Nothing is written unless everything succeeds (archive, then its digest file).
     ``bundle_format`` and ``sign`` (a PEM private key file): as :func:`build_payload`."""
-    from kbrepro.bundle.make import check_bundle_format, check_out_path, load_key
-
     t0 = time.perf_counter()
     key = load_key(sign)
     if bundle_format is not None:
@@ -536,12 +495,10 @@ def pack_results(results_dir: Path, out: Path | None = None, *, claims_path: str
         raise UsageError(f"{results_dir} holds an unfinished candidate run (its progress/ folder): nothing to pack yet",
                          f"run the same make_bundle.py command with --results-dir {results_dir} again to resume it")
     try:
-        from kbrepro.bundle import shard
-
-        if shard.is_sharded(Path(results_dir)):  # the cases are the truth: merged in memory, as the run merged them
-            files, failed_cases = shard.merged_files(Path(results_dir))
+        if is_sharded(Path(results_dir)):  # the cases are the truth: merged in memory, as the run merged them
+            files, failed_cases = merged_files(Path(results_dir))
         else:
-            files = _read_results(Path(results_dir))
+            files = read_results(Path(results_dir))
     except OSError as exc:
         raise UnreadableInputError(f"cannot read the results folder {results_dir}: {exc.strerror}",
                                    "check the path") from exc

@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 from kbrepro.errors import UsageError
 from kbrepro.harness import bounded
+from kbrepro import schemas
 
 _CUT = 300
 
@@ -20,8 +21,6 @@ def _cut(text: str, n: int = _CUT) -> str:
 
 def _resolve(node: Any, root: Mapping) -> tuple[Any, Mapping]:
     """``node`` with its ``$ref`` followed (within ``root`` or into another shipped schema)."""
-    from kbrepro import schemas
-
     for _ in range(20):
         if not isinstance(node, Mapping) or "$ref" not in node:
             return node, root
@@ -188,7 +187,6 @@ def selector_problems(expr: str, documents: Mapping[str, Any]) -> list[str]:
     object, or a document without a schema) and that none of the objects ``documents`` holds
     at that place has (a typo below the top of a document: the data show what is there).
     A field a schema names but these documents lack (another profile's) is not judged."""
-    from kbrepro import schemas
     from kbrepro.bundle.documents import OUR_DOCUMENTS
 
     names = set(documents) | set(OUR_DOCUMENTS) | {"live", "candidates"}

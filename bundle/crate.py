@@ -40,7 +40,8 @@ from typing import Mapping
 
 from kbrepro.bundle.facts import CRATE_FILE, BundleFacts
 from kbrepro.bundle.verify.core import safe_text
-from kbrepro.errors import InvalidResultsError
+from kbrepro.errors import InvalidResultsError, UnreadableInputError
+from kbrepro.harness import jsonio
 
 CONTEXT = "https://w3id.org/ro/crate/1.1/context"
 PROFILE = "https://w3id.org/ro/crate/1.1"
@@ -160,8 +161,6 @@ def render(f: BundleFacts) -> bytes:
     from rocrate.model.contextentity import ContextEntity
     from rocrate.rocrate import ROCrate
 
-    from kbrepro.harness import jsonio
-
     crate = ROCrate(gen_preview=False, version=VERSION)
     for k, v in _root_props(f).items():
         crate.root_dataset[k] = v
@@ -220,9 +219,6 @@ def problems(raw: bytes | None, f: BundleFacts) -> list[str]:
     """What is wrong with a bundle's RO-Crate file ``raw`` (None: absent) against the facts
     the verifier derived (``f``): not strict canonical JSON, not the RO-Crate 1.1 context,
     entities missing, extra or with other values than the documents give. Returns messages."""
-    from kbrepro.errors import UnreadableInputError
-    from kbrepro.harness import jsonio
-
     if raw is None:
         return [f"missing: bundle format {f.format_version} carries an RO-Crate metadata file"]
     try:

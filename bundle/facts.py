@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import Mapping
 from urllib.parse import quote
 
+from kbrepro.bundle import kinds
+
 #: the RO-Crate metadata file, a payload file of bundle format 4 (candidate format 3): the
 #: payload folder ``data/`` is the RO-Crate root (RO-Crate 1.1, "Adding RO-Crate to BagIt")
 CRATE_FILE = "ro-crate-metadata.json"
@@ -239,11 +241,9 @@ def bundle_facts(meta: Mapping, documents: Mapping[str, Mapping], files: Mapping
     and its payload ``files`` (path under ``data/`` -> bytes; the RO-Crate file, if there, is
     left out). Never raises on odd values: a field that is not what the schema says becomes
     None (the verifier reports such documents in its own tiers)."""
-    from kbrepro.bundle import candidates as bc
-
     meta = _d(meta)
     env = _d(documents.get("environment"))
-    if meta.get("format") == bc.FORMAT:
+    if meta.get("format") == kinds.FORMAT:
         doc = _d(documents.get("candidates"))
         cands = tuple(Candidate(str(c.get("name")), str(c.get("file")), str(c.get("task")))
                       for c in meta.get("candidates") or [] if isinstance(c, dict))
@@ -255,7 +255,7 @@ def bundle_facts(meta: Mapping, documents: Mapping[str, Mapping], files: Mapping
         kb = _d(doc.get("kernelbench"))
         return BundleFacts(
             kind="candidates", format=str(meta.get("format")), format_version=meta.get("format_version"),
-            name=str(meta.get("name")), study=bc.KIND, profile=str(meta.get("profile")), title=title,
+            name=str(meta.get("name")), study=kinds.KIND, profile=str(meta.get("profile")), title=title,
             source=str(meta.get("source")), started_utc=_utc(doc.get("started_utc")),
             finished_utc=_utc(doc.get("finished_utc")), kernelbench_repository=_text(kb.get("repository")),
             kernelbench_commit=_text(kb.get("commit")), product_version=_text(_d(meta.get("product")).get("version")),

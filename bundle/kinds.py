@@ -8,6 +8,8 @@ from __future__ import annotations
 from kbrepro.errors import UsageError
 
 FORMAT = "kbrepro-candidate-bundle"
+#: the study name a candidate bundle records (bag-info.txt ``Study``, claims specs, RO-Crate)
+KIND = "kernelbench-candidates"
 #: the candidate bundle format this packer writes: 3 adds the RO-Crate metadata file and,
 #: when signed, the attestations (as study format 4 does); 2 is the format before them
 FORMAT_VERSION = 4
@@ -37,4 +39,4 @@ def format_for(doc_version: int, asked: int | None) -> int:
 CRATE_SINCE = 3
 
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "FORMAT_VERSIONS", "SCHEMA_VERSION", "DOC_VERSIONS", "CRATE_SINCE", "format_for"]
+__all__ = ["FORMAT", "KIND", "FORMAT_VERSION", "FORMAT_VERSIONS", "SCHEMA_VERSION", "DOC_VERSIONS", "CRATE_SINCE", "format_for"]

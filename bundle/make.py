@@ -17,14 +17,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
-from kbrepro.bundle import claims as claims_mod
-from kbrepro.bundle import pack, report, scrub, validate
-from kbrepro.harness import jsonio
+from kbrepro.bundle import attest, claims as claims_mod, crate, facts, pack, plots as plots_mod, report, scrub, validate
+from kbrepro.harness import jsonio, plugin
 from kbrepro.harness.kernelbench import KernelBenchCheckout, load_lock, resolve_checkout
-from kbrepro.errors import InvalidResultsError, KernelBenchPinError, UnreadableInputError, UsageError
+from kbrepro.errors import (Interrupted, InvalidResultsError, KernelBenchPinError, OutputPathError,
+                            UnreadableInputError, UsageError)
 
 from kbrepro.bundle.documents import DOC_PATHS, OUR_DOCUMENTS, REQUIRED  # noqa: E402,F401
 from kbrepro.bundle.workers import PlotWorker, start_workers, stop_workers
+from kbrepro import schemas
+from kbrepro.bundle.documents import study_documents
+from kbrepro.harness.plugin import files_digest
+from kbrepro.harness.study import default_study_path, find_study, load_study
+from kbrepro.paths import (check_input_dir, check_input_file, check_input_path, check_output_file, prepare_output_dir,
+                           remove_created)
 
 
 @dataclass(frozen=True)
@@ -59,8 +65,6 @@ def _why(exc: OSError) -> str:
 
 def _regular_file(p: Path, what: str) -> bytes:
     """Bytes of ``p``, which must be a readable regular file. Raises UnreadableInputError (3)."""
-    from kbrepro.paths import check_input_file
-
     check_input_file(p, what, "make it a readable file, or remove it from the results folder")
     try:
         return p.read_bytes()
@@ -82,8 +86,6 @@ def resolve_study(run_doc: Mapping | None, study_path: str | None):
     ``study_path`` names, else the shipped study the run names (registry), else the default
     (published) study. Raises UsageError if the run names a study this product does not ship
     and no ``--study`` is given."""
-    from kbrepro.harness.study import default_study_path, find_study, load_study
-
     st = (run_doc or {}).get("study") or {}
     if study_path is not None:
         path = Path(study_path)
@@ -107,9 +109,6 @@ def load_results(results_dir: Path, study_path: str | None = None) -> ResultSet:
     original files (the study's importer). Raises UnreadableInputError if neither is there,
     or if any file that would go into the bundle cannot be read (a folder or FIFO named like
     a result file, a file without read permission): nothing is dropped silently."""
-    from kbrepro.paths import check_input_dir
-    from kbrepro.bundle.documents import study_documents
-
     d = check_input_dir(Path(results_dir), "results folder", "pass the folder a run wrote, e.g. results/<name>")
     run_path = d / "run.json"
     if _exists(run_path):
@@ -225,9 +224,6 @@ def _sources_check(rs: ResultSet) -> list[str]:
 def _study_input(rs: ResultSet) -> tuple[dict[str, bytes], dict]:
     """Every file of the study folder, under ``inputs/study/``; the run must have used this
     very ``study.yaml`` (and, for a measured run, these very files)."""
-    from kbrepro.harness import plugin
-    from kbrepro.harness.plugin import files_digest
-
     st = rs.documents["run"].get("study", {})
     raw = rs.study.source_bytes
     if st.get("sha256") and hashlib.sha256(raw).hexdigest() != st["sha256"]:
@@ -256,8 +252,6 @@ def renderings_of(figures: Mapping[str, dict], pngs: Mapping[str, bytes]) -> dic
     """The bag's ``renderings/`` tag folder: every PNG and ``renderings.json`` (the versions
     that drew them, each PNG's sha256 and size, the sha256 of the data file it was drawn
     from). Outside every manifest, so outside the digest."""
-    from kbrepro.bundle import plots as plots_mod
-
     data = {n: jsonio.dumps(figures[n]).encode() for n in pngs}
     out = {f"{n}.png": pngs[n] for n in pngs}
     out["renderings.json"] = plots_mod.renderings_doc(pngs, data, plots_mod.renderer_versions())
@@ -315,7 +309,6 @@ def build_payload(rs: ResultSet, *, kernelbench: str | None = None, study_path: 
         "documents": {DOC_PATHS[n]: f"kbrepro/{n}" for n in rs.documents},
         "notes": notes,
     }
-    from kbrepro.bundle import plots as plots_mod
 
     # the figures' data go into the payload (the digest); their PNGs into renderings/ (outside it)
     figures = plots_mod.figure_data(rs.documents, json_roundtrip(claims_doc))
@@ -336,7 +329,6 @@ def build_payload(rs: ResultSet, *, kernelbench: str | None = None, study_path: 
     payload["REPORT.md"] = report.render(meta, canon, _json.loads(payload["claims.json"]), plots, sections,
                                       own_ids).encode()
     payload["bundle.json"] = jsonio.dumps(meta).encode()
-    from kbrepro import schemas
 
     problems = schemas.validate(meta, "bundle") + schemas.validate(claims_doc, "claims")
     if problems:
@@ -368,8 +360,6 @@ def describe_and_sign(bag: pack.Bag, meta: Mapping, documents: Mapping[str, Mapp
     """``bag`` with its RO-Crate metadata file in the payload (:mod:`bundle.crate`) and, with a
     ``signing_key``, its signed attestations (:mod:`bundle.attest`): both derived from the
     payload (``documents`` as read back, ``claims`` among them), as the verifier derives them."""
-    from kbrepro.bundle import attest, crate, facts
-
     docs = {n: d for n, d in documents.items() if n != "claims"}
     f = facts.bundle_facts(meta, docs, bag.payload)
     payload = {**bag.payload, facts.CRATE_FILE: crate.render(f)}
@@ -403,8 +393,6 @@ def _check_name(name: str | None) -> None:
 def check_out_path(out: Path, what: str = "--out") -> Path:
     """Refuse, before any work, an archive path that :func:`make_from_results` could not
     write (with its ``.sha256-digest`` beside it). Raises UsageError / OutputPathError (2)."""
-    from kbrepro.paths import check_output_file
-
     out = Path(out)
     if not out.name.endswith(ARCHIVE_SUFFIXES):
         raise UsageError(f"archive name {out.name!r} must end in .tar or .tar.gz", "pass --out NAME.tar")
@@ -429,9 +417,6 @@ def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench
     figures if given; else the documents are validated in this process and worker processes
     are started only to draw the figures.
     """
-    from kbrepro.errors import OutputPathError
-    from kbrepro.paths import check_input_dir, check_input_file, check_input_path
-
     t0 = time.perf_counter()
     _check_name(name)
     key = load_key(sign)
@@ -508,7 +493,6 @@ def load_key(sign: str | None):
     InputPathError (3) or UsageError (2)."""
     if sign is None:
         return None
-    from kbrepro.bundle import attest
 
     return attest.load_signing_key(sign)
 
@@ -525,12 +509,8 @@ def run_and_make(out: Path | None, *, study_path: str | None, profile: str, kern
     A failure after the run keeps the results folder, so ``--from-results`` can pack it
     later; Ctrl-C raises :class:`~kbrepro.errors.Interrupted` saying what was kept."""
     from kbrepro.harness.run import run_study, utc_now
-    from kbrepro.harness.study import load_study
-    from kbrepro.errors import Interrupted
-    from kbrepro.paths import prepare_output_dir, remove_created
 
     _check_name(name)
-    from kbrepro.paths import check_input_file, check_input_path
 
     check_bundle_format(bundle_format, load_key(sign) is not None)  # a bad key is reported before the GPU
     if out is not None:
@@ -545,7 +525,6 @@ def run_and_make(out: Path | None, *, study_path: str | None, profile: str, kern
     else:  # the study's own claims, before the GPU: the run hashes them, so a typo found later costs a rerun
         spec = claims_mod.parse_spec(study.file(study.claims_file), study.claims_file)
     # selectors against the document schemas before the GPU (the data check waits for the data)
-    from kbrepro.bundle.documents import study_documents
 
     claims_mod.check_selectors(spec, dict.fromkeys((*OUR_DOCUMENTS, *study_documents(binding))),
                                "--claims" if claims_path else study.claims_file)

@@ -19,9 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from kbrepro import inert as inert_rule
+from kbrepro import inert as inert_rule, schemas
 from kbrepro.errors import UnreadableInputError, UsageError
 from kbrepro.harness import jsonio
+from kbrepro.cli.edge import EdgeMixin
+from kbrepro.paths import check_input_file, check_output_file, refuse_input_as_output
 
 SCHEMA = "kbrepro/replay-matrix"
 #: the largest report read (bytes) and the most reports, claims and GPU kinds taken
@@ -69,8 +71,6 @@ def parse_report(raw: bytes, src: str) -> Replay:
     bytes that are not strict JSON, not a verification report (its schema) or whose replay
     tier is malformed; UsageError (exit 2) for a report without a replay (verified at another
     level, or the replay skipped)."""
-    from kbrepro import schemas
-
     doc = jsonio.loads_strict(raw, src, max_bytes=MAX_REPORT_BYTES)
     if not isinstance(doc, dict) or doc.get("schema") != "kbrepro/verification-report":
         raise _bad(src, "is not a verification report (schema kbrepro/verification-report)")
@@ -152,7 +152,6 @@ def build(replays: Sequence[Replay]) -> dict:
                                                          for r in rs if r.gpu == k]} for k in kinds],
                         "claims": [info[c] for c in order]})
     doc = {"schema": SCHEMA, "schema_version": 1, "bundles": bundles}
-    from kbrepro import schemas
 
     problems = schemas.validate(doc, "replay-matrix")
     if problems:  # the reports were parsed and checked above: this is a defect of this module
@@ -205,8 +204,6 @@ def render(matrix: Mapping) -> str:
 def main_cli():
     import click
 
-    from kbrepro.cli.edge import EdgeMixin
-
     class _Command(EdgeMixin, click.Command):
         pass
 
@@ -216,8 +213,6 @@ def main_cli():
     @click.option("--json", "json_out", type=click.Path(), default=None, help="the matrix as JSON")
     def main(reports, out, json_out):
         """Merge replay reports (verify_bundle.py --level replay --json) into one table: GPU kind x claim."""
-        from kbrepro.paths import check_input_file, check_output_file, refuse_input_as_output
-
         if not reports:
             raise UsageError("no report given", "python -m kbrepro.bundle.matrix R1.json R2.json --out matrix.md")
         if len(reports) > MAX_REPORTS:

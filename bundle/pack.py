@@ -33,6 +33,7 @@ from typing import Mapping
 
 from kbrepro.harness.jsonio import atomic_write_bytes
 from kbrepro.errors import UsageError
+from kbrepro.harness.fingerprint import product_version
 
 FORMAT_NAME = "kbrepro-bundle"
 #: the study bundle format this packer writes: 4 adds the RO-Crate metadata file to the payload
@@ -136,8 +137,6 @@ BAG_INFO_KEYS = ("Bag-Software-Agent", "External-Identifier", "Bundle-Format", "
 def bag_info(name: str, fmt: str, version: int, study: str, source: str) -> list[tuple[str, str]]:
     """The bag-info.txt fields of a bundle, in :data:`BAG_INFO_KEYS` order (Payload-Oxum is
     added by :class:`Bag`)."""
-    from kbrepro.harness.fingerprint import product_version
-
     return list(zip(BAG_INFO_KEYS, (f"kbrepro {product_version() or 'unknown'}", name, fmt, str(version), study,
                                     source)))
 

@@ -23,7 +23,8 @@ import re
 import textwrap
 from typing import Mapping
 
-from kbrepro.harness import stats
+from kbrepro.harness import jsonio, stats
+from kbrepro.bundle import pack
 
 DPI = 100
 WIDTH_PX = 1200
@@ -287,9 +288,6 @@ def renderings_doc(pngs: Mapping[str, bytes], data: Mapping[str, bytes], rendere
     (``renderer``), and for each figure ``n`` of ``pngs`` (name -> PNG bytes) its sha256 and
     size in pixels and the sha256 of ``data[n]``, the bytes of ``data/plots/<n>.json``. The
     verifier rebuilds it from the bundle's PNGs and verified data and compares bytes."""
-    from kbrepro.bundle import pack
-    from kbrepro.harness import jsonio
-
     entries = []
     for n in sorted(pngs):
         size = png_size(pngs[n])

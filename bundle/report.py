@@ -9,6 +9,7 @@ from typing import Mapping
 
 from kbrepro.harness import extras, stats
 from kbrepro.harness.jsonio import dec_float
+from kbrepro.harness.timing import throttled
 
 #: the first study bundle format whose timing tables give the rounds each block holds (before
 #: it, an adaptive block's protocol column gave the rule's minimum: "10 rounds" for a block
@@ -382,8 +383,6 @@ def _roofline_part(blocks: list) -> str:
 
 
 def _misc_parts(blocks: list, selftest: Mapping | None) -> list[str]:
-    from kbrepro.harness.timing import throttled
-
     out = []
     floor = [b for b in blocks if b.get("kind") == "floor" and b.get("rounds")]
     if floor:

@@ -46,11 +46,11 @@ from kbrepro.harness.candidate_calls import (CandidateSpec, Ctx, after_timing, c
                                              draw, reference, seed_for)
 from kbrepro.harness.checks import Tolerance
 from kbrepro.harness.isolate import CandidateProcess
-from kbrepro.model import candidates as mc
-from kbrepro.model import protocol
+from kbrepro.model import candidates as mc, protocol
 from kbrepro.model.protocol import BASELINES, PROFILES, CandidateConfig  # noqa: F401 (the engine's names)
 from kbrepro.model.source_rules import plain_pytorch
 from kbrepro.model.provenance_rules import MAX_BUILDS, MAX_COMPONENT, fit_component, ninja_commands
+from kbrepro.kernels.compile import sass_ftz_counts, sass_says_ftz
 
 #: the largest provenance file copied into a bundle, and the most per candidate
 MAX_PROVENANCE_FILE = 32 * 1024 * 1024
@@ -134,8 +134,6 @@ def collect_provenance(name: str, ext_dir: Path, triton_dir: Path, out_dir: Path
     hash, not copied), the ``build.ninja`` command lines (at most 20 builds), cubins and SASS
     from ``cuobjdump`` with FTZ evidence (kernels.compile), tool versions. ``tools``: the
     absolute paths of nvcc, cuobjdump and the host compiler, resolved before the child ran."""
-    from kbrepro.kernels.compile import sass_ftz_counts, sass_says_ftz
-
     tools = dict(tools) if tools is not None else {"nvcc": shutil.which("nvcc"), "cuobjdump": shutil.which("cuobjdump"),
                                                    "cxx": shutil.which(os.environ.get("CXX", "c++"))}
     files, total, builds = [], 0, []

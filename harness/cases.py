@@ -30,6 +30,7 @@ from typing import Mapping
 
 from kbrepro.errors import UnreadableInputError
 from kbrepro.model import sizes as msizes
+from kbrepro import schemas
 
 #: the kind of case this version defines (a KernelBench candidate against its task)
 CASE_KIND = "kernelbench-candidate"
@@ -99,8 +100,6 @@ def case_from_doc(doc: Mapping) -> Case:
     """The :class:`Case` a ``case.json`` document describes. Raises UnreadableInputError where
     it is not one (wrong schema or version, a missing or mistyped field, or an id that is not
     the digest of its fields)."""
-    from kbrepro import schemas
-
     problems = schemas.validate(doc, "case") if isinstance(doc, dict) else ["not an object"]
     if problems:
         raise UnreadableInputError(f"case.json is not a case: {str(getattr(problems[0], 'message', problems[0]))[:200]}",

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from kbrepro.errors import EnvironmentUnavailableError, UsageError
-from kbrepro.harness import jsonio
+from kbrepro.harness import jsonio, startenv
 from kbrepro.harness.cases import DONE, ERROR
 from kbrepro.harness.isolate import start_with_env
 
@@ -74,8 +74,6 @@ def run_case(runner: Callable[[str], None], folder: str, env: Mapping[str, str] 
     ``runner(folder)``, then write ``done.json`` (atomically, last). Any exception is written
     to ``error.json`` (type and one-line message) and raised again, so the engine sees the
     job fail. Returns ``folder``. This is the function every engine executes remotely."""
-    from kbrepro.harness import startenv
-
     for k, v in (env or {}).items():
         startenv.set_own(k, v)
     f = Path(folder)
@@ -357,7 +355,6 @@ class SubmititEngine(Engine):
         ex = self.executor(log)
         t0 = time.time()
         n = len(folders)
-        from kbrepro.harness import startenv
 
         with startenv.launching():  # submitit's executors copy os.environ into the jobs they start
             jobs = ex.map_array(run_case, [runner] * n, [str(f) for f in folders],

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 from kbrepro.harness.timing import ClockWatch, TimingProtocol, run_block
 from kbrepro.model import protocol
+from kbrepro.kernels import compile as kc
+from kbrepro.kernels.launch import _StreamRef
 
 EMPTY_KERNEL_SOURCE = b'extern "C" __global__ void kb_empty() {}\n'
 
@@ -47,13 +49,10 @@ def empty_kernel():
     """A launchable do-nothing kernel on the current stream (compiled with NVRTC)."""
     import torch
 
-    from kbrepro.kernels import compile as kc
-
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     v = kc.CompileVariant("kb_empty", "nvrtc", ("--std=c++11",), False)
     b = kc.compile_nvrtc(EMPTY_KERNEL_SOURCE, v, f"sm_{props.major}{props.minor}", program_name="empty.cu")
     fn = kc.load_cubin(b.cubin, ["kb_empty"])["kb_empty"]
-    from kbrepro.kernels.launch import _StreamRef
 
     def launch():
         fn((1,), (1,), (), stream=_StreamRef(torch.cuda.current_stream().cuda_stream))

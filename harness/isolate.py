@@ -46,6 +46,7 @@ from kbrepro.errors import CandidateFailure, EnvironmentUnavailableError, ReproE
 from kbrepro.harness.candidate_server import child_main
 from kbrepro.harness.wire import (MAX_FRAME_BYTES, MAX_FRAMES, MAX_HEADER_BYTES, MAX_REPLY_DEPTH, Reply, send_frames,
                                   shape_problem)
+from kbrepro.harness import jsonio, startenv
 
 
 #: seconds a request may take by default (a load_inline build takes about 40 s on the H200)
@@ -58,8 +59,6 @@ def start_with_env(proc, env: Mapping[str, str]) -> None:
     set in this process since, e.g. Inductor's ``TRITON_PTXAS_PATH``) and ``env`` over it, in
     effect from its first instruction (before it imports torch); this process's own
     environment is restored afterwards."""
-    from kbrepro.harness import startenv
-
     with startenv.launching(env):
         proc.start()
 
@@ -161,8 +160,6 @@ class CandidateProcess:
         whole reply was read, not when ``meanwhile`` returned. Where ``meanwhile`` raises, the
         child is stopped (its reply would be read by no one) and the exception propagates: it
         is the harness's or the task's, never the candidate's."""
-        from kbrepro.harness import jsonio
-
         if self.dead is not None:
             raise CandidateFailure(self.dead)
         if self.deadline is None and self.budget_s is not None:  # from the first request: the parent's own

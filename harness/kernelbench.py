@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Mapping
 
 from kbrepro.harness import jsonio
-from kbrepro.errors import KernelBenchPinError, UsageError
+from kbrepro.errors import InvalidResultsError, KernelBenchPinError, UsageError
+from kbrepro import manifests, schemas
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 ENV_VAR = "KBREPRO_KERNELBENCH"
@@ -62,16 +63,11 @@ PIN_FILE = "kernelbench.pin.json"
 def load_pin() -> KernelBenchLock:
     """The product's pin (:data:`PIN_FILE`): the judge of every study's lock and of every
     KernelBench file a bundle carries."""
-    from kbrepro import manifests
-
     return load_lock(manifests.path(PIN_FILE))
 
 
 def load_lock(path: Path) -> KernelBenchLock:
     """Read and schema-check a lock file. Raises UnreadableInputError / InvalidResultsError."""
-    from kbrepro import schemas
-    from kbrepro.errors import InvalidResultsError
-
     doc = jsonio.read_json(path)
     problems = schemas.validate(doc, "kernelbench-lock")
     if problems:

@@ -51,6 +51,8 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
+from kbrepro.harness import startenv
+from kbrepro.process import deferred_sigint, ignore_sigint_from_now
 
 
 @dataclass(frozen=True)
@@ -70,8 +72,6 @@ class Build:
 def _worker_init() -> None:
     """Ignore Ctrl-C (:func:`kbrepro.process.ignore_sigint_from_now`: the study's process alone
     acts on it and stops the workers), then one torch thread."""
-    from kbrepro.process import ignore_sigint_from_now
-
     ignore_sigint_from_now()
     import torch
 
@@ -154,9 +154,6 @@ class Prefetcher:
 
     def __post_init__(self) -> None:
         import multiprocessing as mp
-
-        from kbrepro.process import deferred_sigint
-        from kbrepro.harness import startenv
 
         self._dir = Path(tempfile.mkdtemp(prefix="kbrepro-prefetch-", dir=self.folder or _folder()))
         self._futures: dict[tuple[str, int], Future] = {}

@@ -32,9 +32,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping
 
-from kbrepro.harness import checks, fingerprint, jsonio
+from kbrepro.harness import checks, extras, fingerprint, jsonio, prefetch
 from kbrepro.harness.kernelbench import KernelBenchCheckout, load_lock, resolve_checkout
-from kbrepro.harness.plugin import StudyBinding
+from kbrepro.harness.plugin import files_digest, StudyBinding
 from kbrepro.harness.records import CompileRecord
 from kbrepro.harness.study import StudyConfig
 from kbrepro.harness.timing import AdaptiveRule, ClockWatch, TimingProtocol, run_block
@@ -43,6 +43,7 @@ from kbrepro.errors import ReproError
 from kbrepro.kernels.launch import KernelSet
 from kbrepro.harness.run_build import BuildStages
 from kbrepro.harness.run_task import TaskStages
+from kbrepro.harness.selftest import run_selftests
 
 log = logging.getLogger("kbrepro.run")
 
@@ -129,8 +130,6 @@ class StudyRun(BuildStages, TaskStages):
         :func:`planned_builds`), unless ``KBREPRO_PREFETCH=0`` or a prefetcher was handed in
         (:func:`early_prefetch`, started before torch was imported). :meth:`module` hands out
         task modules whose ``Model`` and ``get_inputs`` take those builds where they match."""
-        from kbrepro.harness import prefetch
-
         if self.prefetch is not None or not prefetch.enabled():
             return
         builds = planned_builds(self.study, self.checkout, self.binding)
@@ -166,8 +165,6 @@ class StudyRun(BuildStages, TaskStages):
 
     def inductor(self, fn, *args):
         """``(compiled fn, compile seconds)`` of ``torch.compile(fn)`` warmed on ``args``."""
-        from kbrepro.harness import extras
-
         return extras.compile_timed(fn, *args)
 
     def protocol(self, mode: str, arms: Mapping, l2: str = "warm") -> TimingProtocol:
@@ -210,7 +207,6 @@ class StudyRun(BuildStages, TaskStages):
         pass
 
         self.out.mkdir(parents=True, exist_ok=True)
-        from kbrepro.harness.plugin import files_digest
 
         self.doc("run", study={"name": self.study.name, "profile": self.study.profile,
                                "source_name": self.study.source_name, "sha256": self.study.sha256,
@@ -277,14 +273,10 @@ class StudyRun(BuildStages, TaskStages):
 
     # ------------------------------------------------------------------ the smaller stages
     def _floor(self) -> None:
-        from kbrepro.harness import extras
-
         self.docs["timings"]["blocks"].extend(extras.measurement_floor(self.clocks))
         self.write("timings")
 
     def _copy_bandwidth(self) -> None:
-        from kbrepro.harness import extras
-
         blk = extras.copy_bandwidth(self.clocks)
         self.add_block(blk)
         self.copy_gbps = extras.copy_gbps(blk)
@@ -293,8 +285,6 @@ class StudyRun(BuildStages, TaskStages):
 
     def _self_test(self) -> None:
         import torch
-
-        from kbrepro.harness.selftest import run_selftests
 
         props = torch.cuda.get_device_properties(self.device_index)
         res = run_selftests(getattr(self, "copy_gbps", None), f"sm_{props.major}{props.minor}",
@@ -311,8 +301,6 @@ def planned_builds(study: StudyConfig, checkout: KernelBenchCheckout, binding: S
     (probes, a witness task) at the correctness seeds, and those at the timing seed last, since
     a binding may never build them. Raises KernelBenchPinError for a task file that is not
     the pinned one."""
-    from kbrepro.harness import prefetch
-
     c = study.doc.get("correctness") or {}
     t = study.doc.get("timing") or {}
     seeds = [int(x) for x in dict.fromkeys(c.get("seeds", []))]
@@ -334,8 +322,6 @@ def early_prefetch(study: StudyConfig, kernelbench: str | None = None, binding: 
     report itself is wrong (checkout, pin). Called before torch is imported, so that the
     workers' own imports and first builds overlap the main process's start; hand it to
     :func:`run_study`, which closes it (close it yourself if the run never starts)."""
-    from kbrepro.harness import prefetch
-
     if not (prefetch.enabled() and prefetch.gpu_present()):
         return None
     try:

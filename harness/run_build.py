@@ -15,11 +15,12 @@ from pathlib import Path
 from kbrepro.harness import fingerprint, jsonio
 from kbrepro.harness.kernelbench import KernelBenchCheckout, load_lock
 from kbrepro.harness.records import CompileRecord, FileRef, FtzEvidence, WitnessVerdict
-from kbrepro.harness.study import values
+from kbrepro.harness.study import task_key, values
 from kbrepro.harness.timing import ClockWatch
 from kbrepro.kernels import compile as kc
 from kbrepro.errors import EnvironmentUnavailableError, UsageError
 from kbrepro.kernels.launch import KernelSet
+from kbrepro.process import deferred_sigint
 
 log = logging.getLogger("kbrepro.run")
 
@@ -40,8 +41,6 @@ def value_record(x: float) -> dict:
 
 def ensure_compile_cache_disabled() -> dict:
     """Set ``CUDA_CACHE_DISABLE=1`` if CUDA is not initialised yet; report what is in effect."""
-    from kbrepro.process import deferred_sigint
-
     with deferred_sigint():  # a Ctrl-C inside torch's C++ import would abort the process
         import torch
 
@@ -200,8 +199,6 @@ class BuildStages:
 
     def _witness(self) -> None:
         import torch
-
-        from kbrepro.harness.study import task_key
 
         w = self.study.doc["witness"]
         level, task = task_key(w["task"])

@@ -35,6 +35,10 @@ from pathlib import Path
 from typing import Mapping
 
 from kbrepro.errors import KernelBenchPinError, OutputPathError, UsageError
+from kbrepro import schemas
+from kbrepro.harness import jsonio
+from kbrepro.harness.kernelbench import git_head, load_pin, resolve_checkout, KernelBenchLock
+from kbrepro.paths import prepare_output_dir, remove_created
 
 #: the study name (``study.yaml`` ``name``, ``claims.yaml`` ``study``)
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -144,8 +148,6 @@ def find_task(root: Path, level: int, task: int) -> Path:
 def _checkout(kernelbench) -> tuple[Path, str | None]:
     """The checkout's root and its git HEAD (None for a plain folder of KernelBench files).
     KernelBenchPinError if there is none."""
-    from kbrepro.harness.kernelbench import git_head, resolve_checkout
-
     root = resolve_checkout(kernelbench)
     try:
         empty = root.is_dir() and not any(True for _ in os.scandir(root))
@@ -161,8 +163,6 @@ def _checkout(kernelbench) -> tuple[Path, str | None]:
 def _pinned(rel: str, task_bytes: bytes, license_bytes: bytes) -> bool:
     """Whether the task file and LICENSE are KernelBench's at the product's pinned commit
     (``manifests/kernelbench.pin.json``), which the verifier requires."""
-    from kbrepro.harness.kernelbench import load_pin
-
     pin = load_pin()
     return (pin.files.get(rel) == hashlib.sha256(task_bytes).hexdigest()
             and pin.files.get("LICENSE") == hashlib.sha256(license_bytes).hexdigest())
@@ -184,7 +184,6 @@ def plan_study(level: int, task: int, *, name: str | None = None, out: str | os.
     Raises UsageError (a bad level/task/name, no task file, a folder name that is not an
     identifier, an output that exists and is not an empty folder: OutputPathError) or
     KernelBenchPinError (no checkout, not a git checkout, LICENSE missing)."""
-    from kbrepro.paths import prepare_output_dir, remove_created
     from kbrepro.harness.kernelbench import PROJECT_ROOT
 
     if not (1 <= int(level) <= 9) or not (1 <= int(task) <= 9999):
@@ -231,7 +230,6 @@ def plan_study(level: int, task: int, *, name: str | None = None, out: str | os.
 
 def _self_check(files: Mapping[str, bytes]) -> None:
     """The rendered study.yaml, claims and lock against their schemas (a defect if not)."""
-    from kbrepro import schemas
     from kbrepro.harness import bounded
 
     for fname, schema in (("study.yaml", "study"), ("claims.yaml", "claims-spec"), (LOCK, "kernelbench-lock")):
@@ -246,7 +244,6 @@ def _self_check(files: Mapping[str, bytes]) -> None:
 def write_study(plan: StudyPlan) -> Path:
     """Create the folder and write every file atomically; on any failure (Ctrl-C included)
     remove what was written and the folders created. Raises OutputPathError."""
-    from kbrepro.paths import prepare_output_dir, remove_created
     from kbrepro.harness.jsonio import atomic_write_bytes
 
     folder, created = prepare_output_dir(plan.folder, "--out" if plan.out_given else "study folder")
@@ -311,9 +308,6 @@ def next_steps(plan: StudyPlan) -> list[str]:
 # ---------------------------------------------------------------------------- templates
 def render(plan: StudyPlan, folder_name: str, hashes: Mapping[str, str]) -> dict[str, bytes]:
     """Every file of the new study folder, name -> bytes."""
-    from kbrepro.harness import jsonio
-    from kbrepro.harness.kernelbench import KernelBenchLock
-
     v = {"name": plan.name, "qname": json.dumps(plan.name), "level": plan.level, "task": plan.task,
          "task_file": plan.task_file, "stem": Path(plan.task_file).stem, "cls": class_name_for(folder_name),
          "variant": VARIANT, "kernel": KERNEL, "source": SOURCE, "lock": LOCK,

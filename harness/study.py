@@ -21,6 +21,8 @@ from kbrepro.harness.jsonio import dec_float
 from kbrepro.harness.timing import TimingProtocol
 from kbrepro.kernels.compile import CompileVariant
 from kbrepro.errors import UnreadableInputError, UsageError
+from kbrepro import manifests, schemas
+from kbrepro.harness import bounded, jsonio, plugin
 
 STUDY_FILE = "study.yaml"
 CUSTOM_SCHEMA = "schemas/custom.schema.json"
@@ -119,8 +121,6 @@ class StudyConfig:
         Raises UsageError if the study has no folder, its binding does not import, or the
         binding's :meth:`~kbrepro.harness.plugin.StudyBinding.validate` finds a problem in
         the resolved definition."""
-        from kbrepro.harness import plugin
-
         if self.folder is None:
             raise UsageError(f"study {self.name} has no folder to load its binding from",
                              "load the study from its folder")
@@ -154,8 +154,6 @@ class StudyConfig:
 
 
 def _problems(doc, what: str, files: Mapping[str, bytes], untrusted: bool = False) -> None:
-    from kbrepro import schemas
-
     found = [str(p) for p in schemas.validate(doc, "study")]
     if not found and isinstance(doc, dict) and CUSTOM_SCHEMA in files and "custom" in doc:
         from kbrepro.harness import jsonio
@@ -202,8 +200,6 @@ def load_study(path: str | Path | None = None, profile: str = "full", *,
     ``untrusted``: the files are a stranger's (a bundle's study the verifier does not ship):
     its ``custom`` schema must pass :func:`kbrepro.schemas.untrusted_schema_problems`.
     """
-    from kbrepro.harness import bounded, plugin
-
     folder, yaml_path = _resolve_path(path)
     if files is None:
         try:
@@ -278,9 +274,6 @@ def check_claims_file(study: StudyConfig) -> None:
     Raises UnreadableInputError or UsageError: called before a run, whose records hash the
     file, so that a typo is not found only when packing (the claims' JMESPath queries are
     compiled by the packer, ``bundle.claims``)."""
-    from kbrepro import schemas
-    from kbrepro.harness import bounded
-
     doc = bounded.load_yaml(study.file(study.claims_file), f"study {study.name}: {study.claims_file}")
     bad = schemas.validate(doc, "claims-spec")
     if bad:
@@ -294,9 +287,6 @@ def registry() -> dict[str, dict]:
     (``files``: relative path -> sha256 of every file of the folder), from
     ``manifests/studies.json``. A folder under ``studies/`` that the registry does not list
     (e.g. one the scaffold wrote) is a user's study: runnable, never trusted by the verifier."""
-    from kbrepro import manifests
-    from kbrepro.harness import jsonio
-
     doc = jsonio.loads_strict(manifests.path(REGISTRY_FILE).read_bytes(), where=REGISTRY_FILE)
     return dict(doc["studies"])
 
@@ -306,8 +296,6 @@ def registry_doc(add: Sequence[str | Path] = ()) -> dict:
     register-studies`` writes it): every folder already listed, re-hashed, plus the folders
     ``add`` names (each a folder directly under ``studies/`` whose study.yaml loads). Raises
     UsageError for a folder outside ``studies/`` or a study name registered twice."""
-    from kbrepro.harness import plugin
-
     folders = {name: rec["folder"] for name, rec in registry().items()}
     root = studies_root().resolve()
     for f in add:

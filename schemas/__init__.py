@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
+from kbrepro.process import deferred_sigint, ignore_sigint_from_now
 
 try:  # the fast pre-check of validate(); the reference validator decides where it is missing
     import jsonschema_rs
@@ -320,7 +321,6 @@ def validate_untrusted(doc: Any, schema: dict, name: str, seconds: float = UNTRU
     why = untrusted_schema_problems(dict(schema))
     if why:
         return [Violation("$", f"the schema cannot be applied: {why[0]}", name)]
-    from kbrepro.process import deferred_sigint, ignore_sigint_from_now
 
     ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
     with deferred_sigint():  # started with SIGINT blocked: the worker ignores Ctrl-C from its first instruction

@@ -16,7 +16,7 @@ import pytest
 import shard_runners
 from conftest import kernelbench_from_example
 from kbrepro.bundle import candidates as bc
-from kbrepro.bundle import case_records, pack, shard
+from kbrepro.bundle import case_records, pack, shard, shard_merge
 from kbrepro.bundle.verify.checklist import verify_archive
 from kbrepro.bundle.verify.core import bag_info
 from kbrepro.errors import EnvironmentUnavailableError, InvalidResultsError, UnreadableInputError, UsageError
@@ -88,8 +88,8 @@ def _result(case, *, status="done", gbps=None, start="2026-12-01T10:00:00Z", end
              **(extra or {})}
     ran = hcases.ran_on("cpu", "local", "cpu0", host="h")
     if status != "done":
-        return shard.CaseResult(case, status, "RuntimeError: boom", ran, {})
-    return shard.CaseResult(case, "done", None, ran, files)
+        return shard_merge.CaseResult(case, status, "RuntimeError: boom", ran, {})
+    return shard_merge.CaseResult(case, "done", None, ran, files)
 
 
 def _plan(n=4):
@@ -100,11 +100,11 @@ def test_merge_is_pure_and_its_order_is_the_plans_not_the_completion_order():
     plan = _plan(4)
     results = [_result(plan[0], gbps=10.0, end="2026-12-01T11:00:00Z"), _result(plan[1], status="failed"),
                _result(plan[2], gbps=20.0, start="2026-12-01T09:00:00Z"), _result(plan[3], gbps=30.0)]
-    first, failed = shard.merge_cases(results)
+    first, failed = shard_merge.merge_cases(results)
     for seed in range(5):
         shuffled = results[:]
         random.Random(seed).shuffle(shuffled)
-        again, failed2 = shard.merge_cases(shuffled)
+        again, failed2 = shard_merge.merge_cases(shuffled)
         assert again == first and failed2 == failed
     doc = json.loads(first["results/candidates.json"])
     assert [r["name"] for r in doc["candidates"]] == ["k0", "k2", "k3"]
@@ -122,23 +122,23 @@ def test_merge_refuses_cases_that_disagree_and_a_plan_where_nothing_finished():
     plan = _plan(2)
     clash = _result(plan[1], extra={"inputs/kernelbench/LICENSE": b"another licence"})
     with pytest.raises(InvalidResultsError, match="different bytes"):
-        shard.merge_cases([_result(plan[0]), clash])
+        shard_merge.merge_cases([_result(plan[0]), clash])
     with pytest.raises(InvalidResultsError, match="none of the 2 cases finished"):
-        shard.merge_cases([_result(plan[0], status="failed"), _result(plan[1], status="failed")])
+        shard_merge.merge_cases([_result(plan[0], status="failed"), _result(plan[1], status="failed")])
     with pytest.raises(UsageError, match="share a plan index"):
-        shard.merge_cases([_result(plan[0]), _result(plan[0])])
+        shard_merge.merge_cases([_result(plan[0]), _result(plan[0])])
     other = _result(plan[1])
     doc = json.loads(other.files["results/candidates.json"])
     doc["candidates"][0]["source_sha256"] = "f" * 64  # the result is not of the case's candidate
-    bad = shard.CaseResult(other.case, "done", None, None, {**other.files,
+    bad = shard_merge.CaseResult(other.case, "done", None, None, {**other.files,
                                                             "results/candidates.json": jsonio.dumps(doc).encode()})
     with pytest.raises(InvalidResultsError, match="not of the case's candidate"):
-        shard.merge_cases([_result(plan[0]), bad])
+        shard_merge.merge_cases([_result(plan[0]), bad])
 
 
 def test_case_problems_recompute_every_id_and_never_believe_the_list():
     plan = _plan(3)
-    files, _ = shard.merge_cases([_result(c) for c in plan])
+    files, _ = shard_merge.merge_cases([_result(c) for c in plan])
     doc = json.loads(files["results/candidates.json"])
     assert case_records.case_problems(doc) == []
 
@@ -464,7 +464,7 @@ def test_from_results_merges_unmerged_cases_in_memory_to_the_same_bundle(sharded
     d, _, res, _, _ = sharded
     copy = tmp_path / "res"
     shutil.copytree(res / "cases", copy / "cases")
-    shutil.copy(res / shard.PLAN, copy / shard.PLAN)
+    shutil.copy(res / shard_merge.PLAN, copy / shard_merge.PLAN)
     assert not (copy / "results").exists()  # as a Slurm run leaves it: cases only
     again = bc.pack_results(copy, tmp_path / "again.tar", allow_failing=True, name=packed.name)
     assert again.digest == packed.digest
@@ -524,7 +524,7 @@ def test_make_bundle_shards_a_cpu_run_end_to_end(sharded, tmp_path, monkeypatch)
     assert res.code == 0, (res.out, res.err)
     assert "digest:" in res.out and "2 case(s), 2 to run on engine local" in res.err
     assert sorted(p.name for p in (tmp_path / "r" / "cases").iterdir()) == sorted(
-        json.loads((tmp_path / "r" / shard.PLAN).read_text())["cases"])
+        json.loads((tmp_path / "r" / shard_merge.PLAN).read_text())["cases"])
     rep = verify_archive(tmp_path / "x.tar", level="static")
     assert rep.verdict == "PARTIAL" and not [p for t in rep.tiers for p in t.problems]
 
@@ -536,11 +536,11 @@ def test_a_results_folder_whose_plan_or_cases_were_edited_is_refused(sharded, tm
     _, _, res, _, _ = sharded
     copy = tmp_path / "res"
     shutil.copytree(res / "cases", copy / "cases")
-    plan = json.loads((res / shard.PLAN).read_text())
-    (copy / shard.PLAN).write_text(json.dumps({**plan, "cases": plan["cases"][:1] * 2}))
+    plan = json.loads((res / shard_merge.PLAN).read_text())
+    (copy / shard_merge.PLAN).write_text(json.dumps({**plan, "cases": plan["cases"][:1] * 2}))
     with pytest.raises(UnreadableInputError, match="not a shard plan"):
         bc.pack_results(copy, tmp_path / "x.tar", allow_failing=True)
-    (copy / shard.PLAN).write_text(json.dumps(plan))
+    (copy / shard_merge.PLAN).write_text(json.dumps(plan))
     case = copy / "cases" / plan["cases"][0] / "case.json"
     doc = json.loads(case.read_text())
     case.write_text(json.dumps({**doc, "profile": "full"}))  # the id no longer is the digest of the fields
@@ -557,7 +557,7 @@ def test_a_second_run_on_one_results_folder_is_refused_while_the_first_runs(shar
     _, _, res, _, _ = sharded
     copy = tmp_path / "res"
     shutil.copytree(res / "cases", copy / "cases")
-    shutil.copy(res / shard.PLAN, copy / shard.PLAN)
+    shutil.copy(res / shard_merge.PLAN, copy / shard_merge.PLAN)
 
     class NoEngine(engines.Engine):
         name = "local"
@@ -565,19 +565,19 @@ def test_a_second_run_on_one_results_folder_is_refused_while_the_first_runs(shar
         def submit(self, folders, runner):
             raise AssertionError("a second run must not run any case")
 
-    with open(copy / shard.LOCK, "w") as held:  # the first run, as it holds the folder
+    with open(copy / shard_merge.LOCK, "w") as held:  # the first run, as it holds the folder
         fcntl.flock(held, fcntl.LOCK_EX)
         with pytest.raises(UsageError, match="another run is running the cases"):
             shard.run_plan(copy, NoEngine())
         one_error(cli("shard", "merge", copy), 2, "another run is running the cases")
-        case0 = copy / "cases" / json.loads((copy / shard.PLAN).read_text())["cases"][0]
+        case0 = copy / "cases" / json.loads((copy / shard_merge.PLAN).read_text())["cases"][0]
         one_error(cli("shard", "run-case", case0), 2, "another run is running the cases")  # nor one case by hand
         with pytest.raises(UsageError, match="still being written"):  # nor packed while its cases are written
             bc.pack_results(copy, tmp_path / "x.tar", allow_failing=True)
-    (copy / "cases" / json.loads((copy / shard.PLAN).read_text())["cases"][0] / hcases.DONE).rename(tmp_path / "d")
+    (copy / "cases" / json.loads((copy / shard_merge.PLAN).read_text())["cases"][0] / hcases.DONE).rename(tmp_path / "d")
     with pytest.raises(InvalidResultsError, match="has not finished"):  # a half-written case: not done, said so
         bc.pack_results(copy, tmp_path / "x.tar")
-    (tmp_path / "d").rename(copy / "cases" / json.loads((copy / shard.PLAN).read_text())["cases"][0] / hcases.DONE)
+    (tmp_path / "d").rename(copy / "cases" / json.loads((copy / shard_merge.PLAN).read_text())["cases"][0] / hcases.DONE)
     assert not (tmp_path / "x.tar").exists() and not (copy / "results").exists()  # nothing merged or written
 
     class Idle(engines.Engine):
@@ -617,7 +617,7 @@ def test_a_record_whose_run_took_the_fallback_extra_shape_still_names_its_planne
     batch (BatchNorm in training mode at a batch of one, KernelBench 3/24 at its own batch of 2
     on the H200) records the fallback it took; its id is still derived, and no other shape is."""
     plan = _plan(2)
-    files, _ = shard.merge_cases([_result(c) for c in plan])
+    files, _ = shard_merge.merge_cases([_result(c) for c in plan])
     doc = json.loads(files["results/candidates.json"])
     task = {"KernelBench/level1/40_LayerNorm.py": b"batch_size = 16\nfeatures = 8\n"}.get
     assert protocol.requested_extra_shapes([{"batch_size": 3}], {"batch_size": 2}) == [[{"batch_size": 3}], []]
