@@ -32,6 +32,9 @@ from pathlib import Path
 
 import click
 
+# Our own modules are imported inside the commands, not here: --help and a usage error answer
+# in about 0.07 s instead of the 0.5 s the bundle stack takes to import (measured on the 2-core
+# machine), and none of them loads before CUDA_CACHE_DISABLE is set below.
 # The NVRTC/driver compile cache must be off before CUDA initialises (DESIGN.md section 4).
 if os.environ.get("CUDA_CACHE_DISABLE") != "1":
     from kbrepro.harness.startenv import set_own  # what the processes it starts inherit too

@@ -39,7 +39,10 @@ from kbrepro.harness import jsonio
 from kbrepro.harness.checks import Tolerance, legacy_margin_verdict
 from kbrepro.errors import InputPathError, OutputPathError, ReproError, UnreadableInputError
 from kbrepro.cli.edge import EdgeMixin
-from kbrepro.paths import check_input_dir, check_input_file, check_output_file
+from kbrepro.paths import check_input_dir, check_input_file, check_output_file, refuse_input_as_output
+from kbrepro.bundle.archive import read_archive
+from kbrepro.harness.study import find_study, load_study, registry
+from kbrepro.process import work_done
 
 DEFAULT_TOL = Tolerance(1e-4, 1e-4)
 
@@ -80,8 +83,6 @@ def _nan_markers() -> tuple[str, ...]:
     studies' bindings name them (``StudyBinding.nan_input_paths``)."""
     global _MARKERS
     if _MARKERS is None:
-        from kbrepro.harness.study import find_study, load_study, registry
-
         found: list[str] = []
         for name in sorted(registry()):
             try:
@@ -141,8 +142,6 @@ def audit_path(p: Path, tol: Tolerance = DEFAULT_TOL) -> list[FileAudit]:
             out += audit_path(f, tol)
         return out
     if p.name.endswith((".tar", ".tar.gz", ".tgz")):
-        from kbrepro.bundle.archive import read_archive
-
         contents = read_archive(p)
         if contents.problems:
             raise UnreadableInputError(f"{p.name} is not a safe archive: {contents.problems[0]['message']}",
@@ -234,7 +233,6 @@ def main(paths, atol, rtol, json_out, verbose) -> None:
     checked = _check_inputs(paths)
     if json_out:
         check_output_file(json_out, "--json")
-        from kbrepro.paths import refuse_input_as_output
 
         refuse_input_as_output(json_out, list(paths) + [getattr(c, "path", c) for c in checked], "--json")
     files, failed = [], []
@@ -275,7 +273,6 @@ def main(paths, atol, rtol, json_out, verbose) -> None:
             for c in f["cases"]:
                 for k in ("legacy_ratio", "official_ratio"):
                     c[k] = jsonio.enc_float(c[k])
-        from kbrepro.process import work_done
 
         work_done()  # the audit is complete: a Ctrl-C from here on does not change its result
         try:

@@ -16,7 +16,8 @@ from typing import Mapping
 from kbrepro import inert
 from kbrepro.bundle.kinds import KIND
 from kbrepro.errors import UsageError
-from kbrepro.harness import jsonio
+from kbrepro.harness import jsonio, stats
+from kbrepro.bundle import report
 
 COMPILED = ("compile_default", "compile_max_autotune")
 
@@ -167,7 +168,6 @@ def render_report(meta: Mapping, doc: Mapping, claims_doc: Mapping) -> str:
     """REPORT.md of a candidate bundle, from the packed documents only (the verifier renders
     it again and compares bytes). Over :data:`FOLD_AT` candidates (a level), a summary table
     comes first and the details are folded."""
-    from kbrepro.harness import stats
 
     lines = [f"# {meta['name']}", "", f"KernelBench candidates, profile `{meta.get('profile')}`; KernelBench pinned at "
              f"`{(meta.get('kernelbench') or {}).get('commit')}`; official check `torch.allclose(reference, candidate, "
@@ -192,7 +192,6 @@ def render_report(meta: Mapping, doc: Mapping, claims_doc: Mapping) -> str:
         bad = caught[r["name"]]
         lines.append(f"- **{r['name']}** ({_md(r['task'])}): " + ("passes every check that can decide" if not bad else
                                                                  "CAUGHT by " + ", ".join(bad)))
-    from kbrepro.bundle import report
 
     # the claims the product writes from the results are its own; any other came with --claims
     own = frozenset(c["id"] for c in default_claims(doc)["claims"])

@@ -42,6 +42,7 @@ from kbrepro.bundle.kinds import (CRATE_SINCE, DOC_VERSIONS, FORMAT, FORMAT_VERS
 from kbrepro import schemas
 from kbrepro.bundle.make import check_bundle_format, check_out_path, describe_and_sign, load_key
 from kbrepro.harness.kernelbench import KernelBenchCheckout, load_pin, resolve_checkout
+from kbrepro.harness.checks import PREDICATES
 
 DOCUMENTS = {"results/candidates.json": "kbrepro/candidates", "results/environment.json": "kbrepro/environment",
              "claims.json": "kbrepro/claims"}
@@ -244,7 +245,6 @@ def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelben
     KernelBenchPinError (checkout differs from the pin), UnreadableInputError."""
     import torch
 
-    from kbrepro.harness.checks import PREDICATES
 
     say = progress or (lambda m: None)
     pin = load_pin()
@@ -310,7 +310,6 @@ def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelben
 def _write_results(results_dir: Path, files: dict, records: list, env: dict, *, profile: str, device: str,
                    started: str, pin, gbps, blk) -> None:
     """The results folder of a finished run: its candidates document, environment and files."""
-    from kbrepro.harness.checks import PREDICATES
 
     doc = {"schema": "kbrepro/candidates", "schema_version": SCHEMA_VERSION, "kind": KIND, "profile": profile,
            "device": "cuda" if device.startswith("cuda") else "cpu",

@@ -9,6 +9,7 @@ from typing import Any, Mapping
 from kbrepro.errors import UsageError
 from kbrepro.harness import bounded
 from kbrepro import schemas
+from kbrepro.bundle.documents import OUR_DOCUMENTS
 
 _CUT = 300
 
@@ -187,7 +188,6 @@ def selector_problems(expr: str, documents: Mapping[str, Any]) -> list[str]:
     object, or a document without a schema) and that none of the objects ``documents`` holds
     at that place has (a typo below the top of a document: the data show what is there).
     A field a schema names but these documents lack (another profile's) is not judged."""
-    from kbrepro.bundle.documents import OUR_DOCUMENTS
 
     names = set(documents) | set(OUR_DOCUMENTS) | {"live", "candidates"}
     root: dict = {"type": "object", "properties": {}, "additionalProperties": False}

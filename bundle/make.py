@@ -31,6 +31,7 @@ from kbrepro.harness.plugin import files_digest
 from kbrepro.harness.study import default_study_path, find_study, load_study
 from kbrepro.paths import (check_input_dir, check_input_file, check_input_path, check_output_file, prepare_output_dir,
                            remove_created)
+from kbrepro.harness import run as harness_run
 
 
 @dataclass(frozen=True)
@@ -424,8 +425,6 @@ def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench
     if out is not None:
         out = check_out_path(Path(out))
     if study_path is not None:
-        from kbrepro.harness.study import load_study
-
         check_input_path(study_path, "--study")
         load_study(study_path, "full")  # refuse a study that is not a valid study before packing it
     if claims_path is not None:
@@ -508,8 +507,6 @@ def run_and_make(out: Path | None, *, study_path: str | None, profile: str, kern
     the run, which closes it; the caller closes it where the run never starts.
     A failure after the run keeps the results folder, so ``--from-results`` can pack it
     later; Ctrl-C raises :class:`~kbrepro.errors.Interrupted` saying what was kept."""
-    from kbrepro.harness.run import run_study, utc_now
-
     _check_name(name)
 
     check_bundle_format(bundle_format, load_key(sign) is not None)  # a bad key is reported before the GPU
@@ -531,14 +528,14 @@ def run_and_make(out: Path | None, *, study_path: str | None, profile: str, kern
     if out is None:  # the default name has this length; its folder is the current one
         check_out_path(Path(f"{name or f'{study.name}-{profile}-00000000T000000'}.tar"),
                        "the default --out (<bundle name>.tar here)")
-    rdir = Path(results_dir) if results_dir else Path("results") / f"{study.name}-{profile}-{re.sub(r'[^0-9T]', '', utc_now())}"
+    rdir = Path(results_dir) if results_dir else Path("results") / f"{study.name}-{profile}-{re.sub(r'[^0-9T]', '', harness_run.utc_now())}"
     if cache_dir is not None:
         prepare_output_dir(cache_dir, "--cache-dir", must_be_empty=False)
     rdir, created = prepare_output_dir(rdir, "--results-dir")
     pool = start_workers()  # before CUDA initialises; warm by the time packing starts
     stage = "run"
     try:
-        run_doc = run_study(study, rdir, kernelbench=kernelbench, cache_dir=cache_dir, progress=progress,
+        run_doc = harness_run.run_study(study, rdir, kernelbench=kernelbench, cache_dir=cache_dir, progress=progress,
                             binding=binding, prefetcher=prefetcher)
         stage = "pack"
         made = make_from_results(rdir, out, kernelbench=kernelbench, study_path=study_path, claims_path=claims_path,

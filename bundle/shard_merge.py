@@ -15,6 +15,7 @@ from kbrepro.errors import InvalidResultsError, UnreadableInputError, UsageError
 from kbrepro.harness import cases as hcases, jsonio
 from kbrepro.harness.cases import Case
 from kbrepro import schemas
+from kbrepro.bundle import scrub
 
 
 
@@ -56,7 +57,6 @@ def load_case(folder: Path) -> CaseResult:
             err = f"{doc.get('type')}: {doc.get('message')}"
         except UnreadableInputError as exc:
             err = exc.message
-        from kbrepro.bundle import scrub
 
         # an error may name the machine's folders: none leaves it (bundle/scrub.py)
         err = scrub.scrub_text(err, extra_paths=[str(f.resolve().parent.parent.parent), str(f.parent.parent.parent)])

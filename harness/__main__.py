@@ -22,6 +22,9 @@ from pathlib import Path
 
 import click
 
+# Our own modules are imported inside the commands, not here: --help and a usage error answer
+# without importing the engine, and ``run`` sets CUDA_CACHE_DISABLE before any module that can
+# start CUDA loads (kbrepro.harness.run_build.ensure_compile_cache_disabled).
 from kbrepro.errors import EnvironmentUnavailableError, Interrupted
 from kbrepro.cli.edge import EdgeMixin
 

@@ -65,6 +65,8 @@ class Server:
 
         import torch
 
+        # imported once the child serves, after its user, group and death signal are set: kbtask
+        # and fresh import torch, which the child must not load before (harness/isolate.py)
         from kbrepro.harness import kbtask
         from kbrepro.harness.fresh import FreshTimer
 

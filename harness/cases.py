@@ -31,6 +31,7 @@ from typing import Mapping
 from kbrepro.errors import UnreadableInputError
 from kbrepro.model import sizes as msizes
 from kbrepro import schemas
+from kbrepro.harness.fingerprint import hash_uuid
 
 #: the kind of case this version defines (a KernelBench candidate against its task)
 CASE_KIND = "kernelbench-candidate"
@@ -188,8 +189,6 @@ def ran_on(device: str, engine: str, worker: str | None = None, host: str | None
         out["gpu_name"] = _text(props.name, 120)
         uuid = str(getattr(props, "uuid", "") or "")
         if uuid:
-            from kbrepro.harness.fingerprint import hash_uuid
-
             out["gpu_uuid_sha256"] = hash_uuid(uuid)
             try:
                 nv = _nvml_by_uuid(uuid)

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from kbrepro.errors import UsageError
+from kbrepro.harness import kernelbench
 
 #: folders and suffixes never part of a study's file set; ``__init__.py`` is packaging only
 #: (a study folder imports as a namespace package; a bundle never carries one)
@@ -288,10 +289,8 @@ def differing(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
 def _package_for(folder: Path) -> str:
     """A module name for a study folder: ``kbrepro.studies.<folder>`` for a folder of the
     product's own ``studies/``, else a private package keyed by the folder's path."""
-    from kbrepro.harness.kernelbench import PROJECT_ROOT
-
     folder = folder.resolve()
-    own = (PROJECT_ROOT / "studies").resolve()
+    own = (kernelbench.PROJECT_ROOT / "studies").resolve()
     if folder.parent == own and folder.name.isidentifier():
         return f"kbrepro.studies.{folder.name}"
     return "kbrepro_study_" + hashlib.sha256(str(folder).encode()).hexdigest()[:16]

@@ -12,7 +12,7 @@ import struct
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from kbrepro.harness import fingerprint, jsonio
+from kbrepro.harness import fingerprint, jsonio, startenv
 from kbrepro.harness.kernelbench import KernelBenchCheckout, load_lock
 from kbrepro.harness.records import CompileRecord, FileRef, FtzEvidence, WitnessVerdict
 from kbrepro.harness.study import task_key, values
@@ -47,8 +47,6 @@ def ensure_compile_cache_disabled() -> dict:
     before = os.environ.get("CUDA_CACHE_DISABLE")
     initialised = torch.cuda.is_initialized()
     if before != "1" and not initialised:
-        from kbrepro.harness import startenv
-
         startenv.set_own("CUDA_CACHE_DISABLE", "1")
     return {"CUDA_CACHE_DISABLE": os.environ.get("CUDA_CACHE_DISABLE"),
             "set_by": "environment" if before == "1" else ("kbrepro before CUDA initialisation" if not initialised

@@ -9,6 +9,8 @@ import gc
 import logging
 
 from kbrepro.harness.records import BlockKey
+from kbrepro.harness import extras
+from kbrepro.harness.extras import L2Flush
 
 log = logging.getLogger("kbrepro.run")
 
@@ -184,8 +186,6 @@ class TaskStages:
             state[k].data.copy_(v)
 
     def _inductor(self, task, task_doc, model, inputs, ref, groups) -> None:
-        from kbrepro.harness import extras
-
         full_fn, full_s = self.inductor(model, *inputs)
         rec = {"settings": extras.inductor_settings(), "compile_seconds": {"full": full_s},
                "full": self.compare(ref, full_fn(*inputs))}
@@ -204,7 +204,6 @@ class TaskStages:
 
     def _cold_blocks(self, task: int, groups, inputs) -> None:
         """Cold-L2 twins: every scope in events and graph mode, the full program in graph mode."""
-        from kbrepro.harness.extras import L2Flush
 
         flush = L2Flush.for_device(2.0)
         self.docs["timings"]["extras"]["l2_flush_bytes"] = flush.nbytes

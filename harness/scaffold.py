@@ -36,9 +36,10 @@ from typing import Mapping
 
 from kbrepro.errors import KernelBenchPinError, OutputPathError, UsageError
 from kbrepro import schemas
-from kbrepro.harness import jsonio
+from kbrepro.harness import bounded, jsonio
 from kbrepro.harness.kernelbench import git_head, load_pin, resolve_checkout, KernelBenchLock
 from kbrepro.paths import prepare_output_dir, remove_created
+from kbrepro.harness import kernelbench as kbpin  # (the module: tests move its PROJECT_ROOT)
 
 #: the study name (``study.yaml`` ``name``, ``claims.yaml`` ``study``)
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -184,8 +185,6 @@ def plan_study(level: int, task: int, *, name: str | None = None, out: str | os.
     Raises UsageError (a bad level/task/name, no task file, a folder name that is not an
     identifier, an output that exists and is not an empty folder: OutputPathError) or
     KernelBenchPinError (no checkout, not a git checkout, LICENSE missing)."""
-    from kbrepro.harness.kernelbench import PROJECT_ROOT
-
     if not (1 <= int(level) <= 9) or not (1 <= int(task) <= 9999):
         raise UsageError(f"level {level} task {task} is out of range", "--level is 1..9, --task 1..9999")
     if name is not None:
@@ -202,7 +201,7 @@ def plan_study(level: int, task: int, *, name: str | None = None, out: str | os.
         folder = Path(out)
         what, hint = "--out", None
     else:
-        folder = PROJECT_ROOT / "studies" / folder_for(name)
+        folder = kbpin.PROJECT_ROOT / "studies" / folder_for(name)
         what, hint = "study folder", "pass another --name, or --out DIR"
     try:  # the checks of prepare_output_dir, without leaving a folder behind
         remove_created(prepare_output_dir(folder, what, must_be_empty=True)[1])
@@ -213,8 +212,6 @@ def plan_study(level: int, task: int, *, name: str | None = None, out: str | os.
     license_bytes = _read(root / "LICENSE", "LICENSE")
     pinned = _pinned(rel, task_bytes, license_bytes)
     if pinned:  # the files are the pinned commit's, whatever the checkout's HEAD (or a plain folder)
-        from kbrepro.harness.kernelbench import load_pin
-
         head = load_pin().commit
     elif head is None:
         raise KernelBenchPinError(f"{root} is not a git checkout, and {rel} is not KernelBench's file at the "
@@ -230,7 +227,6 @@ def plan_study(level: int, task: int, *, name: str | None = None, out: str | os.
 
 def _self_check(files: Mapping[str, bytes]) -> None:
     """The rendered study.yaml, claims and lock against their schemas (a defect if not)."""
-    from kbrepro.harness import bounded
 
     for fname, schema in (("study.yaml", "study"), ("claims.yaml", "claims-spec"), (LOCK, "kernelbench-lock")):
         raw = files[fname]
@@ -244,14 +240,12 @@ def _self_check(files: Mapping[str, bytes]) -> None:
 def write_study(plan: StudyPlan) -> Path:
     """Create the folder and write every file atomically; on any failure (Ctrl-C included)
     remove what was written and the folders created. Raises OutputPathError."""
-    from kbrepro.harness.jsonio import atomic_write_bytes
-
     folder, created = prepare_output_dir(plan.folder, "--out" if plan.out_given else "study folder")
     written: list[Path] = []
     try:
         for fname in FILES:
             path = folder / fname
-            atomic_write_bytes(path, plan.files[fname])
+            jsonio.atomic_write_bytes(path, plan.files[fname])
             written.append(path)
     except BaseException as exc:
         for path in written:

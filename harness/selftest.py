@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 from kbrepro.harness import checks as hchecks
 from kbrepro.kernels import compile as kc
+from kbrepro.harness.timing import TimingProtocol, run_block
+from kbrepro.kernels.launch import THREADS_PER_BLOCK, KernelSet, LaunchError, blocks_for
 
 CHECKS = ("official_allclose", "bit_identity", "poisoned_rerun", "input_unchanged", "capture_stream_guard",
           "graph_replay_after_mutation", "physical_speed_limit", "timed_stream_covers_work", "ftz_evidence")
@@ -185,8 +187,6 @@ def run_selftests(copy_gbps: float | None, arch: str, progress: Callable[[str], 
     import numpy as np
     import torch
 
-    from kbrepro.harness.timing import TimingProtocol, run_block
-    from kbrepro.kernels.launch import THREADS_PER_BLOCK, KernelSet, LaunchError, blocks_for
 
     tol = hchecks.Tolerance(1e-4, 1e-4)
 

@@ -23,6 +23,7 @@ from kbrepro.kernels.compile import CompileVariant
 from kbrepro.errors import UnreadableInputError, UsageError
 from kbrepro import manifests, schemas
 from kbrepro.harness import bounded, jsonio, plugin
+from kbrepro.harness import kernelbench
 
 STUDY_FILE = "study.yaml"
 CUSTOM_SCHEMA = "schemas/custom.schema.json"
@@ -30,9 +31,7 @@ CUSTOM_SCHEMA = "schemas/custom.schema.json"
 
 def studies_root() -> Path:
     """The product's own ``studies/`` folder."""
-    from kbrepro.harness.kernelbench import PROJECT_ROOT
-
-    return PROJECT_ROOT / "studies"
+    return kernelbench.PROJECT_ROOT / "studies"
 
 
 #: the study ``make_bundle.py`` runs when none is named: the published one
@@ -156,8 +155,6 @@ class StudyConfig:
 def _problems(doc, what: str, files: Mapping[str, bytes], untrusted: bool = False) -> None:
     found = [str(p) for p in schemas.validate(doc, "study")]
     if not found and isinstance(doc, dict) and CUSTOM_SCHEMA in files and "custom" in doc:
-        from kbrepro.harness import jsonio
-
         try:
             custom = jsonio.loads_strict(files[CUSTOM_SCHEMA], where=CUSTOM_SCHEMA, max_bytes=1024 * 1024)
         except Exception as exc:
