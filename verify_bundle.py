@@ -48,6 +48,10 @@ from kbrepro.paths import remove_created
 from kbrepro.cli.edge import EdgeMixin
 
 
+#: a sha256 digest, shown whole in a problem's expected/found (other values are cut to 60 characters)
+_HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
 def _short(v, n: int = 60) -> str:
     """``v`` as printable ASCII for the terminal (the one inertness rule), cut to ``n``."""
     return terminal(v, n)
@@ -56,9 +60,7 @@ def _short(v, n: int = 60) -> str:
 def _print_report(rep, verbose: bool) -> None:
     click.echo(f"bundle  {rep.bundle_name or '?'}  ({rep.archive})")
     if rep.digest:
-        man = next((t for t in rep.tiers if t.name == "manifest"), None)
-        broken = man is not None and any("digest differs" not in p["message"] and p.get("file") != "attestations.intoto.jsonl"
-                                         for p in man.problems)
+        broken = not rep.payload_matches_manifests
         click.echo(f"digest  {rep.digest}" + ("  (of the archive's tag manifest; its manifests do not match the "
                                               "payload, so it identifies nothing)" if broken else ""))
     if rep.signature is not None:
@@ -92,7 +94,7 @@ def _print_report(rep, verbose: bool) -> None:
                 where += f" {p['path']}"
             line = f"    - {where}: {p['message']}"
             if "expected" in p or "found" in p:
-                n = 200 if "digest" in p["message"] or "sha256" in p["message"] else 60
+                n = 200 if any(_HEX_DIGEST.fullmatch(str(p.get(k))) for k in ("expected", "found")) else 60
                 line += f" (expected {_short(p.get('expected'), n)}, found {_short(p.get('found'), n)})"
             click.echo(line)
         if len(t.problems) > 40 and not verbose:
@@ -278,10 +280,10 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
     # 2. inputs (exit 3)
     try:
         check_input_file(archive, "ARCHIVE", "check the path of the bundle (.tar or .tar.gz)")
-    except UnreadableInputError as exc:
-        if "does not exist" in exc.message:  # the message scripts and tests know
+    except UnreadableInputError as exc:  # the messages scripts and tests know, for what the path is
+        if not os.path.lexists(archive):
             raise UnreadableInputError(f"no archive at {archive}", exc.hint) from None
-        if "is a folder" in exc.message:
+        if os.path.isdir(archive):
             raise UnreadableInputError(f"ARCHIVE {archive} is a directory, not a bundle archive", exc.hint) from None
         raise
     if kernelbench:

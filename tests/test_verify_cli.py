@@ -213,3 +213,21 @@ def test_profile_may_be_one_of_any_shipped_study(tmp_path, monkeypatch):
         assert res.exit_code == 4 and "replay needs a CUDA GPU" in res.stderr, res.output
     res = invoke(str(bundle), "--level", "replay", "--profile", "tinyy")
     assert res.exit_code == 2 and "tiny" in res.stderr.splitlines()[-1]
+
+
+def test_the_digest_line_says_it_identifies_nothing_only_when_the_payload_is_not_the_manifests(good, tmp_path):
+    """Decided by what tier 2 found (the payload against its manifests), never by a message's
+    wording: an edited payload file makes the digest meaningless; a wrong --expect-digest does not."""
+    g = mc.load_good(good)
+    files = dict(g.files)
+    files["data/REPORT.md"] = files["data/REPORT.md"] + b"\n"  # the manifests left as they were
+    edited = tmp_path / "edited.tar"
+    edited.write_bytes(mc.raw_tar(g.top, files, g.mtime))
+    res = invoke(str(edited), "--level", "fast")
+    assert res.exit_code == 1
+    assert "identifies nothing" in next(x for x in res.output.splitlines() if x.startswith("digest"))
+    res = invoke(str(good), "--level", "fast", "--expect-digest", "0" * 64)
+    assert res.exit_code == 1 and "bundle digest differs from the one you expected" in res.output
+    digest = next(x for x in res.output.splitlines() if x.startswith("digest"))
+    assert "identifies nothing" not in digest
+    assert "0" * 64 in res.output  # a digest in expected/found is shown whole, not cut to 60 characters

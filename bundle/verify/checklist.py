@@ -214,6 +214,7 @@ def verify_archive(path: Path, *, level: str = "auto", profile: str | None = Non
     t0 = time.perf_counter()
     rep.digest = tier_manifest(contents, t)
     vouched = t.status == "PASS"  # the payload is the one the manifests and the digest name
+    rep.payload_matches_manifests = vouched
     rep.signature = tier_attestation(contents, t, public_key) if rep.digest is not None else None
     if expect_digest and rep.digest != expect_digest.lower():
         t.fail("tagmanifest-sha256.txt", "bundle digest differs from the one you expected", expected=expect_digest,

@@ -119,6 +119,9 @@ class Report:
     files: Mapping[str, bytes] = field(default_factory=dict, repr=False)
     #: what the bundle's attestations are (:class:`bundle.attest.Attestation`), once tier 2 ran
     signature: object | None = None
+    #: whether the payload is the one its manifests name (tier 2 before the attestations and
+    #: ``--expect-digest``): where not, the digest identifies nothing (not in :meth:`to_doc`)
+    payload_matches_manifests: bool = False
 
     def to_doc(self) -> dict:
         sig = self.signature
