@@ -57,6 +57,21 @@ def _short(v, n: int = 60) -> str:
     return terminal(v, n)
 
 
+def _claims_tail(rep) -> str:
+    """What the VERDICT line adds about the claims the verifier evaluated again: how many hold
+    and which do not (a PASS says the bundle is genuine, not that every claim holds)."""
+    verdicts = {k: v for t in rep.tiers if t.status == "PASS" for k, v in (t.details.get("verdicts") or {}).items()}
+    if rep.verdict == "FAIL" or not verdicts:
+        return ""
+    held = sum(v == "holds" for v in verdicts.values())
+    other: dict[str, list[str]] = {}
+    for k, v in verdicts.items():
+        if v != "holds":
+            other.setdefault(v, []).append(_short(k, 32))
+    return (f": {held} of {len(verdicts)} claim{'s' if len(verdicts) != 1 else ''} hold"
+            + "".join(f"; {v}: {', '.join(ids)}" for v, ids in sorted(other.items())))
+
+
 def _print_report(rep, verbose: bool) -> None:
     click.echo(f"bundle  {rep.bundle_name or '?'}  ({rep.archive})")
     if rep.digest:
@@ -137,7 +152,7 @@ def _print_report(rep, verbose: bool) -> None:
                    else "besides the failures above, this rests on the author's side, not the verifier's:")
         for r in rep.partial:
             click.echo(f"    - {_short(r, 100000)}")
-    click.echo(f"VERDICT {rep.verdict} (exit {rep.exit_code})")
+    click.echo(f"VERDICT {rep.verdict} (exit {rep.exit_code}){_claims_tail(rep)}")
 
 
 class _Command(EdgeMixin, click.Command):

@@ -105,14 +105,14 @@ def test_static_output_one_numbered_line_per_tier(good):
     # each tier line appears once, in order, and the last line is the verdict
     numbered = [ln for ln in lines if re.match(r"^\d ", ln)]
     assert len(numbered) == 5
-    assert lines[-1] == "VERDICT PASS (exit 0)"
+    assert lines[-1].startswith("VERDICT PASS (exit 0)")
 
 
 def test_fast_output(good):
     res = invoke(str(good), "--level", "fast")
     assert res.exit_code == 0
     assert tier_lines(res.stdout) == [(1, "archive", "PASS"), (2, "manifest", "PASS")]
-    assert res.stdout.rstrip().splitlines()[-1] == "VERDICT PASS (exit 0)"
+    assert res.stdout.rstrip().splitlines()[-1].startswith("VERDICT PASS (exit 0)")
 
 
 def _no_gpu() -> bool:
@@ -129,7 +129,7 @@ def test_auto_without_gpu_skips_replay(good):
     expected = [(i + 1, n, "PASS") for i, n in enumerate(TIER_ORDER[:5])] + [(6, "replay", "SKIP")]
     assert tier_lines(res.stdout) == expected
     assert "no CUDA GPU here; replay skipped" in res.stdout
-    assert res.stdout.rstrip().splitlines()[-1] == "VERDICT PASS (exit 0)"
+    assert res.stdout.rstrip().splitlines()[-1].startswith("VERDICT PASS (exit 0)")
 
 
 @pytest.mark.slow
@@ -231,3 +231,18 @@ def test_the_digest_line_says_it_identifies_nothing_only_when_the_payload_is_not
     digest = next(x for x in res.output.splitlines() if x.startswith("digest"))
     assert "identifies nothing" not in digest
     assert "0" * 64 in res.output  # a digest in expected/found is shown whole, not cut to 60 characters
+
+
+def test_the_verdict_line_names_the_claims_that_do_not_hold(good):
+    """A PASS says the bundle is genuine, not that its claims hold: the VERDICT line counts the
+    claims that hold and names the others, from the verdicts the verifier derived itself."""
+    res = invoke(str(good), "--level", "static")
+    assert res.exit_code == 0
+    last = res.stdout.rstrip().splitlines()[-1]
+    m = re.fullmatch(r"VERDICT PASS \(exit 0\): (\d+) of (\d+) claims hold; fails: (.+)", last)
+    assert m, last
+    failing = m.group(3).split(", ")
+    assert int(m.group(2)) - int(m.group(1)) == len(failing) >= 1
+    assert all(f"{c} " in res.stdout or c in res.stdout for c in failing)
+    res = invoke(str(good), "--level", "fast")  # the claims were not evaluated: nothing said of them
+    assert res.stdout.rstrip().splitlines()[-1] == "VERDICT PASS (exit 0)"

@@ -356,6 +356,7 @@ def claims_check(b, t) -> None:
         t.fail(pack.SUMMARY, "is not the five-line summary this verifier writes from the records and the digest")
     statements_check(b, t, b.documents, json.loads(jsonio.dumps(mine)))
     t.details["claims"] = mine["summary"]
+    t.details["verdicts"] = {c["id"]: c["verdict"] for c in mine["claims"]}
     t.details["caught"] = {k: v for k, v in bc.caught(doc).items() if v}
     t.notes.append("claims: " + ", ".join(f"{k} {v}" for k, v in mine["summary"].items() if v)
                    + " (a PASS says every verdict was derived again from the data; a claim may still fail)")
