@@ -392,7 +392,7 @@ def _show(archive: Path, rep, show_report: bool, plots_dir: str | None) -> None:
     files = rep.files  # the bytes verified, never a second read of a file that may have changed since
     if show_report:
         click.echo("\n---- REPORT.md (verified: the verifier renders the same bytes from the records) ----\n")
-        click.echo(_terminal_text(files.get("data/REPORT.md", b"")))
+        click.echo(_rendered_markdown(_terminal_text(files.get("data/REPORT.md", b""))))
         if any(p.startswith("renderings/") for p in files):
             click.echo("(its figures link to renderings/, outside the digest: their data are verified, their pixels "
                        "only with --check-renderings)")
@@ -423,6 +423,25 @@ def _show(archive: Path, rep, show_report: bool, plots_dir: str | None) -> None:
         n = len(drawn)
         click.echo(f"plots: {n} figures drawn from their verified data into {plots_dir} "
                    f"(matplotlib {plots_mod.renderer_versions()['matplotlib']})")
+
+
+def _rendered_markdown(text: str) -> str:
+    """REPORT.md rendered for reading (rich's Markdown: headings, tables laid out, entities
+    decoded, HTML blocks such as ``<details>`` left out, links never made terminal hyperlinks):
+    in colour at the terminal's width on a terminal, plain text 120 columns wide otherwise
+    (piped or redirected). Every line's trailing blanks cut."""
+    import io
+    import shutil
+
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    tty = sys.stdout.isatty()
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=tty, color_system="standard" if tty else None, no_color=not tty,
+                      width=shutil.get_terminal_size((120, 40)).columns if tty else 120, emoji=False, highlight=False)
+    console.print(Markdown(text, hyperlinks=False))
+    return "\n".join(line.rstrip() for line in buf.getvalue().splitlines())
 
 
 def _terminal_text(raw: bytes) -> str:

@@ -173,7 +173,7 @@ def test_show_report_prints_the_bytes_it_verified_not_a_second_read(tmp_path, mo
     monkeypatch.setattr(verify_mod, "verify_archive", swapped)
     res = CliRunner().invoke(verify_bundle.main, [str(arch), "--level", "static", "--show-report"])
     assert res.exit_code == 0, res.output
-    assert "## Claims" in res.output and "\x1b" not in res.output and "forged" not in res.output
+    assert "Claims" in res.output and "C10" in res.output and "\x1b" not in res.output and "forged" not in res.output
     assert verify_bundle._terminal_text("a\x1b]0;x\x07b\r\n\u202ec".encode()) == "a\ufffd]0;x\ufffdb\ufffd\n\ufffdc"
 
 

@@ -246,3 +246,16 @@ def test_the_verdict_line_names_the_claims_that_do_not_hold(good):
     assert all(f"{c} " in res.stdout or c in res.stdout for c in failing)
     res = invoke(str(good), "--level", "fast")  # the claims were not evaluated: nothing said of them
     assert res.stdout.rstrip().splitlines()[-1] == "VERDICT PASS (exit 0)"
+
+
+def test_show_report_renders_the_markdown_as_plain_text_when_piped(good):
+    """--show-report lays REPORT.md out for reading (no raw Markdown: no pipe tables, no HTML
+    entities or <details> blocks, no escape sequences when the output is not a terminal)."""
+    res = invoke(str(good), "--show-report")
+    assert res.exit_code == 0
+    report = res.stdout.split("---- REPORT.md", 1)[1].split("\n", 1)[1].split("(its figures link to", 1)[0]
+    assert "C10" in report and "Claims" in report
+    for raw in ("&lt;", "&gt;", "<details>", "|---|", "\x1b[", "**"):
+        assert raw not in report, raw
+    assert max(len(x) for x in report.splitlines()) <= 120
+    assert all(x == x.rstrip() for x in report.splitlines())
