@@ -237,6 +237,10 @@ def parse_expected_digest(value: str) -> str:
 @click.option("--show-report", is_flag=True,
               help="after a verification that does not fail, print the bundle's REPORT.md and its five-line "
                    "summary for a forum post")
+@click.option("--html", "html_out", type=click.Path(), default=None,
+              help="after a verification that does not fail, write REPORT.md as one self-contained, inert HTML page "
+                   "(no script, no request outside the file; figures embedded only where --check-renderings "
+                   "compared their pixels)")
 @click.option("--plots", "plots_dir", type=click.Path(), default=None,
               help="draw the bundle's figures from their verified data into this new or empty folder (matplotlib)")
 @click.option("--check-renderings", is_flag=True,
@@ -250,7 +254,7 @@ def parse_expected_digest(value: str) -> str:
 @click.option("-v", "--verbose", is_flag=True, help="list every problem")
 @click.pass_context
 def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_code, kernelbench, ratio_tolerance,
-         keep_extracted, show_report, plots_dir, check_renderings, public_key, verbose) -> None:
+         keep_extracted, show_report, html_out, plots_dir, check_renderings, public_key, verbose) -> None:
     """Verify ARCHIVE tier by tier and print one line per tier and a final verdict."""
     from click.core import ParameterSource
 
@@ -271,8 +275,8 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
     if keep_extracted and level == "fast":
         raise UsageError("--keep-extracted has no effect at --level fast (nothing is extracted)",
                          "drop --keep-extracted, or use --level static")
-    if (show_report or plots_dir or check_renderings) and level == "fast":
-        given = [o for o, v in (("--show-report", show_report), ("--plots", plots_dir),
+    if (show_report or html_out or plots_dir or check_renderings) and level == "fast":
+        given = [o for o, v in (("--show-report", show_report), ("--html", html_out), ("--plots", plots_dir),
                                 ("--check-renderings", check_renderings)) if v]
         raise UsageError(f"{', '.join(given)} need{'s' if len(given) == 1 else ''} the documents verified, which "
                          "--level fast does not do", "use --level static (or auto)")
@@ -312,6 +316,9 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
     if json_out:
         check_output_file(json_out, "--json")
         refuse_input_as_output(json_out, [archive, digest_input, public_key], "--json")
+    if html_out:
+        check_output_file(html_out, "--html")
+        refuse_input_as_output(html_out, [archive, digest_input, public_key, json_out], "--html")
     if plots_dir:
         remove_created(prepare_output_dir(plots_dir, "--plots")[1])  # checked now, made after verifying
     keep, created = None, []
@@ -363,6 +370,8 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
                                   "choose another --json path and verify again") from exc
     try:
         _print_report(rep, verbose)
+        if html_out:
+            _write_html(rep, Path(html_out))
         if show_report or plots_dir:
             from kbrepro.errors import Interrupted
             from kbrepro.process import imports_done
@@ -379,6 +388,26 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
         os.dup2(fd, sys.stdout.fileno())  # nothing left to flush into a closed pipe at exit
         os.close(fd)
     sys.exit(rep.exit_code)
+
+
+def _write_html(rep, out: Path) -> None:
+    """REPORT.md of a bundle whose verification did not fail, as an inert HTML page at ``out``
+    (:mod:`kbrepro.bundle.html_report`), written atomically; for a failed one, a line saying
+    why nothing was written."""
+    from kbrepro.bundle.html_report import render_html
+    from kbrepro.harness import jsonio
+
+    if rep.verdict == "FAIL":
+        click.echo(f"--html: {out} not written: the bundle failed verification, so its report is not the data's",
+                   err=True)
+        return
+    compared = [n for t in rep.tiers for n in t.details.get("renderings_compared", ())]
+    figures = {n: rep.files[f"renderings/{n}.png"] for n in compared if f"renderings/{n}.png" in rep.files}
+    page = render_html(_terminal_text(rep.files.get("data/REPORT.md", b"")), title=rep.bundle_name or rep.archive,
+                       verdict=rep.verdict, verdict_line=f"VERDICT {rep.verdict} (exit {rep.exit_code}){_claims_tail(rep)}"
+                       f" at --level {rep.level}", digest=rep.digest, figures=figures)
+    jsonio.atomic_write_bytes(out, page)
+    click.echo(f"html    {out} ({len(figures)} figure{'s' if len(figures) != 1 else ''} embedded)", err=True)
 
 
 def _show(archive: Path, rep, show_report: bool, plots_dir: str | None) -> None:

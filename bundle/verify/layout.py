@@ -169,3 +169,4 @@ def rendered_again(b: Bundle, t: Tier) -> None:
     if not t.problems:
         t.notes.append(f"--check-renderings: all {len(pngs)} renderings drawn again here from their verified data, "
                        "byte-identical")
+        t.details["renderings_compared"] = sorted(pngs)
