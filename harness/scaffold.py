@@ -177,6 +177,15 @@ def _read(path: Path, what: str) -> bytes:
                                   "check the KernelBench checkout") from exc
 
 
+def default_studies_folder() -> Path:
+    """Where ``new-study`` writes a study without ``--out``: the project's own ``studies/`` in a
+    source checkout (``pip install -e .``: pyproject.toml beside the package), else ``studies/``
+    in the current folder; never into an installed package (site-packages), where the next
+    upgrade would remove the user's study."""
+    root = kbpin.PROJECT_ROOT
+    return root / "studies" if (root / "pyproject.toml").is_file() else Path.cwd() / "studies"
+
+
 # ---------------------------------------------------------------------------- planning
 def plan_study(level: int, task: int, *, name: str | None = None, out: str | os.PathLike | None = None,
                kernelbench: str | os.PathLike | None = None) -> StudyPlan:
@@ -201,7 +210,7 @@ def plan_study(level: int, task: int, *, name: str | None = None, out: str | os.
         folder = Path(out)
         what, hint = "--out", None
     else:
-        folder = kbpin.PROJECT_ROOT / "studies" / folder_for(name)
+        folder = default_studies_folder() / folder_for(name)
         what, hint = "study folder", "pass another --name, or --out DIR"
     try:  # the checks of prepare_output_dir, without leaving a folder behind
         remove_created(prepare_output_dir(folder, what, must_be_empty=True)[1])

@@ -316,6 +316,8 @@ def test_the_default_name_and_folder(kb, tmp_path, monkeypatch):
     from kbrepro.harness import kernelbench
 
     monkeypatch.setattr(kernelbench, "PROJECT_ROOT", tmp_path / "project")
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "pyproject.toml").write_text("[project]\nname = 'kbrepro'\n")  # a source checkout
     r = invoke("--level", 1, "--task", 19, "--kernelbench", kb)
     assert r.exit_code == 0, r.stderr
     folder = tmp_path / "project" / "studies" / "l1_t19_relu"
@@ -326,6 +328,23 @@ def test_the_default_name_and_folder(kb, tmp_path, monkeypatch):
     monkeypatch.undo()
     assert load_study(folder2, "quick").name == "relu.v2-x"
     assert type(plugin.load_binding(folder2, "binding.py")).__name__ == "ReluV2XBinding"
+
+
+def test_an_installed_package_writes_the_default_folder_here_not_into_site_packages(kb, tmp_path, monkeypatch):
+    """After a plain ``pip install .`` the package lives in site-packages (no pyproject.toml
+    beside it): a study written there would vanish with the next upgrade."""
+    from kbrepro.harness import kernelbench
+
+    installed = tmp_path / "venv" / "lib" / "site-packages" / "kbrepro"
+    installed.mkdir(parents=True)
+    monkeypatch.setattr(kernelbench, "PROJECT_ROOT", installed)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    r = invoke("--level", 1, "--task", 19, "--kernelbench", kb)
+    assert r.exit_code == 0, r.stderr
+    assert sorted(p.name for p in (work / "studies" / "l1_t19_relu").iterdir()) == sorted(scaffold.FILES)
+    assert not (installed / "studies").exists()
 
 
 def test_the_checkout_from_the_environment(kb, tmp_path):
@@ -427,6 +446,7 @@ def test_the_default_folder_taken_is_refused(kb, tmp_path, monkeypatch):
 
     monkeypatch.setattr(kernelbench, "PROJECT_ROOT", tmp_path / "project")
     (tmp_path / "project" / "studies" / "l1_t19_relu").mkdir(parents=True)
+    (tmp_path / "project" / "pyproject.toml").write_text("[project]\nname = 'kbrepro'\n")
     (tmp_path / "project" / "studies" / "l1_t19_relu" / "study.yaml").write_text("x: 1\n")
     before = _tree(tmp_path)
     r = invoke("--level", 1, "--task", 19, "--kernelbench", kb)
