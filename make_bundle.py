@@ -43,7 +43,7 @@ if os.environ.get("CUDA_CACHE_DISABLE") != "1":
     set_own("CUDA_CACHE_DISABLE", "1")
 
 from kbrepro.errors import EnvironmentUnavailableError, UsageError  # noqa: E402
-from kbrepro.cli.edge import EdgeMixin  # noqa: E402
+from kbrepro.cli.edge import EdgeMixin, status  # noqa: E402
 
 
 def _progress(event: dict) -> None:
@@ -220,9 +220,10 @@ def main(ctx, study, profile, out, kernelbench, from_results, results_dir, claim
     if out:
         make.check_out_path(Path(out))
     if from_results:
-        made = make.make_from_results(Path(from_results), Path(out) if out else None, kernelbench=kernelbench,
-                                      study_path=study, claims_path=claims, name=name, with_plots=not no_plots,
-                                      bundle_format=bundle_format, sign=sign)
+        with status(f"packing {from_results}"):
+            made = make.make_from_results(Path(from_results), Path(out) if out else None, kernelbench=kernelbench,
+                                          study_path=study, claims_path=claims, name=name, with_plots=not no_plots,
+                                          bundle_format=bundle_format, sign=sign)
         _summary(made, allow_failing=allow_failing, public_key=public_key)
         return
     from kbrepro.harness.study import load_study
@@ -310,8 +311,9 @@ def _candidates_main(given, candidates, tasks, sizes, extra_shapes, allow_failin
                              "--from-results",
                              "results already carry their candidates, tasks and profile")
         check_input_dir(from_results, "--from-results", "pass the folder a candidate run wrote")
-        made = bc.pack_results(Path(from_results), Path(out) if out else None, claims_path=claims, name=name,
-                               allow_failing=allow_failing, bundle_format=bundle_format, sign=sign)
+        with status(f"packing {from_results}"):
+            made = bc.pack_results(Path(from_results), Path(out) if out else None, claims_path=claims, name=name,
+                                   allow_failing=allow_failing, bundle_format=bundle_format, sign=sign)
         _summary(made, public_key=key.public if key else None, allow_failing=allow_failing, own_run=True)
         return
     if not candidates or not tasks:
@@ -383,8 +385,9 @@ def _candidates_main(given, candidates, tasks, sizes, extra_shapes, allow_failin
     else:
         bc.run_candidates([(Path(c), t) for c, t in paired], profile=profile, kernelbench=kernelbench,
                           results_dir=rdir, progress=say, extra_shapes=shapes, sizes=size_map, device=device)
-    made = bc.pack_results(rdir, Path(out) if out else None, claims_path=claims, name=name,
-                           allow_failing=allow_failing, bundle_format=bundle_format, sign=sign)
+    with status(f"packing {rdir}"):
+        made = bc.pack_results(rdir, Path(out) if out else None, claims_path=claims, name=name,
+                               allow_failing=allow_failing, bundle_format=bundle_format, sign=sign)
     _summary(made, own_run=True, extra=f"; whole command {time.perf_counter() - t0:.1f} s; results in {rdir}",
                        public_key=key.public if key else None, allow_failing=allow_failing)
 

@@ -26,6 +26,7 @@ if __name__ == "__main__":  # Ctrl-C while the imports below run: one line, exit
     guard_early_interrupt()
     require_installed()
 
+import contextlib
 import os
 import re
 import sys
@@ -45,7 +46,7 @@ if os.environ.get("CUDA_CACHE_DISABLE") != "1":
 from kbrepro.inert import terminal  # noqa: E402
 from kbrepro.errors import EnvironmentUnavailableError, UnreadableInputError, UsageError  # noqa: E402
 from kbrepro.paths import remove_created
-from kbrepro.cli.edge import EdgeMixin
+from kbrepro.cli.edge import EdgeMixin, status
 
 
 #: a sha256 digest, shown whole in a problem's expected/found (other values are cut to 60 characters)
@@ -55,6 +56,15 @@ _HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 def _short(v, n: int = 60) -> str:
     """``v`` as printable ASCII for the terminal (the one inertness rule), cut to ``n``."""
     return terminal(v, n)
+
+
+@contextlib.contextmanager
+def _tier_status(name: str):
+    """A one-line status on a terminal's stderr while the tiers run (which tier, since when),
+    erased when they end; nothing where stderr is not a terminal (a log, a pipe, CI). Yields
+    the ``on_tier`` callback of :func:`verify_archive`."""
+    with status(f"verifying {_short(name, 80)}") as update:
+        yield None if update is None else (lambda n, tier: update(f"verifying {_short(name, 80)}: tier {n} {tier}"))
 
 
 def _claims_tail(rep) -> str:
@@ -337,10 +347,11 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
     try:
         if keep_extracted:
             keep, created = prepare_output_dir(keep_extracted, "--keep-extracted")
-        rep = verify_archive(Path(archive), level=level, profile=profile, trust=trust_bundle_code,
-                             kernelbench=kernelbench, ratio_tolerance=ratio_tolerance, expect_digest=expect_digest,
-                             keep_extracted=keep, progress=progress, check_renderings=check_renderings,
-                             public_key=key)
+        with _tier_status(Path(archive).name) as on_tier:
+            rep = verify_archive(Path(archive), level=level, profile=profile, trust=trust_bundle_code,
+                                 kernelbench=kernelbench, ratio_tolerance=ratio_tolerance, expect_digest=expect_digest,
+                                 keep_extracted=keep, progress=progress, check_renderings=check_renderings,
+                                 public_key=key, on_tier=on_tier)
     except BaseException:
         if keep is not None:  # the folder was empty or new: leave it as it was
             _empty(keep)

@@ -11,6 +11,7 @@ from typing import Callable
 
 from kbrepro.bundle.pack import DIGEST_SUFFIX
 from kbrepro.bundle.verify.checklist import verify_archive
+from kbrepro.cli.edge import status
 from kbrepro.errors import Interrupted, InvalidResultsError
 
 
@@ -78,7 +79,8 @@ def publish(path: Path, *, signed: bool, allow_failing: bool, public_key=None, o
     InvalidResultsError: a bundle that fails is kept only with ``allow_failing``, a signed one
     never (a signature never goes on a failing bundle). ``own_run``: the results are the
     command's own run, so a failure is a defect of ours. Returns the verdict."""
-    verdict, line = verify_unpublished(path, public_key)
+    with status(f"verifying {Path(path).name}, just written"):
+        verdict, line = verify_unpublished(path, public_key)
     echo(f"verify:  {line}")
     if verdict != "FAIL" or (allow_failing and not signed):
         return verdict

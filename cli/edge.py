@@ -3,10 +3,28 @@ and lines on stderr, mixed into every click command of the four entry points.
 """
 from __future__ import annotations
 
+import contextlib
+import sys
+from typing import Callable, Iterator
+
 from kbrepro.errors import EnvironmentUnavailableError, ReproError
 from kbrepro.process import INTERRUPTED_EXIT, interrupted_exit, sigint_seen, stderr_line as _err
 
 DEBUG_ENV = "KBREPRO_DEBUG"
+@contextlib.contextmanager
+def status(text: str) -> Iterator[Callable[[str], None] | None]:
+    """A one-line status on a terminal's stderr for a stage of a few seconds (rich's spinner),
+    erased when the stage ends; nothing where stderr is not a terminal (a log, a pipe, CI).
+    Yields ``update(text)``, or None where nothing is shown."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console  # (only a terminal needs it)
+
+    with Console(stderr=True, highlight=False).status(text, spinner="line") as st:
+        yield st.update
+
+
 class _Escape(BaseException):
     """Carries a KeyboardInterrupt past click (which would turn it into 'Aborted!', exit 1)."""
 

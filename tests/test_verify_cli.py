@@ -259,3 +259,40 @@ def test_show_report_renders_the_markdown_as_plain_text_when_piped(good):
         assert raw not in report, raw
     assert max(len(x) for x in report.splitlines()) <= 120
     assert all(x == x.rstrip() for x in report.splitlines())
+
+
+def test_tiers_are_announced_as_they_start(good):
+    from kbrepro.bundle.verify.checklist import verify_archive
+
+    seen = []
+    rep = verify_archive(good, level="static", on_tier=lambda n, name: seen.append((n, name)))
+    assert seen == [(t.number, t.name) for t in rep.tiers] == list(enumerate(TIER_ORDER[:5], 1))
+
+
+def test_a_terminal_sees_which_tier_runs_and_a_pipe_sees_nothing_of_it(good):
+    """On a terminal's stderr a status line names the running tier (then is erased); where
+    stderr is not a terminal nothing is added to it."""
+    import os
+    import pty
+
+    leader, follower = pty.openpty()
+    p = subprocess.Popen([sys.executable, str(ROOT / "verify_bundle.py"), str(good), "--level", "static"],
+                         stdout=subprocess.PIPE, stderr=follower, stdin=subprocess.DEVNULL)
+    os.close(follower)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    out, _ = p.communicate(timeout=120)
+    os.close(leader)
+    assert p.returncode == 0
+    assert b"verifying " in seen and b"tier 3 documents" in seen
+    assert out.decode().rstrip().splitlines()[-1].startswith("VERDICT PASS (exit 0)")
+    piped = subprocess.run([sys.executable, str(ROOT / "verify_bundle.py"), str(good), "--level", "static"],
+                           capture_output=True, text=True, timeout=120)
+    assert piped.returncode == 0 and "verifying" not in piped.stderr

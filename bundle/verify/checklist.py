@@ -154,13 +154,15 @@ def _kind_tiers(kind: Kind, b: Bundle, tier: Callable[[int], Tier], last: int, o
 def verify_archive(path: Path, *, level: str = "auto", profile: str | None = None, trust: bool = False,
                    kernelbench: str | None = None, ratio_tolerance: float = 0.05, expect_digest: str | None = None,
                    keep_extracted: Path | None = None, keep_replay: Path | None = None,
-                   progress: Callable | None = None, check_renderings: bool = False, public_key=None) -> Report:
+                   progress: Callable | None = None, check_renderings: bool = False, public_key=None,
+                   on_tier: Callable[[int, str], None] | None = None) -> Report:
     """Run the tiers up to ``level`` (fast, static, replay, auto) on ``path``. With
     ``check_renderings``, the renderings' PNGs are drawn again from their verified data and
     compared byte for byte (:func:`.layout.rendered_again`; seconds, with matplotlib).
     ``public_key`` (:class:`bundle.attest.PublicKey`, ``--public-key``): the key a signed
     bundle must be signed with (a bundle that is not signed then fails); without it a
     signature is read and its statements checked, but not the signature itself.
+    ``on_tier(number, name)`` is called as each tier starts (a progress display).
 
     Returns a :class:`.core.Report` whose ``exit_code`` follows DESIGN.md section 6. Raises
     UsageError for a bad level, EnvironmentUnavailableError when ``level == "replay"`` and
@@ -174,6 +176,8 @@ def verify_archive(path: Path, *, level: str = "auto", profile: str | None = Non
     last = LEVELS[level]
 
     def tier(n: int) -> Tier:
+        if on_tier is not None:
+            on_tier(n, TIER_NAMES[n - 1])
         t = Tier(n, TIER_NAMES[n - 1])
         rep.tiers.append(t)
         return t
