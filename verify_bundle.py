@@ -90,7 +90,8 @@ def _print_report(rep, verbose: bool) -> None:
                                               "payload, so it identifies nothing)" if broken else ""))
     if rep.signature is not None:
         click.echo(rep.signature.line())  # "signed by key id <hex>, not checked" / "..., checked ..." / "not signed"
-        if getattr(rep.signature, "signed", False) and not getattr(rep.signature, "checked", False):
+        if (getattr(rep.signature, "signed", False) and not getattr(rep.signature, "checked", False)
+                and not getattr(rep.signature, "key_refused", False)):
             click.echo("        (the key id is what the envelope says; anyone can write any key id, and only "
                        "--public-key checks the signature)")
         elif getattr(rep.signature, "checked", False) and getattr(rep, "level", None) == "fast":

@@ -384,12 +384,22 @@ class Attestation:
     statements: tuple
     problems: tuple[tuple[str, str], ...]
 
+    @property
+    def key_refused(self) -> bool:
+        """Whether a ``--public-key`` was given and the signature is not that key's (another key
+        id, or a signature that does not verify with it)."""
+        return any(kind in ("wrong_key", "bad_signature") for kind, _ in self.problems)
+
     def line(self) -> str:
-        """``signed by key id <hex>, checked`` / ``..., not checked`` / ``not signed``."""
+        """``signed by key id <hex>, checked with --public-key`` / ``..., NOT the --public-key
+        given`` / ``..., not checked`` (no key given) / ``not signed``."""
         if not self.signed:
             return "not signed"
         if self.keyid is None:
             return "signed (the envelopes cannot be read)"
+        if self.key_refused:
+            return (f"signed by key id {self.keyid}, which the --public-key given does NOT verify (another "
+                    "signer, or a signature that is not that key's)")
         return f"signed by key id {self.keyid}, " + ("checked with --public-key" if self.checked else "not checked")
 
 

@@ -174,6 +174,10 @@ def test_a_wrong_key_fails_with_its_own_message(signed):
     assert not any("altered" in m for m in msgs), msgs
     r = _run("verify_bundle.py", signed["cli"], "--level", "static", "--public-key", signed["other_pub"])
     assert r.returncode == 1 and "the wrong key, or not the signer's" in r.stdout
+    # the signature line says the key given refused it, never "not checked" (a key was given)
+    line = next(x for x in r.stdout.splitlines() if x.startswith("signed by key id"))
+    assert "does NOT verify" in line and "not checked" not in r.stdout
+    assert "only --public-key checks the signature" not in r.stdout
 
 
 def test_an_envelope_with_a_flipped_signature_byte_fails_as_altered(signed, tmp_path):
