@@ -244,8 +244,10 @@ def main(paths, atol, rtol, json_out, verbose) -> None:
             click.echo(f"error: {exc}", err=True)
     s = summarise(files)
     if s["cases"] == 0:
-        click.echo("error: no saved correctness cases found in the given files\n  -> give result documents "
-                   "(correctness.json or a study's own), the post's original JSON files, or a bundle archive", err=True)
+        if len(failed) < len(checked):  # what was read held no case (what was not read said why above)
+            click.echo("error: no saved correctness cases found in the given files\n  -> give result documents "
+                       "(correctness.json or a study's own), the post's original JSON files, or a bundle archive",
+                       err=True)
         sys.exit(failed[0].exit_code if failed else 3)
     for f in files:
         if not f.cases:

@@ -262,6 +262,18 @@ def test_audit_input_that_cannot_be_read_exits_3(tmp_path, kind):
     one_error(cli("audit", path), 3)
 
 
+def test_audit_a_file_that_is_not_json_is_one_error_not_two(tmp_path):
+    """A file audit cannot read is said once; "no saved correctness cases" follows only where
+    something was read and held none."""
+    bad = tmp_path / "notes.json"
+    bad.write_text("not json\n")
+    one_error(cli("audit", bad), 3, "is not strict JSON")
+    empty = tmp_path / "empty.json"
+    empty.write_text('{"a": 1}\n')
+    res = cli("audit", bad, empty)
+    assert res.code == 3 and res.err.count("error: ") == 2 and "no saved correctness cases" in res.err
+
+
 def test_audit_a_fifo_in_a_folder_is_refused_without_blocking(tmp_path):
     import shutil
 
