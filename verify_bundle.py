@@ -257,7 +257,7 @@ def parse_expected_digest(value: str) -> str:
 @click.option("--check-renderings", is_flag=True,
               help="draw every figure again from its verified data and compare it byte for byte with the bundle's "
                    "PNG in renderings/ (outside the digest); needs the matplotlib, numpy and freetype versions the "
-                   "bundle records, else the result is PARTIAL (seconds)")
+                   "bundle records, else the result is PARTIAL; without matplotlib it is refused, exit 4 (seconds)")
 @click.option("--public-key", "public_key", type=click.Path(), default=None,
               help="the signer's Ed25519 public key (PEM): fail unless the bundle is signed with it (envelopes, "
                    "subjects against the payload, statements against the documents); without it a signature is "
