@@ -26,7 +26,8 @@ from markdown_it import MarkdownIt
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 _DETAILS_OPEN = re.compile(r"^<details><summary>([^<>&\n]{1,200})</summary>\n?$")
 _DETAILS_CLOSE = re.compile(r"^</details>\n?$")
-_FIGURE = re.compile(r"^\.\./renderings/([A-Za-z0-9_-]{1,80})\.png$")
+_FIGURE = re.compile(r"\.\./renderings/([A-Za-z0-9_-]{1,80})\.png")
+_VERDICTS = ("PASS", "PARTIAL", "FAIL")
 _STYLE = """
 body { font: 15px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 75em; padding: 0 1em; color: #1b1b1b; }
 header { border: 2px solid #555; padding: .6em 1em; margin-bottom: 1.5em; }
@@ -38,19 +39,37 @@ details { margin: 1em 0; } summary { cursor: pointer; font-weight: 600; }
 """
 
 
+def _folds_balanced(tokens) -> bool:
+    """Whether the report's ``<details>`` lines fold it soundly: each a top-level HTML block of
+    its own line, every opening one closed, none nested (otherwise all are shown as text: an
+    unclosed one would fold the rest of the page under a summary of someone's choosing)."""
+    depth = 0
+    for tok in tokens:
+        if tok.type != "html_block":
+            continue
+        for line in tok.content.splitlines(keepends=True):
+            if _DETAILS_OPEN.match(line) or _DETAILS_CLOSE.match(line):
+                if tok.level != 0 or len(tok.content.splitlines()) != 1:
+                    return False
+                depth += 1 if _DETAILS_OPEN.match(line) else -1
+                if depth not in (0, 1):
+                    return False
+    return depth == 0
+
+
 def _parser(figures: Mapping[str, bytes]) -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": True}).enable("table")
     rules = md.renderer.rules
 
     def html_block(tokens, idx, options, env):
         text = tokens[idx].content
-        lines = text.splitlines(keepends=True)
+        folds = env.get("folds", False)
         out = []
-        for line in lines:
-            m = _DETAILS_OPEN.match(line)
+        for line in text.splitlines(keepends=True):
+            m = _DETAILS_OPEN.match(line) if folds else None
             if m:
                 out.append(f"<details><summary>{html.escape(m.group(1))}</summary>\n")
-            elif _DETAILS_CLOSE.match(line):
+            elif folds and _DETAILS_CLOSE.match(line):
                 out.append("</details>\n")
             else:
                 out.append(f"<p>{html.escape(line)}</p>\n")
@@ -68,7 +87,7 @@ def _parser(figures: Mapping[str, bytes]) -> MarkdownIt:
     def image(tokens, idx, options, env):
         tok = tokens[idx]
         alt = html.escape(tok.content)
-        m = _FIGURE.match(tok.attrGet("src") or "")
+        m = _FIGURE.fullmatch(tok.attrGet("src") or "")
         png = figures.get(m.group(1)) if m else None
         if png is None:
             return (f'<span class="figure-missing">[figure {alt}: not embedded; its pixels are embedded only '
@@ -89,8 +108,11 @@ def render_html(report_md: str, *, title: str, verdict: str, verdict_line: str, 
     ``verdict`` (PASS, PARTIAL, FAIL), its ``verdict_line`` and the bundle ``digest``.
     ``figures``: figure name -> PNG bytes whose pixels the verifier compared (embedded as
     ``data:`` URIs); others are named, not shown. Returns UTF-8 bytes."""
-    body = _parser(figures or {}).render(report_md)
-    head = (f'<header class="{html.escape(verdict.lower())}">'
+    md = _parser(figures or {})
+    tokens = md.parse(report_md)
+    body = md.renderer.render(tokens, md.options, {"folds": _folds_balanced(tokens)})
+    kind = verdict.lower() if verdict in _VERDICTS else "unknown"
+    head = (f'<header class="{kind}">'
             f"<p><strong>{html.escape(verdict_line)}</strong></p>"
             + (f"<p>bundle digest <code>{html.escape(digest)}</code> (sha256 of its tag manifest)</p>" if digest else "")
             + "<p>Rendered by the verifier from the REPORT.md it verified (the same bytes it renders from the "
@@ -100,7 +122,7 @@ def render_html(report_md: str, *, title: str, verdict: str, verdict_line: str, 
             '<meta name="referrer" content="no-referrer">\n'
             f"<title>{html.escape(title)}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n{head}\n<main>\n{body}</main>\n"
             "</body>\n</html>\n")
-    return page.encode("utf-8")
+    return page.encode("utf-8", "replace")  # (a lone surrogate becomes "?", never an exception)
 
 
 __all__ = ["render_html", "CSP"]

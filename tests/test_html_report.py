@@ -144,3 +144,23 @@ def test_a_headless_browser_opens_the_page_without_any_request_or_script(page, t
     assert heading == FULL.stem
     assert set(_claims(FULL)) <= set(cells)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+
+
+@pytest.mark.parametrize("md", [
+    "text\n\n<details><summary>All claims verified</summary>\n\nthe rest of the page\n",  # never closed
+    "- <details><summary>x</summary>\n- </details>\n",  # inside a list
+    "</details>\n\n<details><summary>x</summary>\n",  # closed before opened
+    "<details><summary>a</summary>\n\n<details><summary>b</summary>\n\n</details>\n\n</details>\n",  # nested
+])
+def test_folds_that_do_not_balance_are_shown_as_text(md):
+    """An unclosed <details> would fold the rest of the page under a summary of someone's
+    choosing: only balanced, top-level, one-line folds become tags (red team, issue 31)."""
+    p = _Page()
+    p.feed(render_html(md, title="t", verdict="PASS", verdict_line="v", digest=None).decode())
+    assert "details" not in p.tags and "summary" not in p.tags
+
+
+def test_the_header_class_is_the_verdict_only():
+    page = render_html("x", title="t", verdict='PASS" onmouseover="x', verdict_line="v", digest=None).decode()
+    assert '<header class="unknown">' in page and "onmouseover" not in page.split("<header", 1)[1].split(">", 1)[0]
+    assert render_html("a\ud800b", title="\udcff", verdict="FAIL", verdict_line="v", digest=None)  # no exception
