@@ -4,6 +4,8 @@ import), workers that ignore it, and the fast exit of a command that started CUD
 """
 from __future__ import annotations
 
+import sys
+
 from kbrepro.inert import terminal
 
 INTERRUPTED_EXIT = 130
@@ -61,11 +63,14 @@ _SIGINT_SEEN = {"seen": False, "term": False}
 
 
 def _on_sigint(signum, frame):
-    """Ctrl-C: KeyboardInterrupt, except inside importlib's own machinery (a module lock's
-    weakref callback), where CPython would only print "Exception ignored" and a traceback:
-    there the signal is sent again 50 ms later, once the import has moved on."""
+    """Ctrl-C: KeyboardInterrupt, except inside importlib's own machinery or a weakref
+    callback (a module lock's, a WeakKeyDictionary's during garbage collection), where CPython
+    would only print "Exception ignored" and a traceback and go on: there the signal is sent
+    again 50 ms later, once the callback has returned. Any other place where an exception
+    cannot propagate (a ``__del__``) is caught by :func:`_unraisable`."""
     _SIGINT_SEEN["seen"] = True
-    if frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
+    name = frame.f_code.co_filename if frame is not None else ""
+    if name.startswith("<frozen importlib") or name.endswith(("weakref.py", "_weakrefset.py")):
         import os
         import signal
         import threading
@@ -73,6 +78,22 @@ def _on_sigint(signum, frame):
         threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()
         return
     raise KeyboardInterrupt
+
+
+def _unraisable(info) -> None:
+    """``sys.unraisablehook`` of a command: a KeyboardInterrupt our handler raised where it could
+    not propagate (a ``__del__``, a callback during garbage collection) is not printed as
+    "Exception ignored" with a traceback: the interrupt is sent again 50 ms later (from a timer
+    thread: sent from here it would land in this hook), where it can stop the command. Anything
+    else goes to Python's own hook."""
+    if info.exc_type is not None and issubclass(info.exc_type, KeyboardInterrupt):
+        import os
+        import signal
+        import threading
+
+        threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()
+        return
+    sys.__unraisablehook__(info)
 
 
 def _on_sigterm(signum, frame):
@@ -97,6 +118,7 @@ def imports_done() -> None:
     into exit 143."""
     import signal
 
+    sys.unraisablehook = _unraisable
     signal.signal(signal.SIGINT, _on_sigint)
     signal.signal(signal.SIGTERM, _on_sigterm)
 
