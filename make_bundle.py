@@ -319,19 +319,11 @@ def _candidates_main(given, candidates, tasks, sizes, extra_shapes, allow_failin
     if not candidates or not tasks:
         raise UsageError("a candidate bundle needs --candidate FILE and --task LEVEL/TASK",
                          "e.g. python make_bundle.py --candidate my_kernel.py --task 1/88")
-    if len(tasks) not in (1, len(candidates)):
-        raise UsageError(f"{len(candidates)} --candidate and {len(tasks)} --task",
-                         "give one --task for all candidates or one per --candidate, in order")
-    for c in candidates:
-        check_input_file(c, "--candidate")
-    if kernelbench:
-        check_input_dir(kernelbench, "--kernelbench", make.KB_HINT)
     from kbrepro.harness.kernelbench import load_pin
 
-    pin = load_pin()
-    paired = list(zip(candidates, tasks if len(tasks) == len(candidates) else tasks * len(candidates)))
-    for _, t in paired:
-        bc.task_path(t, pin)  # a bad task is a usage error before any work
+    paired = bc.pair_candidates(candidates, tasks, load_pin())
+    if kernelbench:
+        check_input_dir(kernelbench, "--kernelbench", make.KB_HINT)
     size_map = bc.parse_size_options(sizes)
     shapes = tuple(bc.parse_extra_shape(s) for s in extra_shapes)
     profile = profile or "full"
@@ -377,13 +369,13 @@ def _candidates_main(given, candidates, tasks, sizes, extra_shapes, allow_failin
         from kbrepro.bundle import shard
 
         rdir.mkdir(parents=True, exist_ok=True)
-        _, failed = shard.run_sharded([(Path(c), t) for c, t in paired], profile=profile, kernelbench=kernelbench,
+        _, failed = shard.run_sharded(paired, profile=profile, kernelbench=kernelbench,
                                       results_dir=rdir, engine=eng, device=device, sizes=size_map,
                                       extra_shapes=shapes, progress=say)
         for f in failed:
             click.echo(f"failed:  case {f['id']} ({f['candidate']} on {f['task']}): {f['error']}", err=True)
     else:
-        bc.run_candidates([(Path(c), t) for c, t in paired], profile=profile, kernelbench=kernelbench,
+        bc.run_candidates(paired, profile=profile, kernelbench=kernelbench,
                           results_dir=rdir, progress=say, extra_shapes=shapes, sizes=size_map, device=device)
     with status(f"packing {rdir}"):
         made = bc.pack_results(rdir, Path(out) if out else None, claims_path=claims, name=name,

@@ -31,6 +31,7 @@ from kbrepro.bundle.shard_merge import is_sharded, merged_files, read_results
 from kbrepro.bundle.candidate_report import (COMPILED, KIND, best_compiled, default_claims,  # noqa: F401
                                              excluded_compiled, merge_claims, render_report, spec_yaml,
                                              where_cases_ran)
+from kbrepro.paths import check_input_file
 from kbrepro.errors import Interrupted, InvalidResultsError, OutputPathError, UnreadableInputError, UsageError
 from kbrepro.harness import candidate as hc, extras, fingerprint, jsonio
 from kbrepro.model import candidate_rules, sizes as msizes
@@ -101,6 +102,23 @@ def read_sources(paths) -> list[bytes]:
         except OSError as exc:
             raise UnreadableInputError(f"cannot read candidate {p}: {exc.strerror}", "check the path") from exc
     return out
+
+
+def pair_candidates(candidates: Sequence[str], tasks: Sequence[str], pin) -> list[tuple[Path, str]]:
+    """``--candidate`` files paired with ``--task`` values (one task for all, or one each, in
+    order), the files readable and every task one of the pin's: the one check of
+    ``make_bundle.py --candidate`` and ``shard plan``, before any work. Raises UsageError,
+    InputPathError."""
+    if len(tasks) not in (1, len(candidates)):
+        raise UsageError(f"{len(candidates)} --candidate and {len(tasks)} --task",
+                         "give one --task for all candidates or one per --candidate, in order")
+    for c in candidates:
+        check_input_file(c, "--candidate")
+    pairs = [(Path(c), t) for c, t in zip(candidates, tasks if len(tasks) == len(candidates)
+                                          else list(tasks) * len(candidates))]
+    for _, t in pairs:
+        task_path(t, pin)  # a bad task is a usage error before any work
+    return pairs
 
 
 def candidate_names(paths: Sequence[Path]) -> list[str]:

@@ -19,7 +19,7 @@ from kbrepro.errors import UsageError
 from kbrepro.harness import engines
 from kbrepro.harness.engines import run_case
 from kbrepro.harness.kernelbench import load_pin
-from kbrepro.paths import check_input_dir, check_input_file, prepare_output_dir
+from kbrepro.paths import check_input_dir, prepare_output_dir
 
 
 def build() -> click.Group:
@@ -52,20 +52,12 @@ def build() -> click.Group:
     @click.option("--results-dir", "results_dir", type=click.Path(), required=True, help="a new or empty folder")
     def plan_cmd(candidates, tasks, profile, sizes, kernelbench, device, results_dir):
         """Write the plan and case folders of a sharded candidate run, and run nothing (then: run)."""
-        if len(tasks) not in (1, len(candidates)):
-            raise UsageError(f"{len(candidates)} --candidate and {len(tasks)} --task",
-                             "give one --task for all candidates or one per --candidate, in order")
-        for c in candidates:
-            check_input_file(c, "--candidate")
+        pairs = bc.pair_candidates(candidates, tasks, load_pin())
         if kernelbench:
             check_input_dir(kernelbench, "--kernelbench")
         size_map = bc.parse_size_options(sizes)
-        pin = load_pin()
-        pairs = list(zip(candidates, tasks if len(tasks) == len(candidates) else tasks * len(candidates)))
-        for _, t in pairs:
-            bc.task_path(t, pin)
         prepare_output_dir(results_dir, "--results-dir")
-        folders = plan_folder([(Path(c), t) for c, t in pairs], profile=profile, kernelbench=kernelbench,
+        folders = plan_folder(pairs, profile=profile, kernelbench=kernelbench,
                               results_dir=Path(results_dir), device=device, engine="local", sizes=size_map or None)
         click.echo(f"planned {len(folders)} case(s) in {results_dir}; run them with 'python -m kbrepro.bundle.shard "
                    f"run {results_dir}'")

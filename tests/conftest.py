@@ -83,3 +83,27 @@ def sigint_disposition() -> str:
     h = signal.getsignal(signal.SIGINT)
     blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, set())
     return f"{'ignored' if h == signal.SIG_IGN else 'handled'}:{'blocked' if blocked else 'unblocked'}"
+
+
+def run_on_a_terminal(cmd: list[str], timeout: float = 300) -> tuple[int, str, bytes]:
+    """Run ``cmd`` with its stderr on a pseudo-terminal (stdout a pipe): its exit code, its
+    stdout, and every byte it wrote to the terminal."""
+    import os
+    import pty
+    import subprocess
+
+    leader, follower = pty.openpty()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=follower, stdin=subprocess.DEVNULL)
+    os.close(follower)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal's other side closed (the command ended)
+            break
+        if not chunk:
+            break
+        seen += chunk
+    out, _ = p.communicate(timeout=timeout)
+    os.close(leader)
+    return p.returncode, out.decode(), seen

@@ -53,33 +53,16 @@ def test_an_unfinished_verification_leaves_nothing(tmp_path, monkeypatch, exc):
 def test_a_terminal_sees_the_packing_and_the_self_verification_going_on(tmp_path):
     """make_bundle.py on a terminal: a status line on stderr while it packs and while it verifies
     the bundle it wrote (erased after); on a pipe nothing of it (the CLI tests' case)."""
-    import os
-    import pty
-    import subprocess
     import sys
     from pathlib import Path
 
-    from conftest import kernelbench_from_example
+    from conftest import kernelbench_from_example, run_on_a_terminal
 
     root = Path(__file__).resolve().parents[1]
     kb = kernelbench_from_example(tmp_path)
-    leader, follower = pty.openpty()
-    p = subprocess.Popen([sys.executable, str(root / "make_bundle.py"), "--from-results",
-                          str(root / "tests" / "fixtures" / "results-quick-h200"), "--out", str(tmp_path / "q.tar"),
-                          "--kernelbench", str(kb), "--no-plots"],
-                         stdout=subprocess.PIPE, stderr=follower, stdin=subprocess.DEVNULL)
-    os.close(follower)
-    seen = b""
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        seen += chunk
-    out, _ = p.communicate(timeout=300)
-    os.close(leader)
-    assert p.returncode == 0, seen[-2000:]
+    code, out, seen = run_on_a_terminal([sys.executable, str(root / "make_bundle.py"), "--from-results",
+                                         str(root / "tests" / "fixtures" / "results-quick-h200"), "--out",
+                                         str(tmp_path / "q.tar"), "--kernelbench", str(kb), "--no-plots"])
+    assert code == 0, seen[-2000:]
     assert b"packing " in seen and b"just written" in seen
-    assert "verify:  PASS" in out.decode()
+    assert "verify:  PASS" in out

@@ -272,27 +272,12 @@ def test_tiers_are_announced_as_they_start(good):
 def test_a_terminal_sees_which_tier_runs_and_a_pipe_sees_nothing_of_it(good):
     """On a terminal's stderr a status line names the running tier (then is erased); where
     stderr is not a terminal nothing is added to it."""
-    import os
-    import pty
+    from conftest import run_on_a_terminal
 
-    leader, follower = pty.openpty()
-    p = subprocess.Popen([sys.executable, str(ROOT / "verify_bundle.py"), str(good), "--level", "static"],
-                         stdout=subprocess.PIPE, stderr=follower, stdin=subprocess.DEVNULL)
-    os.close(follower)
-    seen = b""
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        seen += chunk
-    out, _ = p.communicate(timeout=120)
-    os.close(leader)
-    assert p.returncode == 0
+    code, out, seen = run_on_a_terminal([sys.executable, str(ROOT / "verify_bundle.py"), str(good), "--level", "static"])
+    assert code == 0
     assert b"verifying " in seen and b"tier 3 documents" in seen
-    assert out.decode().rstrip().splitlines()[-1].startswith("VERDICT PASS (exit 0)")
+    assert out.rstrip().splitlines()[-1].startswith("VERDICT PASS (exit 0)")
     piped = subprocess.run([sys.executable, str(ROOT / "verify_bundle.py"), str(good), "--level", "static"],
                            capture_output=True, text=True, timeout=120)
     assert piped.returncode == 0 and "verifying" not in piped.stderr
