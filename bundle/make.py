@@ -161,7 +161,7 @@ def check_results(rs: ResultSet, schema_problems: list[str] | None = None) -> No
     extra = validate.study_schemas(rs.study, rs.binding) if rs.study is not None else {}
     problems = list(schema_problems) if schema_problems is not None else \
         [p for name, doc in rs.documents.items() for p in validate.schema_problems(name, doc, extra)]
-    problems += validate.consistency_problems(rs.documents, rs.files)
+    problems += [str(p) for p in validate.consistency_problems(rs.documents, rs.files)]
     if problems:
         shown = "\n".join(f"  {p}" for p in problems[:60])
         more = f"\n  ... and {len(problems) - 60} more" if len(problems) > 60 else ""

@@ -11,6 +11,7 @@ from kbrepro import schemas
 from kbrepro.errors import UsageError
 from kbrepro.harness import jsonio
 from kbrepro.harness.run_build import witness_flushes
+from kbrepro.model.problems import CONTRADICTS, Problem
 
 
 def walk_objects(node: Any, path: str = "$") -> Iterator[tuple[str, dict]]:
@@ -88,31 +89,37 @@ def schema_problems(name: str, doc: Any, extra: Mapping[str, list] | None = None
     return out
 
 
+def _p(file: str, path: str, message: str) -> Problem:
+    return Problem(CONTRADICTS, path, message, file=file)
+
+
 def consistency_problems(documents: Mapping[str, Any], files: Mapping[str, bytes], *,
-                         file_hashes: bool = True) -> list[str]:
-    """Internal contradictions between and within documents. ``files`` maps payload paths
-    (relative to the results folder / ``data/``) to bytes, for hash checks of the files the
-    compile records name (``file_hashes``; the verifier leaves them to its provenance tier)."""
-    out: list[str] = []
+                         file_hashes: bool = True) -> list[Problem]:
+    """Internal contradictions between and within documents, each a :class:`~kbrepro.model.problems.Problem`
+    (code ``record.contradicts``) naming the document file (``run.json``), the JSON path and
+    what contradicts what; ``str()`` of one is ``file: path: message``. ``files`` maps payload
+    paths (relative to the results folder / ``data/``) to bytes, for hash checks of the files
+    the compile records name (``file_hashes``; the verifier leaves them to its provenance tier)."""
+    out: list[Problem] = []
     for name, doc in documents.items():
         for path, chk in _walk_checks(doc):
             n, bits = chk.get("element_count"), chk.get("bit_identical_count")
             if isinstance(n, int) and isinstance(bits, int) and bits > n:
-                out.append(f"{name}.json: {path}.bit_identical_count: {bits} exceeds element_count {n}")
+                out.append(_p(f"{name}.json", f"{path}.bit_identical_count", f"{bits} exceeds element_count {n}"))
             for pred in ("official", "legacy", "equal_nan_stress"):
                 r = chk.get(pred)
                 if not isinstance(r, dict):
                     continue
                 fc = r.get("failing_count")
                 if isinstance(fc, int) and isinstance(n, int) and fc > n:
-                    out.append(f"{name}.json: {path}.{pred}.failing_count: {fc} exceeds element_count {n}")
+                    out.append(_p(f"{name}.json", f"{path}.{pred}.failing_count", f"{fc} exceeds element_count {n}"))
                 if isinstance(fc, int) and r.get("pass") is not None and (fc == 0) != bool(r["pass"]):
-                    out.append(f"{name}.json: {path}.{pred}: pass={r['pass']} contradicts failing_count={fc}")
+                    out.append(_p(f"{name}.json", f"{path}.{pred}", f"pass={r['pass']} contradicts failing_count={fc}"))
             if isinstance(n, int) and isinstance(bits, int) and bits == n and n > 0:
                 off = chk.get("official")
                 nf = chk.get("nonfinite") or {}
                 if isinstance(off, dict) and off.get("pass") is False and not nf.get("reference_nan"):
-                    out.append(f"{name}.json: {path}: bit-identical with no NaN yet official pass=false")
+                    out.append(_p(f"{name}.json", path, "bit-identical with no NaN yet official pass=false"))
     comp = documents.get("compile")
     if isinstance(comp, dict) and file_hashes:
         for i, v in enumerate(comp.get("variants", [])):
@@ -122,9 +129,9 @@ def consistency_problems(documents: Mapping[str, Any], files: Mapping[str, bytes
                     continue
                 data = files.get(ref.get("file", ""))
                 if data is None:
-                    out.append(f"compile.json: $.variants[{i}].{key}.file: {ref.get('file')} is not in the results")
+                    out.append(_p("compile.json", f"$.variants[{i}].{key}.file", f"{ref.get('file')} is not in the results"))
                 elif hashlib.sha256(data).hexdigest() != ref.get("sha256"):
-                    out.append(f"compile.json: $.variants[{i}].{key}.sha256: does not match {ref.get('file')}")
+                    out.append(_p("compile.json", f"$.variants[{i}].{key}.sha256", f"does not match {ref.get('file')}"))
     tim = documents.get("timings")
     if isinstance(tim, dict):
         for i, b in enumerate(tim.get("blocks", [])):
@@ -135,14 +142,14 @@ def consistency_problems(documents: Mapping[str, Any], files: Mapping[str, bytes
                 chk = b.get("checks") or {}
                 if not (isinstance(b.get("skipped"), str) and b.get("kind") not in ("study", "cold_l2", "extra_shape")
                         and any((c or {}).get("official", {}).get("pass") is False for c in chk.values())):
-                    out.append(f"timings.json: $.blocks[{i}].rounds: a block without rounds; only a probe's block "
-                               "whose variant failed its check on the timing input is skipped")
+                    out.append(_p("timings.json", f"$.blocks[{i}].rounds", "a block without rounds; only a probe's block "
+                                  "whose variant failed its check on the timing input is skipped"))
                 continue
             if not proto.get("adaptive") and len(rounds) != proto.get("rounds"):
-                out.append(f"timings.json: $.blocks[{i}].rounds: {len(rounds)} rounds, protocol says {proto.get('rounds')}")
+                out.append(_p("timings.json", f"$.blocks[{i}].rounds", f"{len(rounds)} rounds, protocol says {proto.get('rounds')}"))
             for j, r in enumerate(rounds):
                 if set(r.get("times_ms", {})) != arms:
-                    out.append(f"timings.json: $.blocks[{i}].rounds[{j}].times_ms: arms differ from the block's arms")
+                    out.append(_p("timings.json", f"$.blocks[{i}].rounds[{j}].times_ms", "arms differ from the block's arms"))
                     break
     wit = documents.get("witness")
     if isinstance(wit, dict) and "outputs" in wit:
@@ -155,16 +162,16 @@ def consistency_problems(documents: Mapping[str, Any], files: Mapping[str, bytes
             rows = wit["outputs"].get(n, [])
             got = [r["bits"] for r in rows]
             if ver.get("bit_identical_to_reference") != (got == ref_bits):
-                out.append(f"witness.json: $.verdicts.{n}.bit_identical_to_reference contradicts the recorded bits")
+                out.append(_p("witness.json", f"$.verdicts.{n}.bit_identical_to_reference", "contradicts the recorded bits"))
             try:
                 want = witness_flushes(rows, keep, flush, disc) if len(rows) == len(keep) == len(flush) else None
             except (KeyError, TypeError, ValueError, IndexError):
                 want = None
             if ver.get("flushes") != want:
-                out.append(f"witness.json: $.verdicts.{n}.flushes contradicts the recorded values")
+                out.append(_p("witness.json", f"$.verdicts.{n}.flushes", "contradicts the recorded values"))
     run = documents.get("run")
     if isinstance(run, dict) and run.get("status") not in ("complete", "imported"):
         fail = run.get("failure") or {}
-        out.append(f"run.json: $.status: the run is {run.get('status')!r}"
-                   + (f" (stage {fail.get('stage')}: {fail.get('error')})" if fail else ""))
+        out.append(_p("run.json", "$.status", f"the run is {run.get('status')!r}"
+                      + (f" (stage {fail.get('stage')}: {fail.get('error')})" if fail else "")))
     return out

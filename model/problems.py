@@ -30,6 +30,7 @@ UNSAFE_TEXT = "record.unsafe_text"  # a string a person reads is not inert
 class Problem:
     """What is wrong, and where. ``code``: one of the module's codes; ``path``: a JSON path
     (``$.candidates[0].observations.failure``); ``message``: one line, without the path;
+    ``file``: the document file, where the reader cannot tell it from the context;
     ``expected`` and ``found``: optional JSON values (the verifier bounds and escapes them)."""
 
     code: str
@@ -37,9 +38,11 @@ class Problem:
     message: str
     expected: object = None
     found: object = None
+    #: the document file it is about (``run.json``), where the problem's reader does not know it
+    file: str | None = None
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.message}"
+        return f"{self.file}: {self.path}: {self.message}" if self.file else f"{self.path}: {self.message}"
 
 
 __all__ = ["Problem", "TYPE", "MISSING", "EXTRA", "RANGE", "LENGTH", "PATTERN", "ENUM", "INVARIANT", "INCOMPLETE",

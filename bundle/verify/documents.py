@@ -112,10 +112,7 @@ def consistency_check(b: Bundle, t: Tier) -> None:
     files = {k[len("data/"):]: v for k, v in b.files.items() if k.startswith("data/")}
     results_docs = {n: d for n, d in b.documents.items() if n != "claims"}
     for p in validate.consistency_problems(results_docs, files, file_hashes=False):
-        doc_file, rest = p.split(": ", 1)
-        path, _, msg = rest.partition(": ")
-        t.fail("data/" + DOC_PATHS.get(doc_file[: -len(".json")], doc_file), msg or rest,
-               path=path if path.startswith("$") else None)
+        t.fail("data/" + DOC_PATHS.get(p.file[: -len(".json")], p.file), p.message, path=p.path)
 
 
 def agreement_check(b: Bundle, t: Tier) -> None:
