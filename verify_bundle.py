@@ -386,11 +386,16 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
             _write_html(rep, Path(html_out))
         if show_report or plots_dir:
             from kbrepro.errors import Interrupted
-            from kbrepro.process import imports_done
+            from kbrepro.process import imports_done, sigint_seen
 
             imports_done()  # drawing figures takes seconds: Ctrl-C and SIGTERM stop it (issue 31)
             try:
                 _show(Path(archive), rep, show_report, plots_dir)
+            except Exception as exc:
+                if not sigint_seen():  # (an error a Ctrl-C caused is the interrupt's, as below)
+                    raise
+                raise Interrupted("the verdict above stands" + (f" and --json {json_out} is written" if json_out else "")
+                                  + (f"; no figure was kept in {plots_dir}" if plots_dir else "")) from exc
             except KeyboardInterrupt:
                 raise Interrupted("the verdict above stands" + (f" and --json {json_out} is written" if json_out else "")
                                   + (f"; no figure was kept in {plots_dir}" if plots_dir else "")) from None
@@ -451,9 +456,10 @@ def _show(archive: Path, rep, show_report: bool, plots_dir: str | None) -> None:
                 if p.startswith("data/plots/") and p.endswith(".json"):
                     name = p[len("data/plots/"):-len(".json")]
                     png = plots_mod.render(name, jsonio.loads_strict(files[p], p))
-                    jsonio.atomic_write_bytes(Path(out) / f"{name}.png", png)
-                    drawn.append(Path(out) / f"{name}.png")
-        except KeyboardInterrupt:  # no half set of figures: those drawn are removed, and a folder made here
+                    drawn.append(Path(out) / f"{name}.png")  # (before it is written: an interrupt may land in between)
+                    jsonio.atomic_write_bytes(drawn[-1], png)
+        except BaseException:  # no half set of figures: those drawn are removed, and a folder made here (a
+            # Ctrl-C can also surface as another exception, raised by a library's cleanup it cut short)
             for f in drawn:
                 try:
                     f.unlink()

@@ -36,9 +36,10 @@ def main(archive, levels, profile):
         click.echo(f"level {level:<7} {dt:7.2f} s  exit {rep.exit_code}  [{tiers}]")
     with tempfile.TemporaryDirectory() as tmp:
         from kbrepro.bundle import archive as arc
+        from kbrepro.bundle.extract import extract_checked
 
         contents = arc.read_archive(Path(archive))  # the verifier's own reader and extractor, no tarfile
-        arc.extract_checked(Path(archive), Path(tmp) / "x", contents)
+        extract_checked(Path(archive), Path(tmp) / "x", contents)
         files = [p for p in Path(tmp).rglob("*") if p.is_file()]
         data = [p.read_bytes() for p in files]
         total = sum(len(d) for d in data)

@@ -12,8 +12,8 @@ from pathlib import Path
 import click
 
 from kbrepro.bundle import candidates as bc
-from kbrepro.bundle.shard import (PLAN, is_sharded, load_plan, merge_cases, plan_device, plan_folder, run_case_folder,
-                                  run_lock, run_plan, write_merged)
+from kbrepro.bundle.shard import plan_device, plan_folder, run_case_folder, run_lock, run_plan
+from kbrepro.bundle.shard_merge import PLAN, is_sharded, load_plan, merge_cases, write_merged
 from kbrepro.cli.edge import EdgeMixin
 from kbrepro.errors import UsageError
 from kbrepro.harness import engines
