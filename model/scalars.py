@@ -53,7 +53,7 @@ STAGES = ("build", "checking pass", "timing", "weights and shapes")
 
 @dataclass(frozen=True)
 class Flags:
-    """The precision settings a process runs with (harness/isolate.py ``_flags``)."""
+    """The precision settings a process runs with (harness/candidate_server.py ``_flags``)."""
 
     allow_tf32_matmul: bool
     allow_tf32_cudnn: bool
