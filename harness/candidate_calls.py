@@ -2,12 +2,12 @@
 the extra shapes (harness/candidate.py runs them as stages; harness/candidate_timing.py times).
 
 Every call runs in the candidate's child (harness/isolate.py; the child's side is
-harness/candidate_server.py) on inputs the parent drew from the same seeds (harness/kbtask.py); the parent compares each output with its own reference under
-the official predicate and records the case (:func:`case`). Each part of the record is held to
-the model's typed record as it is written (:func:`checked`): a value the model refuses that the
-child reported is the candidate's malformed reply, one the parent computed a defect of ours.
-"""
-from __future__ import annotations
+harness/candidate_server.py) on inputs the parent drew from the same seeds (harness/kbtask.py);
+the parent compares each output with its own reference under the official predicate and records
+the case (:func:`case`). Each part of the record is held to the model's typed record as it is
+written (:func:`checked`): a value the model refuses that the child reported is the candidate's
+malformed reply, one the parent computed a defect of ours. """ from __future__ import
+annotations
 
 import copy
 import json
