@@ -6,8 +6,9 @@ harness/candidate_server.py) on inputs the parent drew from the same seeds (harn
 the parent compares each output with its own reference under the official predicate and records
 the case (:func:`case`). Each part of the record is held to the model's typed record as it is
 written (:func:`checked`): a value the model refuses that the child reported is the candidate's
-malformed reply, one the parent computed a defect of ours. """ from __future__ import
-annotations
+malformed reply, one the parent computed a defect of ours.
+"""
+from __future__ import annotations
 
 import copy
 import json
