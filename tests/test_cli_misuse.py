@@ -940,6 +940,22 @@ def _whole_run_seconds(cmd: list[str], cwd: Path) -> float:
     return time.monotonic() - t0
 
 
+def _interrupt_at(cmd: list[str], cwd: Path, delay: float, timeout: float) -> tuple[int, str, str, float]:
+    """Start ``cmd`` in a session of its own, Ctrl-C its process group ``delay`` seconds after
+    its own code runs: its exit code, stdout, stderr and the seconds from the Ctrl-C to its exit."""
+    p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    _started(p.pid)
+    time.sleep(delay)
+    sent = time.monotonic()
+    try:
+        os.killpg(p.pid, signal.SIGINT)
+    except ProcessLookupError:
+        pass
+    out, err = p.communicate(timeout=timeout)
+    return p.returncode, out, err, time.monotonic() - sent
+
+
 @pytest.fixture(scope="module")
 def plots_seconds(tmp_path_factory) -> float:
     d = tmp_path_factory.mktemp("plots_once")
@@ -955,23 +971,14 @@ def test_ctrl_c_while_figures_are_drawn_stops_within_a_second(tmp_path, plots_se
     command ran to the end with exit 0 (issue 31). Now it stops at once with 130, keeps no
     figure, and says so; before the verdict it is the usual interrupt."""
     plots = tmp_path / "plots"
-    p = subprocess.Popen([sys.executable, str(ROOT / "verify_bundle.py"), str(BUNDLE), "--level", "static",
-                          "--plots", str(plots)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, start_new_session=True)
-    _started(p.pid)
-    time.sleep(plots_seconds * (moment + 0.5) / MOMENTS)
-    sent = time.monotonic()
-    try:
-        os.killpg(p.pid, signal.SIGINT)
-    except ProcessLookupError:
-        pass
-    out, err = p.communicate(timeout=120)
-    took = time.monotonic() - sent
+    code, out, err, took = _interrupt_at([sys.executable, str(ROOT / "verify_bundle.py"), str(BUNDLE), "--level",
+                                          "static", "--plots", str(plots)], tmp_path,
+                                         plots_seconds * (moment + 0.5) / MOMENTS, 120)
     assert "Traceback" not in out + err, err
-    if p.returncode == 0:  # it finished before the signal
+    if code == 0:  # it finished before the signal
         assert len(list(plots.glob("*.png"))) == 9
         return
-    assert p.returncode == 130, (p.returncode, err)
+    assert code == 130, (code, err)
     assert took < 1.5, f"{took:.2f} s from Ctrl-C to exit"
     assert not plots.exists() or list(plots.iterdir()) == [], "figures were left after the interrupt"
     line = err.splitlines()[-1]
@@ -1010,22 +1017,12 @@ def test_ctrl_c_at_any_moment_of_a_signed_pack_keeps_the_promise(tmp_path, kb, s
     out_dir.mkdir()
     cmd = [sys.executable, str(ROOT / "make_bundle.py"), "--from-results", str(RESULTS), "--out",
            str(out_dir / "x.tar"), "--kernelbench", str(kb), "--sign", str(signing_key)]
-    p = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
-    _started(p.pid)
-    time.sleep(signed_pack_seconds * (moment + 0.5) / MOMENTS)
-    sent = time.monotonic()
-    try:
-        os.killpg(p.pid, signal.SIGINT)
-    except ProcessLookupError:
-        pass
-    out, err = p.communicate(timeout=300)
-    took = time.monotonic() - sent
+    code, out, err, took = _interrupt_at(cmd, tmp_path, signed_pack_seconds * (moment + 0.5) / MOMENTS, 300)
     assert "Traceback" not in out + err, err
-    if p.returncode == 0:
+    if code == 0:
         assert "verify:  PASS" in out and tree(out_dir) == ["x.tar", "x.tar.sha256-digest"], out
         return
-    assert p.returncode == 130, (p.returncode, err)
+    assert code == 130, (code, err)
     assert took < 1.5, f"{took:.2f} s from Ctrl-C to exit"
     assert tree(out_dir) == [], "files were left after the interrupt"
     assert err.splitlines()[-1] in ("interrupted; nothing was written",
