@@ -17,7 +17,6 @@ verifier writes them again with its own code and compares; a user's extra claims
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import shutil
@@ -26,22 +25,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from kbrepro.bundle import candidate_records, case_records, checkpoint, claims as claims_mod, pack, report, scrub
+from kbrepro.bundle import candidate_records, case_records, checkpoint, claims as claims_mod, pack, scrub
 from kbrepro.bundle.shard_merge import is_sharded, merged_files, read_results
 from kbrepro.bundle.candidate_report import (COMPILED, KIND, best_compiled, default_claims,  # noqa: F401
                                              excluded_compiled, merge_claims, render_report, spec_yaml,
                                              where_cases_ran)
 from kbrepro.paths import check_input_file
-from kbrepro.errors import Interrupted, InvalidResultsError, OutputPathError, UnreadableInputError, UsageError
+from kbrepro.errors import Interrupted, InvalidResultsError, UnreadableInputError, UsageError
 from kbrepro.harness import candidate as hc, extras, fingerprint, jsonio
 from kbrepro.model import candidate_rules, sizes as msizes
 from kbrepro.model.protocol import shape_problems
 from kbrepro.model.provenance_rules import MAX_BUILDS, fit_component, ninja_commands
 from kbrepro.model.task_inputs import size_globals
 from kbrepro.bundle.kinds import (CRATE_SINCE, DOC_VERSIONS, FORMAT, FORMAT_VERSION, FORMAT_VERSIONS,  # noqa: F401
-                                  SCHEMA_VERSION, format_for)
+                                  SCHEMA_VERSION, CANDIDATES, format_for)
 from kbrepro import schemas
-from kbrepro.bundle.make import check_bundle_format, check_out_path, describe_and_sign, load_key
+from kbrepro.bundle import assemble
+from kbrepro.bundle.assemble import Contents
+from kbrepro.bundle.make import check_out_path, load_key
 from kbrepro.harness.kernelbench import KernelBenchCheckout, load_pin, resolve_checkout
 from kbrepro.harness.checks import PREDICATES
 
@@ -410,19 +411,19 @@ def caught(doc: Mapping) -> dict[str, list[str]]:
             for r in doc.get("candidates") or []}
 
 
-def build_payload(files: Mapping[str, bytes], *, extra_claims: Mapping | None = None, extra_raw: bytes | None = None,
-                  name: str | None = None, bundle_format: int | None = None,
-                  signing_key=None) -> tuple[pack.Bag, dict, dict, dict]:
-    """The bag of a candidate results folder's files. Returns ``(bag, bundle metadata, claims
-    document, candidates document)``. ``bundle_format`` 3 (the default) adds the RO-Crate file,
-    2 writes the layout before it; ``signing_key`` (format 3) adds the signed attestations.
-    Raises InvalidResultsError for results that fail their schema or whose recorded verdicts
-    are not the ones their observations give; UsageError for a format it does not write."""
+def candidate_contents(files: Mapping[str, bytes], *, extra_claims: Mapping | None = None,
+                       extra_raw: bytes | None = None, name: str | None = None,
+                       bundle_format: int | None = None) -> tuple[Contents, int, dict]:
+    """What a candidate bundle of a results folder's ``files`` holds (:class:`bundle.assemble.Contents`),
+    the bundle format it is packed in (``bundle_format``, or the newest that holds the results:
+    :func:`bundle.kinds.format_for`) and the candidates document with the verdicts this packer
+    derived. Raises InvalidResultsError for results that fail their schema or whose recorded
+    verdicts are not the ones their observations give; UsageError for a format that cannot hold
+    them."""
     doc = jsonio.loads_strict(files["results/candidates.json"], "results/candidates.json")
     env = jsonio.loads_strict(files["results/environment.json"], "results/environment.json")
     version = doc.get("schema_version") if isinstance(doc, dict) and type(doc.get("schema_version")) is int else 1
     bundle_format = format_for(version, bundle_format)
-    check_bundle_format(bundle_format, signing_key is not None, FORMAT_VERSIONS, CRATE_SINCE)
     problems = schemas.validate(doc, "candidates") + schemas.validate(env, "environment")
     if problems:
         raise InvalidResultsError("the candidate results do not validate: " + "; ".join(map(str, problems[:5])),
@@ -477,19 +478,25 @@ def build_payload(files: Mapping[str, bytes], *, extra_claims: Mapping | None = 
         meta["notes"].append(f"{meta['claims']['extra']} claim(s) added by the author (--claims), judged by this "
                              "product's evaluator on the author's definitions")
     payload["REPORT.md"] = render_report(meta, canon["candidates"], json.loads(payload["claims.json"])).encode()
-    payload["bundle.json"] = jsonio.dumps(meta).encode()
-    problems = schemas.validate(meta, "candidate-bundle") + schemas.validate(claims_doc, "claims")
-    if problems:
-        raise InvalidResultsError("internal error: bundle metadata invalid: " + "; ".join(map(str, problems[:5])),
-                                  "report this as a bug")
-    bag = pack.make_bag(meta["name"], payload, pack.bag_info(meta["name"], FORMAT, bundle_format,
-                                                             f"{KIND} ({meta['profile']})", "measured"))
-    if bundle_format >= CRATE_SINCE:
-        bag = describe_and_sign(bag, meta, {**canon, "claims": json.loads(payload["claims.json"])}, signing_key)
+    contents = Contents(payload=payload, meta=meta, claims=claims_doc,
+                        documents=canon,
+                        own_ids=frozenset(c["id"] for c in default_claims(doc)["claims"]),
+                        label=f"{KIND} ({meta['profile']})")
+    return contents, bundle_format, doc
 
-    summary = report.post_summary(meta, canon, json.loads(payload["claims.json"]), bag.digest(),
-                                  frozenset(c["id"] for c in default_claims(doc)["claims"]))
-    return dataclasses.replace(bag, summary=summary.encode()), meta, claims_doc, doc
+
+def build_payload(files: Mapping[str, bytes], *, extra_claims: Mapping | None = None, extra_raw: bytes | None = None,
+                  name: str | None = None, bundle_format: int | None = None,
+                  signing_key=None) -> tuple[pack.Bag, dict, dict, dict]:
+    """The sealed bag of a candidate results folder's ``files`` (:func:`candidate_contents`, then
+    the one seal, :func:`bundle.assemble.build_payload`). Returns ``(bag, bundle metadata, claims
+    document, candidates document)``. ``bundle_format``: the newest that holds the results by
+    default; ``signing_key`` (format 3 on) adds the signed attestations. Raises as
+    :func:`candidate_contents`, and UsageError for a format it does not write or cannot sign."""
+    contents, fmt, doc = candidate_contents(files, extra_claims=extra_claims, extra_raw=extra_raw, name=name,
+                                            bundle_format=bundle_format)
+    return assemble.build_payload(CANDIDATES, contents, fmt, signing_key), dict(contents.meta), \
+        dict(contents.claims), doc
 
 
 def pack_results(results_dir: Path, out: Path | None = None, *, claims_path: str | None = None,
@@ -505,7 +512,7 @@ def pack_results(results_dir: Path, out: Path | None = None, *, claims_path: str
     t0 = time.perf_counter()
     key = load_key(sign)
     if bundle_format is not None:
-        check_bundle_format(bundle_format, key is not None, FORMAT_VERSIONS, CRATE_SINCE)
+        CANDIDATES.check_format(bundle_format, key is not None)
     extra, extra_raw = (claims_mod.load_spec(claims_path) if claims_path else (None, None))
     failed_cases: list = []
     if checkpoint.holds_progress(Path(results_dir)) and not (Path(results_dir) / "results" / "candidates.json").is_file():
@@ -542,19 +549,7 @@ def pack_results(results_dir: Path, out: Path | None = None, *, claims_path: str
                                   f"to pack a failing study anyway, run 'python make_bundle.py --from-results "
                                   f"{results_dir} --allow-failing'")
     out = check_out_path(Path(out) if out else Path(f"{meta['name']}.tar"))
-    digest = bag.digest()
-    dpath = out.with_name(out.name + pack.DIGEST_SUFFIX)
-    written = False
-    try:
-        size = pack.write_archive(bag, out)
-        written = True
-        jsonio.atomic_write_bytes(dpath, f"bundle digest (sha256 of {bag.name}/tagmanifest-sha256.txt): {digest}\n".encode())
-    except BaseException as exc:
-        if written:
-            out.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise OutputPathError(f"cannot write {out}: {exc.strerror}; nothing was written", "choose another --out") from exc
-        raise
+    size, digest = assemble.write_bundle(bag, out)
     return MadeCandidates(out, bag.name, digest, size, claims_doc["summary"], bad, time.perf_counter() - t0,
                           tuple(meta["notes"]), key.public.keyid if key else None)
 

@@ -1,10 +1,15 @@
-"""The bundle kinds' format constants, light enough for the verifier's first tier to read any
-bundle's bag-info.txt without importing a kind's records and checks (DESIGN.md section 2,
-``bundle/kinds.py``): the study bundle's are :mod:`kbrepro.bundle.pack`'s, the candidate
-bundle's are here.
+"""The bundle kinds (DESIGN.md section 2, ``bundle/kinds.py``): :class:`BundleKind` records of
+the two kinds' formats, light enough for the verifier's first tier to read any bundle's
+bag-info.txt without importing a kind's records and checks. The study bundle's constants are
+:mod:`kbrepro.bundle.pack`'s, the candidate bundle's are here; :data:`BY_FORMAT` finds a kind by
+the ``Bundle-Format`` of its bag-info.txt. The one make pipeline (:mod:`kbrepro.bundle.assemble`)
+seals either kind's contents by its record.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from kbrepro.bundle import pack
 from kbrepro.errors import UsageError
 
 FORMAT = "kbrepro-candidate-bundle"
@@ -39,4 +44,34 @@ def format_for(doc_version: int, asked: int | None) -> int:
 CRATE_SINCE = 3
 
 
-__all__ = ["FORMAT", "KIND", "FORMAT_VERSION", "FORMAT_VERSIONS", "SCHEMA_VERSION", "DOC_VERSIONS", "CRATE_SINCE", "format_for"]
+@dataclass(frozen=True)
+class BundleKind:
+    """One kind of bundle: what its bag-info.txt calls its format, the format versions this
+    packer writes and the verifier reads (the newest is the default), the first version with the
+    RO-Crate metadata file and optional signatures, and the schema of its ``data/bundle.json``."""
+
+    name: str
+    format: str
+    versions: tuple[int, ...]
+    newest: int
+    crate_since: int
+    meta_schema: str
+
+    def check_format(self, version: int, signed: bool) -> None:
+        """Refuse a bundle format this packer does not write, and a signature on one that cannot
+        carry it. Raises UsageError (2)."""
+        if version not in self.versions:
+            raise UsageError(f"--bundle-format {version} is not a format this packer writes",
+                             f"use one of {', '.join(map(str, self.versions))} (default {self.newest})")
+        if signed and version < self.crate_since:
+            raise UsageError(f"bundle format {version} cannot be signed (signatures start with format "
+                             f"{self.crate_since})", "drop --bundle-format, or drop --sign")
+
+
+STUDY = BundleKind("study", pack.FORMAT_NAME, pack.FORMAT_VERSIONS, pack.FORMAT_VERSION, pack.CRATE_SINCE, "bundle")
+CANDIDATES = BundleKind("candidates", FORMAT, FORMAT_VERSIONS, FORMAT_VERSION, CRATE_SINCE, "candidate-bundle")
+#: bag-info.txt's Bundle-Format -> its kind
+BY_FORMAT = {k.format: k for k in (STUDY, CANDIDATES)}
+
+
+__all__ = ["BundleKind", "STUDY", "CANDIDATES", "BY_FORMAT", "FORMAT", "KIND", "FORMAT_VERSION", "FORMAT_VERSIONS", "SCHEMA_VERSION", "DOC_VERSIONS", "CRATE_SINCE", "format_for"]

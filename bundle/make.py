@@ -7,8 +7,6 @@ results folder that survives a failed pack.
 """
 from __future__ import annotations
 
-import dataclasses
-
 import hashlib
 import os
 import re
@@ -17,15 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
-from kbrepro.bundle import attest, claims as claims_mod, crate, facts, pack, plots as plots_mod, report, scrub, validate
+from kbrepro.bundle import assemble, attest, claims as claims_mod, pack, plots as plots_mod, report, scrub, validate
+from kbrepro.bundle.assemble import Contents, json_roundtrip
+from kbrepro.bundle.kinds import STUDY
 from kbrepro.harness import jsonio, plugin
 from kbrepro.harness.kernelbench import KernelBenchCheckout, load_lock, resolve_checkout
-from kbrepro.errors import (Interrupted, InvalidResultsError, KernelBenchPinError, OutputPathError,
-                            UnreadableInputError, UsageError)
+from kbrepro.errors import Interrupted, InvalidResultsError, KernelBenchPinError, UnreadableInputError, UsageError
 
 from kbrepro.bundle.documents import DOC_PATHS, OUR_DOCUMENTS, REQUIRED  # noqa: E402,F401
 from kbrepro.bundle.workers import PlotWorker, start_workers, stop_workers
-from kbrepro import schemas
 from kbrepro.bundle.documents import study_documents
 from kbrepro.harness.plugin import files_digest
 from kbrepro.harness.study import default_study_path, find_study, load_study
@@ -259,15 +257,13 @@ def renderings_of(figures: Mapping[str, dict], pngs: Mapping[str, bytes]) -> dic
     return out
 
 
-def build_payload(rs: ResultSet, *, kernelbench: str | None = None, study_path: str | None = None,
-                  claims_path: str | None = None, name: str | None = None, with_plots: bool = True,
-                  plotter: "PlotWorker | None" = None, bundle_format: int = pack.FORMAT_VERSION,
-                  signing_key=None) -> tuple[pack.Bag, dict, dict]:
-    """Everything that goes into the bag. Returns ``(bag, bundle metadata, claims document)``.
-    ``bundle_format`` 4 (the default) adds the RO-Crate metadata file (:mod:`bundle.crate`);
-    3 writes the layout of the bundles packed before it. ``signing_key``
-    (:class:`bundle.attest.SigningKey`, format 4 only) adds the signed attestations."""
-    check_bundle_format(bundle_format, signing_key is not None)
+def study_contents(rs: ResultSet, *, kernelbench: str | None = None, study_path: str | None = None,
+                   claims_path: str | None = None, name: str | None = None, with_plots: bool = True,
+                   plotter: "PlotWorker | None" = None, bundle_format: int = pack.FORMAT_VERSION) -> Contents:
+    """What a study bundle of ``rs`` holds (:class:`bundle.assemble.Contents`), for
+    :func:`bundle.assemble.build_payload` to seal in ``bundle_format`` (5, the default; 3 for
+    the layout before RO-Crate and signatures). Raises InvalidResultsError / UnreadableInputError /
+    KernelBenchPinError for results, study files or KernelBench files that do not hold."""
     payload: dict[str, bytes] = {}
     notes = list(rs.notes)
     for n, doc in rs.documents.items():
@@ -323,59 +319,11 @@ def build_payload(rs: ResultSet, *, kernelbench: str | None = None, study_path: 
         except ImportError:
             renderings = {}
     # rendered from the records as packed (canonical JSON read back), exactly as the verifier renders it
-    import json as _json
-
-    canon = {n: _json.loads(payload[DOC_PATHS[n]]) for n in rs.documents}
+    canon = {n: json_roundtrip(rs.documents[n]) for n in rs.documents}
     sections = rs.binding.report_sections(rs.study.doc, canon) if rs.binding is not None else []
-    payload["REPORT.md"] = report.render(meta, canon, _json.loads(payload["claims.json"]), plots, sections,
-                                      own_ids).encode()
-    payload["bundle.json"] = jsonio.dumps(meta).encode()
-
-    problems = schemas.validate(meta, "bundle") + schemas.validate(claims_doc, "claims")
-    if problems:
-        raise InvalidResultsError("internal error: bundle metadata invalid: " + "; ".join(map(str, problems[:10])),
-                                  "report this as a bug")
-    bag = pack.make_bag(meta["name"], payload, pack.bag_info(meta["name"], pack.FORMAT_NAME, bundle_format,
-                                                             f"{study_info['name']} ({study_info['profile']})",
-                                                             rs.source), renderings=renderings)
-    if bundle_format >= pack.CRATE_SINCE:
-        bag = describe_and_sign(bag, meta, {**canon, "claims": json_roundtrip(claims_doc)}, signing_key)
-    bag = dataclasses.replace(bag, summary=report.post_summary(meta, canon, json_roundtrip(claims_doc),
-                                                               bag.digest(), own_ids).encode())
-    return bag, meta, claims_doc
-
-
-def check_bundle_format(bundle_format: int, signed: bool, versions=pack.FORMAT_VERSIONS,
-                        since: int = pack.CRATE_SINCE) -> None:
-    """Refuse a bundle format this packer does not write, and a signature on one that cannot
-    carry it. Raises UsageError (2)."""
-    if bundle_format not in versions:
-        raise UsageError(f"--bundle-format {bundle_format} is not a format this packer writes",
-                         f"use one of {', '.join(map(str, versions))} (default {max(versions)})")
-    if signed and bundle_format < since:
-        raise UsageError(f"bundle format {bundle_format} cannot be signed (signatures start with format {since})",
-                         "drop --bundle-format, or drop --sign")
-
-
-def describe_and_sign(bag: pack.Bag, meta: Mapping, documents: Mapping[str, Mapping], signing_key=None) -> pack.Bag:
-    """``bag`` with its RO-Crate metadata file in the payload (:mod:`bundle.crate`) and, with a
-    ``signing_key``, its signed attestations (:mod:`bundle.attest`): both derived from the
-    payload (``documents`` as read back, ``claims`` among them), as the verifier derives them."""
-    docs = {n: d for n, d in documents.items() if n != "claims"}
-    f = facts.bundle_facts(meta, docs, bag.payload)
-    payload = {**bag.payload, facts.CRATE_FILE: crate.render(f)}
-    bag = dataclasses.replace(bag, payload=payload)
-    if signing_key is not None:
-        bag = dataclasses.replace(bag, attestations=attest.sign(f, attest.verdicts_of(documents["claims"]), payload,
-                                                                signing_key))
-    return bag
-
-
-def json_roundtrip(doc: Mapping) -> dict:
-    """``doc`` as the verifier reads it back (canonical JSON), so that both derive the same figures."""
-    import json as _json
-
-    return _json.loads(jsonio.dumps(doc))
+    payload["REPORT.md"] = report.render(meta, canon, json_roundtrip(claims_doc), plots, sections, own_ids).encode()
+    return Contents(payload=payload, meta=meta, claims=claims_doc, documents=canon, own_ids=own_ids,
+                    label=f"{study_info['name']} ({study_info['profile']})", renderings=renderings)
 
 
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz")
@@ -421,7 +369,7 @@ def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench
     t0 = time.perf_counter()
     _check_name(name)
     key = load_key(sign)
-    check_bundle_format(bundle_format, key is not None)
+    STUDY.check_format(bundle_format, key is not None)
     if out is not None:
         out = check_out_path(Path(out))
     if study_path is not None:
@@ -454,34 +402,16 @@ def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench
     try:
         check_results(rs, workers.schema_problems())
         try:
-            bag, meta, claims_doc = build_payload(rs, kernelbench=kernelbench, study_path=study_path,
-                                                  claims_path=claims_path, name=name, with_plots=with_plots,
-                                                  plotter=workers, bundle_format=bundle_format,
-                                                  signing_key=key)
-        except OSError as exc:  # everything build_payload touches on disk is read, never written
+            contents = study_contents(rs, kernelbench=kernelbench, study_path=study_path, claims_path=claims_path,
+                                      name=name, with_plots=with_plots, plotter=workers, bundle_format=bundle_format)
+        except OSError as exc:  # everything study_contents touches on disk is read, never written
             raise UnreadableInputError(f"cannot read {exc.filename or 'an input file'}: {_why(exc)}",
                                        "make the file readable; nothing was written") from exc
     finally:
         workers.close()
-    digest = bag.digest()
-    digest_path = out.with_name(out.name + pack.DIGEST_SUFFIX)
-    written = False
-    try:
-        size = pack.write_archive(bag, out)
-        written = True
-        jsonio.atomic_write_bytes(digest_path,
-                                  f"bundle digest (sha256 of {bag.name}/tagmanifest-sha256.txt): {digest}\n".encode())
-    except BaseException as exc:
-        if written:
-            try:
-                out.unlink()
-            except OSError:
-                pass
-        if isinstance(exc, OSError):
-            raise OutputPathError(f"cannot write {out if not written else digest_path}: {_why(exc)}; "
-                                  "nothing was written",
-                                  "choose another --out") from exc
-        raise
+    bag = assemble.build_payload(STUDY, contents, bundle_format, key)
+    meta, claims_doc = contents.meta, contents.claims
+    size, digest = assemble.write_bundle(bag, out)
     return MadeBundle(path=out, name=bag.name, digest=digest, size_bytes=size, claims_summary=claims_doc["summary"],
                       pack_seconds=time.perf_counter() - t0, notes=tuple(meta["notes"]),
                       signed_by=key.public.keyid if key else None)
@@ -509,7 +439,7 @@ def run_and_make(out: Path | None, *, study_path: str | None, profile: str, kern
     later; Ctrl-C raises :class:`~kbrepro.errors.Interrupted` saying what was kept."""
     _check_name(name)
 
-    check_bundle_format(bundle_format, load_key(sign) is not None)  # a bad key is reported before the GPU
+    STUDY.check_format(bundle_format, load_key(sign) is not None)  # a bad key is reported before the GPU
     if out is not None:
         out = check_out_path(Path(out))
     if study_path is not None:

@@ -45,7 +45,7 @@ def test_from_results_of_candidates_takes_no_run_options(cand, tmp_path):
     res_dir = tmp_path / "res" / "results"
     res_dir.mkdir(parents=True)
     (res_dir / "candidates.json").write_text("{}")
-    one_error(cli("make", "--from-results", tmp_path / "res", "--candidate", cand), 2, "to a new run")
+    one_error(cli("make", "--from-results", tmp_path / "res", "--candidate", cand), 2, "--candidate does not apply to packing")
     # an unreadable candidates.json: exit 3 or 1 (invalid), one line, nothing written
     res = cli("make", "--from-results", tmp_path / "res", "--out", tmp_path / "x.tar")
     assert res.code in (1, 3) and "Traceback" not in res.err and not (tmp_path / "x.tar").exists()

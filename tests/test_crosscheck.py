@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import ROOT, SHARED_RUN
+from kbrepro.bundle import assemble, kinds, pack
 from kbrepro.bundle import crosscheck as cx
 from kbrepro.harness import jsonio
 from kbrepro.harness.study import load_study
@@ -358,7 +359,9 @@ def imported():
     from kbrepro.bundle import make
 
     rs = make.load_results(SHARED_RUN)
-    bag, meta, claims_doc = make.build_payload(rs, with_plots=False)
+    contents = make.study_contents(rs, with_plots=False)
+    bag = assemble.build_payload(kinds.STUDY, contents, pack.FORMAT_VERSION)
+    meta = contents.meta
     files = dict(bag.members())
     docs = {s.split("/", 1)[1]: jsonio.loads_strict(files[f"data/{rel}"], rel) for rel, s in meta["documents"].items()}
     return _ns(docs, files, meta)

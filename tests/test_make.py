@@ -104,7 +104,7 @@ def test_no_gpu_default_run_stops_at_once_and_names_the_alternatives():
         pytest.skip("a GPU is present")
     r = _make()
     assert r.returncode == 4
-    assert "--from-results" in r.stderr and "verify_bundle.py" in r.stderr
+    assert "make_bundle.py pack DIR" in r.stderr and "verify_bundle.py" in r.stderr
 
 
 @needs_shared

@@ -479,8 +479,8 @@ from test_cli_misuse import cli, one_error  # noqa: E402
 
 
 @pytest.mark.parametrize("args,code,fragment", [
-    (["--shards", "2"], 2, "applies to KernelBench candidate runs"),
-    (["--engine", "submitit", "--study", "studies/layernorm"], 2, "applies to KernelBench candidate runs"),
+    (["--shards", "2"], 2, "does not apply to a study run"),
+    (["--engine", "submitit", "--study", "studies/layernorm"], 2, "does not apply to a study run"),
     (["--candidate", "{c}", "--task", "1/40", "--engine-opt", "timeout_min=5"], 2, "--engine-opt without --engine"),
     (["--candidate", "{c}", "--task", "1/40", "--shards", "0"], 2, "not a positive number"),
     (["--candidate", "{c}", "--task", "1/40", "--engine", "local", "--engine-opt", "bad"], 2, "KEY=VALUE"),

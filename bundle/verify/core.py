@@ -11,7 +11,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Callable, Mapping
 
-from kbrepro.bundle import kinds, pack
+from kbrepro.bundle import kinds
 from kbrepro.harness import bounded, plugin
 from kbrepro.harness.kernelbench import load_lock, load_pin
 from kbrepro.harness.study import registry, studies_root
@@ -228,9 +228,9 @@ class Bundle:
 def has_crate(info: Mapping) -> bool:
     """Whether the format bag-info.txt names (tier 1 accepted it) carries the RO-Crate file
     and may carry attestations: study format 4, candidate format 3, and later."""
-    since = {pack.FORMAT_NAME: pack.CRATE_SINCE, kinds.FORMAT: kinds.CRATE_SINCE}.get(info.get("Bundle-Format"))
+    kind = kinds.BY_FORMAT.get(info.get("Bundle-Format"))
     v = info.get("Bundle-Format-Version") or ""
-    return since is not None and v.isdigit() and int(v) >= since
+    return kind is not None and v.isdigit() and int(v) >= kind.crate_since
 
 
 def bag_info(raw: bytes) -> dict:

@@ -32,7 +32,7 @@ def tier_archive(path: Path, t: Tier) -> arc.ArchiveContents:
         t.fail("bagit.txt", "unknown BagIt version", expected="BagIt-Version: 1.0",
                found=bagit.decode("utf-8", "replace").splitlines()[:1])
     info = bag_info(contents.files.get("bag-info.txt", b""))
-    formats = {pack.FORMAT_NAME: pack.FORMAT_VERSIONS, kinds.FORMAT: kinds.FORMAT_VERSIONS}
+    formats = {f: k.versions for f, k in kinds.BY_FORMAT.items()}
     fmt = info.get("Bundle-Format")
     if fmt not in formats:
         t.fail("bag-info.txt", "not a kbrepro bundle", expected=pack.FORMAT_NAME, found=fmt)

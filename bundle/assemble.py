@@ -1,0 +1,112 @@
+"""The one make pipeline's last stages for every bundle kind (DESIGN.md section 3): a kind (a
+study, candidates) contributes its :class:`Contents` (payload, bundle metadata, claims, the
+documents as packed); :func:`build_payload` seals them into the bag the same way for both,
+and :func:`write_bundle` writes the archive and its digest file, or nothing.
+
+The seal, in order: the metadata and claims documents are checked against their schemas (a
+failure is our defect), ``bundle.json`` joins the payload, the bag is built with the kind's
+bag-info.txt, from the kind's ``crate_since`` format on the RO-Crate metadata file joins the
+payload and, with a key, the signed attestations the tag files (:mod:`bundle.crate`,
+:mod:`bundle.attest`), and last the five-line ``summary.txt`` is rendered with the bag's digest.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from kbrepro import schemas
+from kbrepro.bundle import attest, crate, facts, pack, report
+from kbrepro.bundle.kinds import BundleKind
+from kbrepro.errors import InvalidResultsError, OutputPathError
+from kbrepro.harness import jsonio
+
+
+@dataclass(frozen=True)
+class Contents:
+    """What a bundle kind puts into its bag. ``payload``: the files under ``data/`` by path, without
+    ``bundle.json``; ``meta``: the ``data/bundle.json`` document (its kind's schema); ``claims``:
+    the claims document as evaluated; ``documents``: the result documents as packed (canonical
+    JSON read back, what the verifier reads), by name; ``own_ids``: the ids of the claims the
+    study itself defines (the others are the author's); ``label``: bag-info.txt's ``Study``;
+    ``renderings``: the figures' PNGs, outside every manifest."""
+
+    payload: Mapping[str, bytes]
+    meta: Mapping
+    claims: Mapping
+    documents: Mapping[str, Mapping]
+    own_ids: frozenset
+    label: str
+    renderings: Mapping[str, bytes] = field(default_factory=dict)
+
+
+def json_roundtrip(doc: Mapping) -> dict:
+    """``doc`` as the verifier reads it back (canonical JSON), so that both derive the same figures."""
+    return json.loads(jsonio.dumps(doc))
+
+
+def describe_and_sign(bag: pack.Bag, meta: Mapping, documents: Mapping[str, Mapping], signing_key=None) -> pack.Bag:
+    """``bag`` with its RO-Crate metadata file in the payload (:mod:`bundle.crate`) and, with a
+    ``signing_key``, its signed attestations (:mod:`bundle.attest`): both derived from the
+    payload (``documents`` as read back, ``claims`` among them), as the verifier derives them."""
+    docs = {n: d for n, d in documents.items() if n != "claims"}
+    f = facts.bundle_facts(meta, docs, bag.payload)
+    payload = {**bag.payload, facts.CRATE_FILE: crate.render(f)}
+    bag = dataclasses.replace(bag, payload=payload)
+    if signing_key is not None:
+        bag = dataclasses.replace(bag, attestations=attest.sign(f, attest.verdicts_of(documents["claims"]), payload,
+                                                                signing_key))
+    return bag
+
+
+def build_payload(kind: BundleKind, contents: Contents, bundle_format: int, signing_key=None) -> pack.Bag:
+    """The sealed bag of ``contents`` in ``kind``'s format ``bundle_format``, signed with
+    ``signing_key`` (:class:`bundle.attest.SigningKey`) if given. Raises UsageError for a format
+    the kind does not write or cannot sign, InvalidResultsError ("internal error") where the
+    metadata or claims document does not validate against its schema."""
+    kind.check_format(bundle_format, signing_key is not None)
+    meta = contents.meta
+    problems = schemas.validate(meta, kind.meta_schema) + schemas.validate(contents.claims, "claims")
+    if problems:
+        raise InvalidResultsError("internal error: bundle metadata invalid: " + "; ".join(map(str, problems[:10])),
+                                  "report this as a bug")
+    payload = {**contents.payload, "bundle.json": jsonio.dumps(meta).encode()}
+    bag = pack.make_bag(meta["name"], payload, pack.bag_info(meta["name"], kind.format, bundle_format, contents.label,
+                                                             meta["source"]), renderings=contents.renderings)
+    claims = json_roundtrip(contents.claims)
+    if bundle_format >= kind.crate_since:
+        bag = describe_and_sign(bag, meta, {**contents.documents, "claims": claims}, signing_key)
+    summary = report.post_summary(meta, contents.documents, claims, bag.digest(), contents.own_ids)
+    return dataclasses.replace(bag, summary=summary.encode())
+
+
+def write_bundle(bag: pack.Bag, out: Path) -> tuple[int, str]:
+    """Write ``bag`` to the archive ``out`` (atomically), then its digest to
+    ``<out>.sha256-digest``; if the digest cannot be written the archive is removed again, so
+    both or neither exist. Returns ``(archive size in bytes, bundle digest)``. Raises
+    OutputPathError (2) where either cannot be written."""
+    digest = bag.digest()
+    digest_path = out.with_name(out.name + pack.DIGEST_SUFFIX)
+    written = False
+    try:
+        size = pack.write_archive(bag, out)
+        written = True
+        jsonio.atomic_write_bytes(digest_path,
+                                  f"bundle digest (sha256 of {bag.name}/tagmanifest-sha256.txt): {digest}\n".encode())
+    except BaseException as exc:
+        if written:
+            try:
+                out.unlink()
+            except OSError:
+                pass
+        if isinstance(exc, OSError):
+            raise OutputPathError(f"cannot write {out if not written else digest_path}: "
+                                  f"{(exc.strerror or type(exc).__name__).lower()}; nothing was written",
+                                  "choose another --out") from exc
+        raise
+    return size, digest
+
+
+__all__ = ["Contents", "build_payload", "write_bundle", "describe_and_sign", "json_roundtrip"]

@@ -1,0 +1,451 @@
+"""``make_bundle.py``'s command line (DESIGN.md §2, ``cli/make.py``): one subcommand per thing it
+makes, each declaring only its own options.
+
+    python make_bundle.py [study] [--profile quick] [--out X.tar]      # run a study on this GPU, pack it
+    python make_bundle.py candidates --candidate F.py --task 1/88       # run KernelBench candidates, pack them
+    python make_bundle.py pack RESULTS [--out X.tar] [--sign KEY]       # pack results that exist (no GPU)
+    python make_bundle.py keygen DIR                                    # an Ed25519 key pair for --sign
+    python make_bundle.py selftest                                      # the harness self-tests on this GPU
+
+The form before subcommands stays: with no subcommand the options choose one (``--candidate``,
+``--candidate-dir``, ``--task``, ``--size``, ``--extra-shape``: candidates; ``--from-results DIR``:
+pack; ``--keygen DIR``: keygen; ``--self-test``: selftest; else study). Either way an option of
+another subcommand is one usage error naming where it applies (:meth:`_Group.parse_args`), the
+one rule that replaces the "X does not apply to Y" ladders.
+
+Our own modules are imported inside the commands (an entry point: ``--help`` and a usage error
+answer in about 0.07 s instead of the 0.5 s the bundle stack takes to import, and nothing loads
+CUDA before ``make_bundle.py`` set CUDA_CACHE_DISABLE).
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from kbrepro.cli.edge import EdgeMixin, status
+from kbrepro.errors import EnvironmentUnavailableError, UsageError
+
+# ---------------------------------------------------------------------------------------------
+# the options, each written once; a subcommand names the ones it takes
+
+_P = click.Path()
+OPTIONS: dict[str, tuple[tuple[str, ...], dict]] = {
+    "study": (("--study",), dict(type=_P, help="study folder (studies/<name>) or its study.yaml "
+                                               "[default: studies/pointwise_fusion]")),
+    "profile": (("--profile",), dict(help="profile of a new run: full (default), quick; a study also extended")),
+    "out": (("--out",), dict(type=_P, help="archive to write (.tar or .tar.gz) [default: <bundle name>.tar]")),
+    "kernelbench": (("--kernelbench",), dict(type=_P, help="KernelBench checkout [default: $KBREPRO_KERNELBENCH or "
+                                                           "the project's KernelBench/ submodule]")),
+    "results_dir": (("--results-dir",), dict(type=_P, help="where a new run writes its documents; a candidate run "
+                                                           "stopped before it finished resumes in its folder "
+                                                           "[default: results/<study>-<profile>-<UTC>]")),
+    "claims": (("--claims",), dict(type=_P, help="claims YAML [default: the study's own claims file]")),
+    "cache_dir": (("--cache-dir",), dict(type=_P, help="our cubin cache [default: none]")),
+    "name": (("--name",), dict(help="bundle name [default: <study>-<profile>-<run start UTC>]")),
+    "no_plots": (("--no-plots",), dict(is_flag=True, help="draw no renderings (the figures' data are packed all the "
+                                                          "same; the digest does not change)")),
+    "allow_failing": (("--allow-failing",), dict(is_flag=True, help=(
+        "keep a bundle that will fail verification (a study), or pack a candidate bundle even when a candidate is "
+        "caught or a default claim fails"))),
+    "sign": (("--sign",), dict(type=_P, help=(
+        "sign the bundle with this Ed25519 private key (PEM, as 'openssl genpkey -algorithm ed25519' or keygen "
+        "writes it): in-toto statements (SLSA provenance, the claims' test result) in DSSE envelopes, a tag file "
+        "the digest covers; the key never enters the bundle"))),
+    "bundle_format": (("--bundle-format",), dict(type=int, help=(
+        "the bundle format to write [default: the newest, 5, with the RO-Crate metadata file and, in REPORT.md, "
+        "the rounds each timing block holds; candidates: the newest that holds the results, 4 for timing "
+        "protocol 2]; 4 gives an adaptive block's minimum rounds there; 3 (candidates: 2 or 3 for results of "
+        "timing protocol 1) is the layout of the bundles packed before signatures and RO-Crate, as the committed "
+        "examples are (cannot be signed)"))),
+    "candidates": (("--candidate", "candidates"), dict(multiple=True, type=_P, help=(
+        "a KernelBench candidate file (defines ModelNew); repeat for several; needs --task"))),
+    "candidate_dir": (("--candidate-dir",), dict(type=_P, help=(
+        "a folder of candidates, one file per task named <level>_<task>[_name].py (e.g. 1_19.py): a whole level "
+        "in one run and one bundle; instead of --candidate and --task"))),
+    "tasks": (("--task", "tasks"), dict(multiple=True, help=(
+        "the task a --candidate solves: LEVEL/TASK (e.g. 1/88) or a KernelBench path of the pin; one for all "
+        "candidates or one per --candidate, in order"))),
+    "sizes": (("--size", "sizes"), dict(multiple=True, help=(
+        "a candidate run at other sizes: NAME=VALUE sets the task's size global (repeatable, recorded); VALUE of "
+        "the kind of the task's own value: an integer (batch_size=8) or a tuple of 1 to 8 positive integers, in "
+        "parentheses or not, a one-entry tuple with its comma (input_shape=(4096,) or input_shape=4096, and "
+        "kernel_size=(5,7) or kernel_size=5,7)"))),
+    "extra_shapes": (("--extra-shape", "extra_shapes"), dict(multiple=True, help=(
+        "an extra shape each candidate is checked at: NAME=VALUE[,NAME=VALUE], VALUE as --size's "
+        "(kernel_size=(3,5),batch_size=4) [default: batch_size // 2]"))),
+    "shards": (("--shards",), dict(type=int, help=(
+        "run each candidate x task as its own case, at most N at once (local engine: one process per GPU, so N <= "
+        "the GPUs; submitit on Slurm: the array's parallelism)"))),
+    "engine": (("--engine",), dict(type=click.Choice(["local", "submitit", "ray"]), help=(
+        "what runs the cases [default with --shards: local]; submitit needs kbrepro[cluster], ray needs "
+        "kbrepro[ray]"))),
+    "engine_opts": (("--engine-opt", "engine_opts"), dict(multiple=True, help=(
+        "an engine parameter KEY=VALUE (repeatable): the submitit executor's parameters (cluster=local or slurm, "
+        "slurm_partition, timeout_min, gpus_per_node...), the ray address, the local gpus=0,1"))),
+    "device": (("--device",), dict(type=click.Choice(["cuda", "cpu"]), help=(
+        "cuda (default) or cpu (a run without timings, profiler or poisoned allocator)"))),
+    # the spellings of the form before subcommands, accepted where they route to
+    "from_results": (("--from-results", "from_results"), dict(type=_P, hidden=True)),
+    "keygen": (("--keygen", "keygen_dir"), dict(type=_P, hidden=True)),
+    "self_test": (("--self-test", "self_test"), dict(is_flag=True, hidden=True)),
+}
+PACKING = ("out", "kernelbench", "claims", "name", "allow_failing", "sign", "bundle_format")
+
+
+def options(*names: str):
+    """Click decorators for the options ``names`` of :data:`OPTIONS`, in that order."""
+    def deco(f):
+        for n in reversed(names):
+            decls, kw = OPTIONS[n]
+            f = click.option(*decls, **{"default": None, **kw} if not kw.get("is_flag") else kw)(f)
+        return f
+    return deco
+
+
+#: what each subcommand makes, as the usage errors name it
+WHAT = {"study": "a study run", "candidates": "KernelBench candidate runs",
+        "pack": "packing results that exist (pack, --from-results)", "keygen": "keygen", "selftest": "selftest"}
+#: the spellings of the form before subcommands: the first one given chooses the subcommand
+LEGACY = (("--self-test", "selftest"), ("--keygen", "keygen"), ("--from-results", "pack"),
+          *((o, "candidates") for o in ("--candidate", "--candidate-dir", "--task", "--size", "--extra-shape")))
+LONE = {"keygen": "--keygen", "selftest": "--self-test"}
+
+
+class _Group(EdgeMixin, click.Group):
+    """Errors, Ctrl-C and unexpected exceptions become one line and an exit code (kbrepro.errors);
+    the form without a subcommand is routed (:data:`LEGACY`)."""
+
+    def list_commands(self, ctx):
+        return list(WHAT)
+
+    def _table(self) -> dict[str, tuple[bool, set[str]]]:
+        """Every option spelling -> (takes a value, the subcommands that accept it)."""
+        table: dict[str, tuple[bool, set[str]]] = {}
+        for name, cmd in self.commands.items():
+            for p in cmd.params:
+                if isinstance(p, click.Option):
+                    for o in (*p.opts, *p.secondary_opts):
+                        table.setdefault(o, (not p.is_flag, set()))[1].add(name)
+        return table
+
+    def parse_args(self, ctx, args):
+        args = list(args)
+        if args and args[0] in ctx.help_option_names:
+            return super().parse_args(ctx, args)
+        legacy = not args or args[0].startswith("-")
+        if not legacy and args[0] not in self.commands:
+            return super().parse_args(ctx, args)  # click's "No such command"
+        table = self._table()
+        rest = args if legacy else args[1:]
+        given = _given(rest, table)
+        sub = next((s for o, s in LEGACY if o in given), "study") if legacy else args[0]
+        foreign = [o for o in dict.fromkeys(given) if sub not in table[o][1]]
+        if foreign:
+            got = ", ".join(foreign)
+            if sub in LONE:
+                form = LONE[sub] if legacy else sub
+                raise UsageError(f"{form} takes no other option (got {got})",
+                                 f"run 'python make_bundle.py {sub}{' DIR' if sub == 'keygen' else ''}' alone")
+            one = len(foreign) == 1
+            owners = [WHAT[s] for s in WHAT if s not in LONE and all(s in table[o][1] for o in foreign)]
+            raise UsageError(f"{got} {'does' if one else 'do'} not apply to {WHAT[sub]}",
+                             f"drop {'it' if one else 'them'}" + (f"; {'it applies' if one else 'they apply'} to "
+                                                                  f"{' and '.join(owners)}" if owners else
+                                                                  f"; see 'python make_bundle.py {sub} --help'"))
+        return super().parse_args(ctx, [sub, *rest])
+
+
+def _given(args: list[str], table: dict[str, tuple[bool, set[str]]]) -> list[str]:
+    """The known option spellings in ``args``, in order (a value token is skipped, ``--x=v`` read
+    as ``--x``; an unknown option is left for click to refuse)."""
+    out, i = [], 0
+    while i < len(args):
+        t = args[i]
+        if t == "--":
+            break
+        name, eq, _ = t.partition("=")
+        if name in table:
+            out.append(name)
+            if table[name][0] and not eq:
+                i += 1
+        i += 1
+    return out
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """Run a study or KernelBench candidates on this GPU, validate every result, and pack a
+    deterministic, verifiable bundle; or pack results that exist. Without a subcommand: study
+    (the options before subcommands still choose one: --candidate, --from-results, --keygen,
+    --self-test)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# the subcommands
+
+
+@main.command("study")
+@options("study", "profile", "results_dir", "cache_dir", "no_plots", *PACKING)
+def study_cmd(study, profile, results_dir, cache_dir, no_plots, out, kernelbench, claims, name, allow_failing, sign,
+              bundle_format) -> None:
+    """Run a study on this GPU (the published one by default), validate, and pack it."""
+    from kbrepro.bundle import make
+    from kbrepro.bundle.kinds import STUDY
+    from kbrepro.harness.run import early_prefetch
+    from kbrepro.harness.study import load_study
+    from kbrepro.paths import check_input_dir, check_input_file, check_input_path, prepare_output_dir, remove_created
+    from kbrepro.process import deferred_sigint
+
+    _refuse_signed_failing(sign, allow_failing)
+    STUDY.check_format(STUDY.newest if bundle_format is None else bundle_format, sign is not None)
+    # usage first, then the inputs (exit 3), then the outputs (exit 2), then the GPU (4), all before any work
+    if study:
+        check_input_path(study, "--study")
+    if claims:
+        check_input_file(claims, "--claims")
+    if kernelbench:
+        check_input_dir(kernelbench, "--kernelbench", make.KB_HINT)
+    key = make.load_key(sign)
+    if out:
+        make.check_out_path(Path(out))
+    profile = profile or "full"
+    cfg = load_study(study, profile)  # a bad study or profile is reported before anything else
+    if cache_dir:
+        remove_created(prepare_output_dir(cache_dir, "--cache-dir", must_be_empty=False)[1])
+    if results_dir:
+        remove_created(prepare_output_dir(results_dir, "--results-dir")[1])
+    t0 = time.perf_counter()
+    prefetcher = early_prefetch(cfg, kernelbench)  # the model builds start while torch loads here
+    try:
+        with deferred_sigint():  # a Ctrl-C inside torch's C++ import would abort
+            import torch
+
+        if not torch.cuda.is_available():
+            raise EnvironmentUnavailableError(
+                "no CUDA GPU here: the study cannot run on this machine",
+                "to pack results that exist, run 'python make_bundle.py pack DIR'; to check a bundle, "
+                "run 'python verify_bundle.py ARCHIVE'")
+        made, run_doc = make.run_and_make(Path(out) if out else None, study_path=study, profile=profile,
+                                          kernelbench=kernelbench,
+                                          results_dir=Path(results_dir) if results_dir else None,
+                                          cache_dir=Path(cache_dir) if cache_dir else None, claims_path=claims,
+                                          progress=_progress, name=name, with_plots=not no_plots,
+                                          bundle_format=STUDY.newest if bundle_format is None else bundle_format,
+                                          sign=sign, prefetcher=prefetcher)
+    finally:
+        if prefetcher is not None:
+            prefetcher.close()
+    _summary(made, f"; study run {run_doc['wall_seconds']:.1f} s; whole command {time.perf_counter() - t0:.1f} s",
+             allow_failing=allow_failing, public_key=key.public if key else None)
+
+
+@main.command("pack")
+@click.argument("results", required=False, type=_P)
+@options("from_results", "study", "no_plots", *PACKING)
+def pack_cmd(results, from_results, study, no_plots, out, kernelbench, claims, name, allow_failing, sign,
+             bundle_format) -> None:
+    """Pack the results folder RESULTS a run wrote (a study's, the post's original files, or
+    candidates'): validated, no GPU needed."""
+    from kbrepro.bundle import candidates as bc
+    from kbrepro.bundle import make
+    from kbrepro.bundle.kinds import CANDIDATES, STUDY
+    from kbrepro.paths import check_input_dir, check_input_file, check_input_path
+
+    if (results is None) == (from_results is None):
+        raise UsageError("pack needs the results folder, once", "e.g. python make_bundle.py pack results/<name>")
+    folder = results or from_results
+    check_input_dir(folder, "--from-results" if from_results else "RESULTS", "pass the folder a run wrote, "
+                    "e.g. results/<name>")
+    if bc.is_candidate_results(Path(folder)):
+        wrong = [o for o, v in (("--study", study), ("--no-plots", no_plots), ("--kernelbench", kernelbench)) if v]
+        if wrong:
+            raise UsageError(f"{', '.join(wrong)} {'does' if len(wrong) == 1 else 'do'} not apply to candidate "
+                             "results", "drop them: candidate results carry their tasks")
+        make._check_name(name)
+        if bundle_format is not None:  # else the newest format that holds the results (kinds.format_for)
+            CANDIDATES.check_format(bundle_format, sign is not None)
+        key = make.load_key(sign)
+        if claims:
+            check_input_file(claims, "--claims")
+        if out:
+            make.check_out_path(Path(out))
+        with status(f"packing {folder}"):
+            made = bc.pack_results(Path(folder), Path(out) if out else None, claims_path=claims, name=name,
+                                   allow_failing=allow_failing, bundle_format=bundle_format, sign=sign)
+        _summary(made, public_key=key.public if key else None, allow_failing=allow_failing, own_run=True)
+        return
+    _refuse_signed_failing(sign, allow_failing)
+    bundle_format = STUDY.newest if bundle_format is None else bundle_format
+    STUDY.check_format(bundle_format, sign is not None)
+    if study:
+        check_input_path(study, "--study")
+    if claims:
+        check_input_file(claims, "--claims")
+    if kernelbench:
+        check_input_dir(kernelbench, "--kernelbench", make.KB_HINT)
+    key = make.load_key(sign)  # a key that cannot be read (3) or used (2), before any work
+    if out:
+        make.check_out_path(Path(out))
+    with status(f"packing {folder}"):
+        made = make.make_from_results(Path(folder), Path(out) if out else None, kernelbench=kernelbench,
+                                      study_path=study, claims_path=claims, name=name, with_plots=not no_plots,
+                                      bundle_format=bundle_format, sign=sign)
+    _summary(made, allow_failing=allow_failing, public_key=key.public if key else None)
+
+
+@main.command("candidates")
+@options("candidates", "candidate_dir", "tasks", "sizes", "extra_shapes", "profile", "results_dir", "device",
+         "shards", "engine", "engine_opts", *PACKING)
+def candidates_cmd(candidates, candidate_dir, tasks, sizes, extra_shapes, profile, results_dir, device, shards, engine,
+                   engine_opts, out, kernelbench, claims, name, allow_failing, sign, bundle_format) -> None:
+    """Run KernelBench candidates (files defining ModelNew) against their tasks, then pack them;
+    with --shards/--engine each candidate x task runs as its own case (docs/sharding.md)."""
+    from kbrepro.bundle import candidates as bc
+    from kbrepro.bundle import checkpoint, make
+    from kbrepro.bundle.kinds import CANDIDATES
+    from kbrepro.harness.candidate import PROFILES
+    from kbrepro.harness.kernelbench import load_pin
+    from kbrepro.paths import check_input_dir, check_input_file, prepare_output_dir, remove_created
+    from kbrepro.process import deferred_sigint
+
+    if candidate_dir is not None:
+        if candidates or tasks:
+            raise UsageError("--candidate-dir names the candidates and their tasks: drop --candidate and --task",
+                             "e.g. python make_bundle.py candidates --candidate-dir my_level1/ --profile quick")
+        check_input_dir(candidate_dir, "--candidate-dir", "pass a folder of <level>_<task>.py candidate files")
+        pairs = bc.candidates_in(Path(candidate_dir))
+        candidates, tasks = tuple(str(p) for p, _ in pairs), tuple(t for _, t in pairs)
+    make._check_name(name)
+    if bundle_format is not None:  # else the newest format that holds the results (kinds.format_for)
+        CANDIDATES.check_format(bundle_format, sign is not None)
+    key = make.load_key(sign)
+    if claims:
+        check_input_file(claims, "--claims")
+    if out:
+        make.check_out_path(Path(out))
+    if not candidates or not tasks:
+        raise UsageError("a candidate bundle needs --candidate FILE and --task LEVEL/TASK",
+                         "e.g. python make_bundle.py --candidate my_kernel.py --task 1/88")
+    paired = bc.pair_candidates(candidates, tasks, load_pin())
+    if kernelbench:
+        check_input_dir(kernelbench, "--kernelbench", make.KB_HINT)
+    size_map = bc.parse_size_options(sizes)
+    shapes = tuple(bc.parse_extra_shape(s) for s in extra_shapes)
+    profile = profile or "full"
+    if profile not in PROFILES:
+        raise UsageError(f"unknown profile {profile!r} for candidates", f"use one of {', '.join(PROFILES)}")
+    device = device or "cuda"
+    if engine_opts and engine is None:
+        raise UsageError("--engine-opt without --engine", "name the engine the options are for, e.g. --engine submitit")
+    eng = None
+    if shards is not None or engine is not None:
+        from kbrepro.harness import engines
+
+        # a bad engine, option or shard count (2) or a missing package (4) before any folder is made
+        eng = engines.make_engine(engine or "local", shards=shards, device=device,
+                                  opts=engines.parse_opts(engine_opts))
+    rdir = Path(results_dir) if results_dir else \
+        Path("results") / f"candidates-{profile}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    # a folder holding an unfinished run of these candidates: the run resumes there
+    if not (eng is None and results_dir and checkpoint.holds_progress(rdir)):
+        if (rdir / "results" / "candidates.json").is_file():  # a finished run (its packing stopped, or done)
+            raise UsageError(f"--results-dir {rdir} holds a finished candidate run",
+                             f"pack it with: python make_bundle.py pack {rdir}; or choose another --results-dir")
+        remove_created(prepare_output_dir(rdir, "--results-dir")[1])
+    with deferred_sigint():
+        import torch
+
+    # the cases of a cluster engine run on the cluster's GPUs, not on this (login) host's
+    if device == "cuda" and (eng is None or eng.name == "local") and not torch.cuda.is_available():
+        raise EnvironmentUnavailableError("no CUDA GPU here: a candidate cannot run on this machine",
+                                          "run on a GPU machine, pack results that exist with 'pack DIR', "
+                                          "or check the candidates without timings with --device cpu")
+    t0 = time.perf_counter()
+
+    def say(m):
+        click.echo(f"[{time.perf_counter() - t0:7.1f}s] {m}", err=True)
+
+    if eng is not None:
+        from kbrepro.bundle import shard
+
+        rdir.mkdir(parents=True, exist_ok=True)
+        _, failed = shard.run_sharded(paired, profile=profile, kernelbench=kernelbench, results_dir=rdir,
+                                      engine=eng, device=device, sizes=size_map, extra_shapes=shapes, progress=say)
+        for f in failed:
+            click.echo(f"failed:  case {f['id']} ({f['candidate']} on {f['task']}): {f['error']}", err=True)
+    else:
+        bc.run_candidates(paired, profile=profile, kernelbench=kernelbench, results_dir=rdir, progress=say,
+                          extra_shapes=shapes, sizes=size_map, device=device)
+    with status(f"packing {rdir}"):
+        made = bc.pack_results(rdir, Path(out) if out else None, claims_path=claims, name=name,
+                               allow_failing=allow_failing, bundle_format=bundle_format, sign=sign)
+    _summary(made, own_run=True, extra=f"; whole command {time.perf_counter() - t0:.1f} s; results in {rdir}",
+             public_key=key.public if key else None, allow_failing=allow_failing)
+
+
+@main.command("keygen")
+@click.argument("folder", required=False, type=_P)
+@options("keygen")
+def keygen_cmd(folder, keygen_dir) -> None:
+    """Write a new Ed25519 key pair for --sign into FOLDER (bundle-signing-key.pem, mode 0600, and
+    bundle-signing-key.pub.pem for verify_bundle.py --public-key); never overwrites a file."""
+    from kbrepro.bundle import attest
+
+    if (folder is None) == (keygen_dir is None):
+        raise UsageError("keygen needs the folder to write the key pair into, once",
+                         "e.g. python make_bundle.py keygen keys/")
+    priv, pub, kid = attest.write_key_pair(folder or keygen_dir)
+    click.echo(f"private key: {priv}  (mode 0600; keep it, never share it; sign with --sign {priv})")
+    click.echo(f"public key:  {pub}  (give it to readers: verify_bundle.py X.tar --public-key {pub.name})")
+    click.echo(f"key id:      {kid}  (sha256 of the public key's DER SubjectPublicKeyInfo)")
+
+
+@main.command("selftest")
+@options("self_test")
+def selftest_cmd(self_test) -> None:
+    """Run the harness self-tests (known-bad kernels it must catch) on this GPU."""
+    from kbrepro.harness.__main__ import run_selftest_cli
+
+    sys.exit(run_selftest_cli(None))
+
+
+# ---------------------------------------------------------------------------------------------
+# what the subcommands share
+
+
+def _refuse_signed_failing(sign, allow_failing) -> None:
+    if sign is not None and allow_failing:
+        raise UsageError("--sign and --allow-failing: a signed bundle must pass verification",
+                         "drop --allow-failing to sign, or drop --sign to keep a failing bundle")
+
+
+def _progress(event: dict) -> None:
+    mark = {"start": ">", "end": "=", "step": " "}.get(event["event"], " ")
+    click.echo(f"[{event['elapsed_s']:7.1f}s] {mark} {event['stage']:<20} {event['message']}", err=True)
+
+
+def _summary(made, extra: str = "", allow_failing: bool = False, public_key=None, own_run: bool = False) -> None:
+    """What was packed (a candidate bundle: what its checks caught), then one line: whether
+    ``verify_bundle.py`` will pass the bundle (its static tiers, run here; for a signed bundle
+    with the signer's public key). A bundle that would fail is removed again (exit 1, the
+    results are kept) unless ``allow_failing``; a signed one always (:func:`kbrepro.bundle.publish.publish`).
+    ``own_run``: the results are this command's own run (a failure is then a defect of ours)."""
+    from kbrepro.bundle import publish
+
+    click.echo(f"bundle:  {made.path}")
+    click.echo(f"size:    {made.size_bytes:,} bytes")
+    click.echo(f"digest:  {made.digest}  (sha256 of tagmanifest-sha256.txt)")
+    if made.signed_by:
+        click.echo(f"signed:  key id {made.signed_by} (attestations.intoto.jsonl: SLSA provenance and the claims' "
+                   "test result)")
+    click.echo("claims:  " + ", ".join(f"{k} {v}" for k, v in made.claims_summary.items()))
+    for k, v in getattr(made, "caught", {}).items():
+        click.echo(f"caught:  {k} by {', '.join(v)}")
+    click.echo(f"packing: {made.pack_seconds:.2f} s{extra}")
+    for n in made.notes:
+        click.echo(f"note:    {n}")
+    publish.publish(made.path, signed=bool(made.signed_by), allow_failing=allow_failing, public_key=public_key,
+                    own_run=own_run, echo=click.echo)
