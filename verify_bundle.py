@@ -115,13 +115,13 @@ def _print_report(rep, verbose: bool) -> None:
             extra = ", ".join(t.details.get("checked", [])) or "nothing to check"
         click.echo(f"{t.number} {t.name:<11} {t.status:<5} {t.seconds:6.2f}s  {extra}")
         for p in t.problems[: 40 if not verbose else None]:
-            where = p.get("file") or ""
-            if p.get("path"):
-                where += f" {p['path']}"
-            line = f"    - {where}: {p['message']}"
-            if "expected" in p or "found" in p:
-                n = 200 if any(_HEX_DIGEST.fullmatch(str(p.get(k))) for k in ("expected", "found")) else 60
-                line += f" (expected {_short(p.get('expected'), n)}, found {_short(p.get('found'), n)})"
+            where = p.file or ""
+            if p.path:
+                where += f" {p.path}"
+            line = f"    - {where}: {p.message}"
+            if p.expected is not None or p.found is not None:
+                n = 200 if any(_HEX_DIGEST.fullmatch(str(v)) for v in (p.expected, p.found)) else 60
+                line += f" (expected {_short(p.expected, n)}, found {_short(p.found, n)})"
             click.echo(line)
         if len(t.problems) > 40 and not verbose:
             click.echo(f"    ... {len(t.problems) - 40} more (use --verbose or --json)")

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbrepro.errors import UnreadableInputError
+from kbrepro.model.problems import ARCHIVE, Problem
 
 MAX_MEMBERS = 10000
 MAX_MEMBER_BYTES = 128 * 1024 * 1024
@@ -93,7 +94,7 @@ class ArchiveContents:
     files: dict[str, bytes] = field(default_factory=dict)
     sha256: dict[str, str] = field(default_factory=dict)
     dirs: set[str] = field(default_factory=set)
-    problems: list[dict] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
     members: int = 0
     total_bytes: int = 0
     compressed: bool = False
@@ -114,7 +115,7 @@ def _problem(out: ArchiveContents, name: str | bytes, message: str) -> None:
     if len(out.problems) >= MAX_PROBLEMS:
         out.dropped += 1
         return
-    out.problems.append({"file": show(name), "path": None, "message": message})
+    out.problems.append(Problem(ARCHIVE, None, message, file=show(name)))
 
 
 def check_name(raw: str) -> str | None:
@@ -586,5 +587,5 @@ def read_archive(path: Path) -> ArchiveContents:
     if out.top is not None and not out.problems:
         _empty_folders(out)
     if out.dropped:
-        out.problems.append({"file": archive, "path": None, "message": f"... {out.dropped} more problems"})
+        out.problems.append(Problem(ARCHIVE, None, f"... {out.dropped} more problems", file=archive))
     return out

@@ -83,30 +83,20 @@ def build_payload(kind: BundleKind, contents: Contents, bundle_format: int, sign
 
 
 def write_bundle(bag: pack.Bag, out: Path) -> tuple[int, str]:
-    """Write ``bag`` to the archive ``out`` (atomically), then its digest to
-    ``<out>.sha256-digest``; if the digest cannot be written the archive is removed again, so
-    both or neither exist. Returns ``(archive size in bytes, bundle digest)``. Raises
-    OutputPathError (2) where either cannot be written."""
+    """Write ``bag`` to the archive ``out`` and its digest to ``<out>.sha256-digest``, together
+    (:func:`kbrepro.harness.jsonio.atomic_write_all`): a failure or an interruption leaves both
+    as they were (an earlier archive and its digest included), never one new and one old.
+    Returns ``(archive size in bytes, bundle digest)``. Raises OutputPathError (2) where either
+    cannot be written, UsageError for an archive name that is neither .tar nor .tar.gz."""
     digest = bag.digest()
-    digest_path = out.with_name(out.name + pack.DIGEST_SUFFIX)
-    written = False
+    data = pack.archive_bytes(bag, out)
+    line = f"bundle digest (sha256 of {bag.name}/tagmanifest-sha256.txt): {digest}\n".encode()
     try:
-        size = pack.write_archive(bag, out)
-        written = True
-        jsonio.atomic_write_bytes(digest_path,
-                                  f"bundle digest (sha256 of {bag.name}/tagmanifest-sha256.txt): {digest}\n".encode())
-    except BaseException as exc:
-        if written:
-            try:
-                out.unlink()
-            except OSError:
-                pass
-        if isinstance(exc, OSError):
-            raise OutputPathError(f"cannot write {out if not written else digest_path}: "
-                                  f"{(exc.strerror or type(exc).__name__).lower()}; nothing was written",
-                                  "choose another --out") from exc
-        raise
-    return size, digest
+        jsonio.atomic_write_all([(out, data), (out.with_name(out.name + pack.DIGEST_SUFFIX), line)])
+    except OSError as exc:
+        raise OutputPathError(f"cannot write {out}: {(exc.strerror or type(exc).__name__).lower()}; "
+                              "nothing was written", "choose another --out") from exc
+    return len(data), digest
 
 
 __all__ = ["Contents", "build_payload", "write_bundle", "describe_and_sign", "json_roundtrip"]

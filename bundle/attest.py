@@ -80,7 +80,7 @@ PUBLIC_KEY_FILE = "bundle-signing-key.pub.pem"
 MAX_KEY_BYTES = 64 * 1024
 MAX_ATTESTATION_BYTES = 32 * 1024 * 1024
 MAX_STATEMENT_BYTES = 12 * 1024 * 1024
-KEY_HINT = "make a key pair with 'python make_bundle.py --keygen DIR' (or 'openssl genpkey -algorithm ed25519')"
+KEY_HINT = "make a key pair with 'python make_bundle.py keygen DIR' (or 'openssl genpkey -algorithm ed25519')"
 _B64 = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _VERDICT_TEST = {"holds": "passed", "fails": "failed", "inconclusive": "warned", "not_comparable": "warned"}
@@ -179,14 +179,14 @@ def check_key_pair_paths(folder) -> tuple[Path, Path]:
     return priv, pub
 
 
-def write_key_pair(folder) -> tuple[Path, Path, str]:
+def write_key_pair(folder, what: str = "--keygen") -> tuple[Path, Path, str]:
     """Make an Ed25519 key pair in ``folder`` (created if missing, mode 0700): :data:`PRIVATE_KEY_FILE`
     (unencrypted PKCS#8 PEM, mode 0600, created with O_EXCL) and :data:`PUBLIC_KEY_FILE`
     (SubjectPublicKeyInfo PEM, 0644). Returns ``(private, public, key id)``. Raises
-    OutputPathError (2) if either file exists or the folder cannot be written; nothing is
-    left half-written."""
+    OutputPathError (2) if either file exists or the folder cannot be written, naming the folder
+    as ``what`` (the option or argument the user gave); nothing is left half-written."""
 
-    folder, created = prepare_output_dir(folder, "--keygen", must_be_empty=False)
+    folder, created = prepare_output_dir(folder, what, must_be_empty=False)
     if created:  # a folder made here holds a private key: owner only, whatever the umask
         try:
             os.chmod(folder, 0o700)

@@ -144,7 +144,7 @@ def audit_path(p: Path, tol: Tolerance = DEFAULT_TOL) -> list[FileAudit]:
     if p.name.endswith((".tar", ".tar.gz", ".tgz")):
         contents = read_archive(p)
         if contents.problems:
-            raise UnreadableInputError(f"{p.name} is not a safe archive: {contents.problems[0]['message']}",
+            raise UnreadableInputError(f"{p.name} is not a safe archive: {contents.problems[0].message}",
                                        "run verify_bundle.py on it first")
         results = {rel: data for rel, data in contents.files.items()
                    if rel.endswith(".json") and rel.startswith("data/results/")}

@@ -528,7 +528,7 @@ def pack_results(results_dir: Path, out: Path | None = None, *, claims_path: str
                                    "check the path") from exc
     if "results/candidates.json" not in files or "results/environment.json" not in files:
         raise UnreadableInputError(f"{results_dir} holds no candidate results (results/candidates.json)",
-                                   "pass the folder make_bundle.py --candidate wrote")
+                                   "pass the folder 'make_bundle.py candidates' wrote")
     bag, meta, claims_doc, doc = build_payload(files, extra_claims=extra, extra_raw=extra_raw, name=name,
                                                bundle_format=bundle_format, signing_key=key)
     bad = {k: v for k, v in caught(doc).items() if v}
@@ -541,13 +541,13 @@ def pack_results(results_dir: Path, out: Path | None = None, *, claims_path: str
         raise InvalidResultsError(f"{len(failed_cases)} case(s) failed, e.g. case {f0['id']} ({f0['candidate']} on "
                                   f"{f0['task']}): {f0['error'][:200]}; the other cases are intact in {results_dir}",
                                   f"run it again with 'python -m kbrepro.bundle.shard run-case {results_dir}/cases/"
-                                  f"{f0['id']}', then pack with --from-results {results_dir}; or pass --allow-failing "
+                                  f"{f0['id']}', then pack with 'make_bundle.py pack {results_dir}'; or pass --allow-failing "
                                   "to pack the cases that finished")
     if (bad or failing) and not allow_failing:
         what = "; ".join(f"{k} caught by {', '.join(v)}" for k, v in bad.items()) or f"claims {', '.join(failing)} fail"
         raise InvalidResultsError(f"{what}; the results stay in {results_dir}",
-                                  f"to pack a failing study anyway, run 'python make_bundle.py --from-results "
-                                  f"{results_dir} --allow-failing'")
+                                  f"to pack a failing study anyway, run 'python make_bundle.py pack {results_dir} "
+                                  "--allow-failing'")
     out = check_out_path(Path(out) if out else Path(f"{meta['name']}.tar"))
     size, digest = assemble.write_bundle(bag, out)
     return MadeCandidates(out, bag.name, digest, size, claims_doc["summary"], bad, time.perf_counter() - t0,

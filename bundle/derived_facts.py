@@ -34,15 +34,16 @@ missing or malformed fails too.
   block's median.
 
 Pure functions of parsed documents, as :mod:`bundle.crosscheck` (which calls them): no I/O,
-nothing raised for malformed input; each returns problem dicts (:mod:`bundle.problem_dicts`).
+nothing raised for malformed input; each returns Problems (:mod:`bundle.evidence`).
 """
 from __future__ import annotations
 
 import math
 from typing import Any, Mapping
 
+from kbrepro.model.problems import Problem
 from kbrepro.bundle.documents import DOC_PATHS
-from kbrepro.bundle.problem_dicts import as_dict, as_list, cut, is_int, number, problem
+from kbrepro.bundle.evidence import as_dict, as_list, cut, is_int, number, problem
 from kbrepro.errors import InvalidResultsError
 from kbrepro.harness import extras, selftest, timing
 
@@ -75,11 +76,11 @@ def _blocks(documents: Mapping[str, Any]) -> list[tuple[int, dict]]:
             if isinstance(b, dict)]
 
 
-def document_problems(documents: Mapping[str, Any]) -> list[dict]:
+def document_problems(documents: Mapping[str, Any]) -> list[Problem]:
     """Tier 3 (documents): the copy and floor blocks' fields, every adaptive block's
     stopping decision, every GEMM block's FLOP count and the self-test document, each
     derived from the raw records (module docstring). ``documents``: name -> parsed
-    document. Returns problem dicts; raises nothing."""
+    document. Returns Problems; raises nothing."""
     blocks = _blocks(documents)
     out = _engine_blocks(blocks)
     for i, b in blocks:
@@ -90,11 +91,11 @@ def document_problems(documents: Mapping[str, Any]) -> list[dict]:
     return out
 
 
-def study_problems(study, documents: Mapping[str, Any]) -> list[dict]:
+def study_problems(study, documents: Mapping[str, Any]) -> list[Problem]:
     """Tier 3: the copy and floor blocks the study's extras make the engine write are there
     (``measurement_floor``: every :data:`harness.extras.FLOOR_BLOCKS`; ``roofline`` or
     ``self_test``: the copy block), and no other. ``study``: the judging
-    :class:`harness.study.StudyConfig`. Returns problem dicts; raises nothing."""
+    :class:`harness.study.StudyConfig`. Returns Problems; raises nothing."""
     ex = study.doc.get("extras", {}) or {}
     want = dict(extras.floor_fields()) if ex.get("measurement_floor") else {}
     if ex.get("roofline") or ex.get("self_test"):
@@ -115,7 +116,7 @@ def study_problems(study, documents: Mapping[str, Any]) -> list[dict]:
 # ------------------------------------------------------------------ copy and floor blocks
 
 
-def _engine_blocks(blocks: list[tuple[int, dict]]) -> list[dict]:
+def _engine_blocks(blocks: list[tuple[int, dict]]) -> list[Problem]:
     """Each floor or copy block holds exactly the fields (arms, protocol, bytes...) the
     engine writes, besides its rounds."""
     out = []
@@ -139,7 +140,7 @@ def _engine_blocks(blocks: list[tuple[int, dict]]) -> list[dict]:
     return out
 
 
-def _copy_gbps(blocks: list[tuple[int, dict]]) -> tuple[float | None, list[dict]]:
+def _copy_gbps(blocks: list[tuple[int, dict]]) -> tuple[float | None, list[Problem]]:
     """The run's copy bandwidth (GB/s), derived from its raw copy block, or None with the
     problem that stops it (no copy block, or one that gives no bandwidth)."""
     found = [(i, b) for i, b in blocks if b.get("kind") == "copy"]
@@ -161,7 +162,7 @@ def _copy_gbps(blocks: list[tuple[int, dict]]) -> tuple[float | None, list[dict]
 # ------------------------------------------------------------------------- adaptive stopping
 
 
-def _adaptive(i: int, b: dict) -> list[dict]:
+def _adaptive(i: int, b: dict) -> list[Problem]:
     """The outcome of an adaptive block against its rule, replayed on its rounds."""
     bid = cut(b.get("id"))
     rule_doc = as_dict(b.get("protocol")).get("adaptive")
@@ -213,7 +214,7 @@ def _timed_seconds(b: dict) -> list[float]:
     return acc
 
 
-def _replay(i: int, bid: str, b: dict, rule: timing.AdaptiveRule, oc: dict) -> list[dict]:
+def _replay(i: int, bid: str, b: dict, rule: timing.AdaptiveRule, oc: dict) -> list[Problem]:
     rounds = b["rounds"]
     n = len(rounds)
     ratios = timing.pair_ratios(rounds, rule)
@@ -268,7 +269,7 @@ def _replay(i: int, bid: str, b: dict, rule: timing.AdaptiveRule, oc: dict) -> l
 # ------------------------------------------------------------------------------------ GEMM
 
 
-def _gemm(blocks: list[tuple[int, dict]], documents: Mapping[str, Any]) -> list[dict]:
+def _gemm(blocks: list[tuple[int, dict]], documents: Mapping[str, Any]) -> list[Problem]:
     """Every ``kind: gemm`` block's ``flops`` is :func:`harness.extras.gemm_flops` of its
     task's recorded input ``[B, K]`` and its own output ``[B, H]``, which holds as many
     elements as the task's output on that input."""
@@ -307,7 +308,7 @@ def _gemm(blocks: list[tuple[int, dict]], documents: Mapping[str, Any]) -> list[
 # ------------------------------------------------------------------------------ self-tests
 
 
-def _selftest(doc: dict, blocks: list[tuple[int, dict]]) -> list[dict]:
+def _selftest(doc: dict, blocks: list[tuple[int, dict]]) -> list[Problem]:
     """The self-test document against the product's own table and rules."""
     out = []
     rows = as_list(doc.get("tests"))
@@ -346,7 +347,7 @@ def _selftest(doc: dict, blocks: list[tuple[int, dict]]) -> list[dict]:
 
 
 def _selftest_checks(spec: selftest.KnownKernel, checks: dict, details: dict, gbps: float | None,
-                     path: str) -> list[dict]:
+                     path: str) -> list[Problem]:
     """Which checks a kernel has (all of them, None where one does not apply) and the
     outcomes the engine derives from recorded details, derived again."""
     out = []

@@ -475,7 +475,7 @@ def run_and_make(out: Path | None, *, study_path: str | None, profile: str, kern
             raise
         if stage == "pack":
             raise Interrupted(f"no bundle was written; the results in {rdir} are complete: pack them with "
-                              f"'python make_bundle.py --from-results {rdir}'") from None
+                              f"'python make_bundle.py pack {rdir}'") from None
         remove_created(created)
         try:
             partial = _exists(rdir) and any(rdir.iterdir())

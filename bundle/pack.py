@@ -205,16 +205,20 @@ def tar_bytes(bag: Bag, *, gzip_compress: bool = False, mtime: int | None = None
     return out.getvalue()
 
 
+def archive_bytes(bag: Bag, out: Path) -> bytes:
+    """The archive of ``bag`` for the file name ``out``: gzip-compressed for ``.tar.gz``/``.tgz``,
+    plain for ``.tar``. Raises UsageError for another suffix."""
+    name = Path(out).name
+    if name.endswith(".tar.gz") or name.endswith(".tgz"):
+        return tar_bytes(bag, gzip_compress=True)
+    if name.endswith(".tar"):
+        return tar_bytes(bag)
+    raise UsageError(f"archive name {name!r} must end in .tar or .tar.gz", "pass --out NAME.tar")
+
+
 def write_archive(bag: Bag, out: Path) -> int:
     """Write ``bag`` to ``out`` (``.tar`` or ``.tar.gz``) atomically; returns the size in bytes.
     Raises UsageError for another suffix."""
-    out = Path(out)
-    name = out.name
-    if name.endswith(".tar.gz") or name.endswith(".tgz"):
-        data = tar_bytes(bag, gzip_compress=True)
-    elif name.endswith(".tar"):
-        data = tar_bytes(bag)
-    else:
-        raise UsageError(f"archive name {name!r} must end in .tar or .tar.gz", "pass --out NAME.tar")
-    atomic_write_bytes(out, data)
+    data = archive_bytes(bag, out)
+    atomic_write_bytes(Path(out), data)
     return len(data)

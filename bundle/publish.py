@@ -23,9 +23,9 @@ def predict_verification(path: Path, public_key=None) -> tuple[str, str]:
     rep = verify_archive(Path(path), level="static", public_key=public_key)
     if rep.verdict == "FAIL":
         t = next((t for t in rep.tiers if t.status == "FAIL"), None)
-        p = (t.problems[0] if t and t.problems else {}) or {}
+        p = t.problems[0] if t and t.problems else None
         where = f"tier {t.number} {t.name}" if t else "a tier"
-        return "FAIL", (f"FAIL in {where}: {p.get('file') or ''}: {p.get('message') or ''}"
+        return "FAIL", (f"FAIL in {where}: {(p.file if p else None) or ''}: {p.message if p else ''}"
                         f"{' (and more)' if t and len(t.problems) > 1 else ''}")
     if rep.verdict == "PARTIAL":
         signed = f" ({rep.signature.line()})" if public_key is not None and rep.signature is not None else ""
@@ -55,7 +55,7 @@ def verify_unpublished(path: Path, public_key=None) -> tuple[str, str]:
         remove_bundle(path)
         if isinstance(exc, KeyboardInterrupt):
             raise Interrupted(f"the bundle was removed before its self-verification finished ({path.name} is not "
-                              "there); the results are kept: pack them again with --from-results") from None
+                              "there); the results are kept: pack them again with 'make_bundle.py pack DIR'") from None
         raise
     for a, b in zip(files, hidden):
         if b.exists():

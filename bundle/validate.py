@@ -11,7 +11,7 @@ from kbrepro import schemas
 from kbrepro.errors import UsageError
 from kbrepro.harness import jsonio
 from kbrepro.harness.run_build import witness_flushes
-from kbrepro.model.problems import CONTRADICTS, Problem
+from kbrepro.model.problems import CONTRADICTS, SCHEMA, UNKNOWN_VERSION, Problem
 
 
 def walk_objects(node: Any, path: str = "$") -> Iterator[tuple[str, dict]]:
@@ -55,37 +55,45 @@ def _apply(doc: Any, sch: dict, name: str) -> list:
     return schemas.validate_with(doc, sch, name)
 
 
-def schema_problems(name: str, doc: Any, extra: Mapping[str, list] | None = None) -> list[str]:
-    """Schema violations of a document that names itself ``kbrepro/<name>``, as
-    ``"<name>.json: $.path: message"`` strings; an unsupported ``schema_version`` is reported
-    alone (the schema of another version cannot judge the rest). ``extra``: a study's
-    schemas by document name (:func:`study_schemas`); a study's own document is judged by
-    them alone, one of ours by ours and then by the study's section schemas."""
+def schema_problems(name: str, doc: Any, extra: Mapping[str, list] | None = None) -> list[Problem]:
+    """Schema violations of a document that names itself ``kbrepro/<name>``, each a
+    :class:`~kbrepro.model.problems.Problem` of file ``<name>.json`` and code
+    :data:`~kbrepro.model.problems.SCHEMA`; an unsupported ``schema_version`` is reported alone
+    (the schema of another version cannot judge the rest), with code
+    :data:`~kbrepro.model.problems.UNKNOWN_VERSION`. ``extra``: a study's schemas by document
+    name (:func:`study_schemas`); a study's own document is judged by them alone, one of ours by
+    ours and then by the study's section schemas."""
     where = f"{name}.json"
+
+    def bad(path: str, message: str, code: str = SCHEMA) -> list[Problem]:
+        return [Problem(code, path, message, file=where)]
+
+    def version(supported: int) -> list[Problem]:
+        return bad("$.schema_version", f"unsupported version {doc.get('schema_version')!r} (this verifier reads "
+                   f"{supported})", UNKNOWN_VERSION)
+
     if not isinstance(doc, dict):
-        return [f"{where}: $: not a JSON object"]
+        return bad("$", "not a JSON object")
     if doc.get("schema") != f"kbrepro/{name}":
-        return [f"{where}: $.schema: expected 'kbrepro/{name}', found {doc.get('schema')!r}"]
+        return bad("$.schema", f"expected 'kbrepro/{name}', found {doc.get('schema')!r}")
     own = list((extra or {}).get(name, []))
     try:
         supported = schemas.supported_version(name)
     except KeyError:
         if not own:
-            return [f"{where}: $.schema: no schema named {name!r}"]
+            return bad("$.schema", f"no schema named {name!r}")
         props = own[0].get("properties") if isinstance(own[0], dict) else None
         sv = props.get("schema_version") if isinstance(props, dict) else None
         supported = sv.get("const") if isinstance(sv, dict) else None
         if not isinstance(supported, int) or isinstance(supported, bool):
-            return [f"{where}: $.schema: the study's schema of {name} gives no integer schema_version const"]
+            return bad("$.schema", f"the study's schema of {name} gives no integer schema_version const")
         if doc.get("schema_version") != supported:
-            return [f"{where}: $.schema_version: unsupported version {doc.get('schema_version')!r} "
-                    f"(this verifier reads {supported})"]
-        return [f"{where}: {v}" for sch in own for v in _apply(doc, sch, name)]
+            return version(supported)
+        return [Problem(SCHEMA, v.path, v.message, file=where) for sch in own for v in _apply(doc, sch, name)]
     if doc.get("schema_version") != supported:
-        return [f"{where}: $.schema_version: unsupported version {doc.get('schema_version')!r} "
-                f"(this verifier reads {supported})"]
-    out = [f"{where}: {v}" for v in schemas.validate(doc, name)]
-    out += [f"{where}: {v}" for sch in own for v in _apply(doc, sch, name)]
+        return version(supported)
+    out = [Problem(SCHEMA, v.path, v.message, file=where) for v in schemas.validate(doc, name)]
+    out += [Problem(SCHEMA, v.path, v.message, file=where) for sch in own for v in _apply(doc, sch, name)]
     return out
 
 

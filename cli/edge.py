@@ -75,7 +75,8 @@ class EdgeMixin:
             ctx = getattr(exc, "ctx", None)
             _err(f"error: {msg}")
             if isinstance(exc, click.UsageError):
-                path = ctx.command_path if ctx is not None else (prog_name or "the command")
+                path = ctx.command_path if ctx is not None else \
+                    (prog_name or os.path.basename(sys.argv[0]) or "the command")
                 _err(f"  -> see '{path} --help'")
             code = exc.exit_code
         except ReproError as exc:

@@ -19,6 +19,7 @@ CUDA before ``make_bundle.py`` set CUDA_CACHE_DISABLE).
 """
 from __future__ import annotations
 
+import difflib
 import sys
 import time
 from pathlib import Path
@@ -95,11 +96,23 @@ OPTIONS: dict[str, tuple[tuple[str, ...], dict]] = {
 PACKING = ("out", "kernelbench", "claims", "name", "allow_failing", "sign", "bundle_format")
 
 
-def options(*names: str):
-    """Click decorators for the options ``names`` of :data:`OPTIONS`, in that order."""
+def _no_empty_path(ctx, param, value):
+    """A path option or argument given as the empty string is refused (it would mean the current
+    folder, or fall back to the default, without saying so)."""
+    if value == "" or (isinstance(value, tuple) and "" in value):
+        raise click.BadParameter("an empty path; give a file or folder name", ctx=ctx, param=param)
+    return value
+
+
+def options(*names: str, **helps: str):
+    """Click decorators for the options ``names`` of :data:`OPTIONS`, in that order; ``helps``:
+    a subcommand's own help text of an option, by name."""
     def deco(f):
         for n in reversed(names):
             decls, kw = OPTIONS[n]
+            kw = {**kw, "help": helps[n]} if n in helps else dict(kw)
+            if kw.get("type") is _P:
+                kw["callback"] = _no_empty_path
             f = click.option(*decls, **{"default": None, **kw} if not kw.get("is_flag") else kw)(f)
         return f
     return deco
@@ -121,14 +134,14 @@ class _Group(EdgeMixin, click.Group):
     def list_commands(self, ctx):
         return list(WHAT)
 
-    def _table(self) -> dict[str, tuple[bool, set[str]]]:
-        """Every option spelling -> (takes a value, the subcommands that accept it)."""
-        table: dict[str, tuple[bool, set[str]]] = {}
+    def _table(self) -> dict[str, tuple[bool, bool, set[str]]]:
+        """Every option spelling -> (takes a value, repeatable, the subcommands that accept it)."""
+        table: dict[str, tuple[bool, bool, set[str]]] = {}
         for name, cmd in self.commands.items():
             for p in cmd.params:
                 if isinstance(p, click.Option):
                     for o in (*p.opts, *p.secondary_opts):
-                        table.setdefault(o, (not p.is_flag, set()))[1].add(name)
+                        table.setdefault(o, (not p.is_flag, bool(p.multiple), set()))[2].add(name)
         return table
 
     def parse_args(self, ctx, args):
@@ -140,9 +153,18 @@ class _Group(EdgeMixin, click.Group):
             return super().parse_args(ctx, args)  # click's "No such command"
         table = self._table()
         rest = args if legacy else args[1:]
-        given = _given(rest, table)
+        given, unknown = _given(rest, table)
         sub = next((s for o, s in LEGACY if o in given), "study") if legacy else args[0]
-        foreign = [o for o in dict.fromkeys(given) if sub not in table[o][1]]
+        if any(h in rest[: rest.index("--")] if "--" in rest else h in rest for h in ctx.help_option_names):
+            return super().parse_args(ctx, [sub, "--help"])  # --help wins: the subcommand's own help
+        if unknown:  # suggested from every spelling of every subcommand, the older ones included
+            raise click.NoSuchOption(unknown, possibilities=difflib.get_close_matches(unknown, list(table), 3, 0.6),
+                                     ctx=ctx)
+        twice = [o for o in dict.fromkeys(given) if not table[o][1] and given.count(o) > 1]
+        if twice:
+            raise UsageError(f"{twice[0]} given {given.count(twice[0])} times; it takes one value",
+                             f"give {twice[0]} once")
+        foreign = [o for o in dict.fromkeys(given) if sub not in table[o][2]]
         if foreign:
             got = ", ".join(foreign)
             if sub in LONE:
@@ -150,7 +172,7 @@ class _Group(EdgeMixin, click.Group):
                 raise UsageError(f"{form} takes no other option (got {got})",
                                  f"run 'python make_bundle.py {sub}{' DIR' if sub == 'keygen' else ''}' alone")
             one = len(foreign) == 1
-            owners = [WHAT[s] for s in WHAT if s not in LONE and all(s in table[o][1] for o in foreign)]
+            owners = [WHAT[s] for s in WHAT if s not in LONE and all(s in table[o][2] for o in foreign)]
             raise UsageError(f"{got} {'does' if one else 'do'} not apply to {WHAT[sub]}",
                              f"drop {'it' if one else 'them'}" + (f"; {'it applies' if one else 'they apply'} to "
                                                                   f"{' and '.join(owners)}" if owners else
@@ -158,10 +180,10 @@ class _Group(EdgeMixin, click.Group):
         return super().parse_args(ctx, [sub, *rest])
 
 
-def _given(args: list[str], table: dict[str, tuple[bool, set[str]]]) -> list[str]:
+def _given(args: list[str], table: dict[str, tuple[bool, bool, set[str]]]) -> tuple[list[str], str | None]:
     """The known option spellings in ``args``, in order (a value token is skipped, ``--x=v`` read
-    as ``--x``; an unknown option is left for click to refuse)."""
-    out, i = [], 0
+    as ``--x``), and the first unknown ``--option`` (None if every one is known)."""
+    out, unknown, i = [], None, 0
     while i < len(args):
         t = args[i]
         if t == "--":
@@ -171,8 +193,10 @@ def _given(args: list[str], table: dict[str, tuple[bool, set[str]]]) -> list[str
             out.append(name)
             if table[name][0] and not eq:
                 i += 1
+        elif name.startswith("--") and unknown is None:
+            unknown = name
         i += 1
-    return out
+    return out, unknown
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -188,7 +212,12 @@ def main() -> None:
 
 
 @main.command("study")
-@options("study", "profile", "results_dir", "cache_dir", "no_plots", *PACKING)
+@options("study", "profile", "results_dir", "cache_dir", "no_plots", *PACKING,
+         profile="profile of the run: full (default), quick, extended",
+         results_dir="where the run writes its documents [default: results/<study>-<profile>-<UTC>]",
+         allow_failing="keep a bundle that will fail verification (its results are kept either way)",
+         bundle_format="the bundle format to write [default: the newest]; 4 and 5 write the REPORT.md "
+                       "wording of their day, 3 the layout before signatures and RO-Crate (cannot be signed)")
 def study_cmd(study, profile, results_dir, cache_dir, no_plots, out, kernelbench, claims, name, allow_failing, sign,
               bundle_format) -> None:
     """Run a study on this GPU (the published one by default), validate, and pack it."""
@@ -200,7 +229,9 @@ def study_cmd(study, profile, results_dir, cache_dir, no_plots, out, kernelbench
     from kbrepro.process import deferred_sigint
 
     _refuse_signed_failing(sign, allow_failing)
+    make._check_name(name)
     STUDY.check_format(STUDY.newest if bundle_format is None else bundle_format, sign is not None)
+    _refuse_out_over_inputs(out, claims, sign, study)
     # usage first, then the inputs (exit 3), then the outputs (exit 2), then the GPU (4), all before any work
     if study:
         check_input_path(study, "--study")
@@ -243,8 +274,21 @@ def study_cmd(study, profile, results_dir, cache_dir, no_plots, out, kernelbench
 
 
 @main.command("pack")
-@click.argument("results", required=False, type=_P)
-@options("from_results", "study", "no_plots", *PACKING)
+@click.argument("results", required=False, type=_P, callback=_no_empty_path)
+@options("from_results", "study", "no_plots", *PACKING,
+         study="study results: the study folder (or its study.yaml) the results belong to [default: the study "
+               "the results name]; refused for candidate results",
+         no_plots="study results: draw no renderings (the figures' data are packed all the same); refused for "
+                  "candidate results",
+         kernelbench="study results: the KernelBench checkout the task files are taken from [default: "
+                     "$KBREPRO_KERNELBENCH or the project's KernelBench/ submodule]; refused for candidate results",
+         claims="claims YAML added to or replacing the default claims [default: the study's, or the candidates' "
+                "default claims]",
+         name="bundle name [default: from the results: <study>-<profile>-<run start UTC> or "
+              "candidates-<profile>-<run start UTC>]",
+         allow_failing="keep a study bundle that will fail verification, or pack candidates even when one is caught "
+                       "or a default claim fails",
+         bundle_format="the bundle format to write [default: the newest that holds the results]")
 def pack_cmd(results, from_results, study, no_plots, out, kernelbench, claims, name, allow_failing, sign,
              bundle_format) -> None:
     """Pack the results folder RESULTS a run wrote (a study's, the post's original files, or
@@ -256,15 +300,21 @@ def pack_cmd(results, from_results, study, no_plots, out, kernelbench, claims, n
 
     if (results is None) == (from_results is None):
         raise UsageError("pack needs the results folder, once", "e.g. python make_bundle.py pack results/<name>")
-    folder = results or from_results
-    check_input_dir(folder, "--from-results" if from_results else "RESULTS", "pass the folder a run wrote, "
-                    "e.g. results/<name>")
+    folder = results if results is not None else from_results
+    # usage first (2), whatever the results' kind, then the inputs (3)
+    make._check_name(name)
+    if bundle_format is not None and not any(bundle_format in k.versions for k in (STUDY, CANDIDATES)):
+        STUDY.check_format(bundle_format, False)
+    _refuse_out_over_inputs(out, claims, sign, study)
+    check_input_dir(folder, "--from-results" if from_results is not None else "RESULTS",
+                    "pass the folder a run wrote, e.g. results/<name>")
     if bc.is_candidate_results(Path(folder)):
-        wrong = [o for o, v in (("--study", study), ("--no-plots", no_plots), ("--kernelbench", kernelbench)) if v]
+        wrong = [o for o, v in (("--study", study), ("--no-plots", no_plots), ("--kernelbench", kernelbench))
+                 if v is not None and v is not False]
         if wrong:
-            raise UsageError(f"{', '.join(wrong)} {'does' if len(wrong) == 1 else 'do'} not apply to candidate "
-                             "results", "drop them: candidate results carry their tasks")
-        make._check_name(name)
+            one = len(wrong) == 1
+            raise UsageError(f"{', '.join(wrong)} {'does' if one else 'do'} not apply to candidate results",
+                             f"drop {'it' if one else 'them'}: candidate results carry their tasks")
         if bundle_format is not None:  # else the newest format that holds the results (kinds.format_for)
             CANDIDATES.check_format(bundle_format, sign is not None)
         key = make.load_key(sign)
@@ -298,14 +348,22 @@ def pack_cmd(results, from_results, study, no_plots, out, kernelbench, claims, n
 
 @main.command("candidates")
 @options("candidates", "candidate_dir", "tasks", "sizes", "extra_shapes", "profile", "results_dir", "device",
-         "shards", "engine", "engine_opts", *PACKING)
+         "shards", "engine", "engine_opts", *PACKING,
+         profile="profile of the run: full (default) or quick",
+         results_dir="where the run writes its documents; a run stopped before it finished resumes in its folder "
+                     "[default: results/candidates-<profile>-<UTC>]",
+         claims="claims YAML added to the candidates' default claims (the author's own, marked as such)",
+         name="bundle name [default: candidates-<profile>-<run start UTC>]",
+         allow_failing="pack the bundle even when a candidate is caught or a default claim fails",
+         bundle_format="the bundle format to write [default: the newest]; "
+                       "a new run writes timing protocol 2, which formats 2 and 3 cannot hold")
 def candidates_cmd(candidates, candidate_dir, tasks, sizes, extra_shapes, profile, results_dir, device, shards, engine,
                    engine_opts, out, kernelbench, claims, name, allow_failing, sign, bundle_format) -> None:
     """Run KernelBench candidates (files defining ModelNew) against their tasks, then pack them;
     with --shards/--engine each candidate x task runs as its own case (docs/sharding.md)."""
     from kbrepro.bundle import candidates as bc
     from kbrepro.bundle import checkpoint, make
-    from kbrepro.bundle.kinds import CANDIDATES
+    from kbrepro.bundle.kinds import CANDIDATES, SCHEMA_VERSION, format_for
     from kbrepro.harness.candidate import PROFILES
     from kbrepro.harness.kernelbench import load_pin
     from kbrepro.paths import check_input_dir, check_input_file, prepare_output_dir, remove_created
@@ -319,8 +377,10 @@ def candidates_cmd(candidates, candidate_dir, tasks, sizes, extra_shapes, profil
         pairs = bc.candidates_in(Path(candidate_dir))
         candidates, tasks = tuple(str(p) for p, _ in pairs), tuple(t for _, t in pairs)
     make._check_name(name)
-    if bundle_format is not None:  # else the newest format that holds the results (kinds.format_for)
+    if bundle_format is not None:  # a new run writes the newest results: a format that cannot hold them is refused now
         CANDIDATES.check_format(bundle_format, sign is not None)
+        format_for(SCHEMA_VERSION, bundle_format)
+    _refuse_out_over_inputs(out, claims, sign, *candidates)
     key = make.load_key(sign)
     if claims:
         check_input_file(claims, "--claims")
@@ -328,7 +388,7 @@ def candidates_cmd(candidates, candidate_dir, tasks, sizes, extra_shapes, profil
         make.check_out_path(Path(out))
     if not candidates or not tasks:
         raise UsageError("a candidate bundle needs --candidate FILE and --task LEVEL/TASK",
-                         "e.g. python make_bundle.py --candidate my_kernel.py --task 1/88")
+                         "e.g. python make_bundle.py candidates --candidate my_kernel.py --task 1/88")
     paired = bc.pair_candidates(candidates, tasks, load_pin())
     if kernelbench:
         check_input_dir(kernelbench, "--kernelbench", make.KB_HINT)
@@ -387,7 +447,7 @@ def candidates_cmd(candidates, candidate_dir, tasks, sizes, extra_shapes, profil
 
 
 @main.command("keygen")
-@click.argument("folder", required=False, type=_P)
+@click.argument("folder", required=False, type=_P, callback=_no_empty_path)
 @options("keygen")
 def keygen_cmd(folder, keygen_dir) -> None:
     """Write a new Ed25519 key pair for --sign into FOLDER (bundle-signing-key.pem, mode 0600, and
@@ -397,7 +457,8 @@ def keygen_cmd(folder, keygen_dir) -> None:
     if (folder is None) == (keygen_dir is None):
         raise UsageError("keygen needs the folder to write the key pair into, once",
                          "e.g. python make_bundle.py keygen keys/")
-    priv, pub, kid = attest.write_key_pair(folder or keygen_dir)
+    priv, pub, kid = attest.write_key_pair(folder if folder is not None else keygen_dir,
+                                           "FOLDER" if folder is not None else "--keygen")
     click.echo(f"private key: {priv}  (mode 0600; keep it, never share it; sign with --sign {priv})")
     click.echo(f"public key:  {pub}  (give it to readers: verify_bundle.py X.tar --public-key {pub.name})")
     click.echo(f"key id:      {kid}  (sha256 of the public key's DER SubjectPublicKeyInfo)")
@@ -414,6 +475,17 @@ def selftest_cmd(self_test) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # what the subcommands share
+
+
+def _refuse_out_over_inputs(out, *inputs) -> None:
+    """An ``--out`` (or the digest file beside it) that is one of the command's input files would
+    destroy it: refused (exit 2) before any work."""
+    from kbrepro.bundle import pack
+    from kbrepro.paths import refuse_input_as_output
+
+    if out is not None:
+        refuse_input_as_output(out, inputs, "--out")
+        refuse_input_as_output(out + pack.DIGEST_SUFFIX, inputs, "--out (its .sha256-digest)")
 
 
 def _refuse_signed_failing(sign, allow_failing) -> None:

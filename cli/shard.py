@@ -71,7 +71,7 @@ def build() -> click.Group:
                   help="run at most this many of the cases not done yet, then merge (a long study in slices)")
     def run_cmd(results, shards, engine, engine_opts, max_cases):
         """Run the cases of RESULTS (a sharded run's folder) that are not done, then merge them
-        into RESULTS/results; pack with make_bundle.py --from-results RESULTS."""
+        into RESULTS/results; pack with make_bundle.py pack RESULTS."""
         check_input_dir(results, "RESULTS", "pass the folder a sharded run wrote")
         if not is_sharded(Path(results)):
             raise UsageError(f"{results} holds no {PLAN}", "pass the folder a sharded run wrote")
@@ -80,7 +80,7 @@ def build() -> click.Group:
         eng = engines.make_engine(engine, shards=shards, device=plan_device(Path(results)),
                                   opts=engines.parse_opts(engine_opts))
         _, failed = run_plan(Path(results), eng, max_cases=max_cases, progress=lambda m: click.echo(m, err=True))
-        click.echo(f"cases not done: {len(failed)}" + ("" if failed else f"; pack with make_bundle.py --from-results "
+        click.echo(f"cases not done: {len(failed)}" + ("" if failed else f"; pack with make_bundle.py pack "
                                                                           f"{results}"))
         for f in failed:
             click.echo(f"not done: case {f['id']} ({f['candidate']} on {f['task']}): {f['error']}")

@@ -250,6 +250,39 @@ def read_json(path: Path) -> Any:
     return loads_strict(data, where=str(Path(path).name))
 
 
+def atomic_write_all(files) -> None:
+    """Write every ``(path, data)`` of ``files`` together: each to a temporary file beside its
+    final name first (the slow part, where a failure or Ctrl-C leaves every final name as it
+    was), then the renames one after the other with Ctrl-C and SIGTERM held, so an
+    interruption never leaves one file new and another old (an archive and the digest file
+    beside it). Raises OSError (every temporary file removed) if a write fails."""
+    temps: list[tuple[str, Path]] = []
+    try:
+        for path, data in files:
+            path = Path(path)
+            with deferred_sigint():  # a Ctrl-C right after mkstemp would leave the file behind
+                fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+                temps.append((tmp, path))
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(fd, 0o666 & ~umask)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        with deferred_sigint():
+            while temps:
+                tmp, path = temps[0]
+                os.replace(tmp, path)
+                temps.pop(0)
+    finally:
+        for tmp, _ in temps:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file in the same folder and a rename, so a
     crash never leaves a half-written file under the final name."""

@@ -86,7 +86,7 @@ class BuildStages:
             raise EnvironmentUnavailableError(
                 "no CUDA GPU is visible to PyTorch; the study cannot run here",
                 "run on a machine with a CUDA GPU, or pack existing results with "
-                "'make_bundle.py --from-results DIR', or check a bundle with 'verify_bundle.py ARCHIVE'")
+                "'make_bundle.py pack DIR', or check a bundle with 'verify_bundle.py ARCHIVE'")
         try:
             import cupy  # noqa: F401  (type: ignore)
         except Exception as exc:

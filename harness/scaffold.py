@@ -300,7 +300,7 @@ def next_steps(plan: StudyPlan) -> list[str]:
         "single-input elementwise program; fill in the TODOs of study.yaml and claims.yaml",
         f"  2. on a GPU machine: python -m kbrepro.harness run --study {d} --profile quick "
         f"--out results/{Path(os.path.abspath(plan.folder)).name}-quick{kb}",
-        f"  3. pack it: python make_bundle.py --from-results results/{Path(os.path.abspath(plan.folder)).name}-quick "
+        f"  3. pack it: python make_bundle.py pack results/{Path(os.path.abspath(plan.folder)).name}-quick "
         f"--study {d}{kb}",
     ] + ([] if plan.pinned else [
         f"warning: {plan.task_file} or LICENSE is not KernelBench's file at the commit this product pins: the run "

@@ -2,9 +2,12 @@
 
 A :class:`Problem` names *where* (the bag file and a JSON path), *what* (a one-line message)
 and a stable ``code`` that control flow and exit codes depend on, never the wording. The
-strict record builder (:mod:`kbrepro.model.strict`) and every check of the candidate records
-(:mod:`kbrepro.model.candidates`) return these; the verifier turns each into a failed tier's
-problem, the packer into one InvalidResultsError line.
+strict record builder (:mod:`kbrepro.model.strict`), every check of the candidate records
+(:mod:`kbrepro.model.candidates`), the content checks of a study bundle
+(:mod:`kbrepro.bundle.crosscheck`, :mod:`kbrepro.bundle.derived_facts`), the archive reader
+and every tier of the verifier (:class:`kbrepro.bundle.verify.core.Tier`) hold these, from the
+check that finds one to the verification report, where :meth:`Problem.to_doc` is the JSON edge;
+the packer turns them into one InvalidResultsError line.
 """
 from __future__ import annotations
 
@@ -24,6 +27,36 @@ INCOMPLETE = "record.incomplete"   # evidence a run of this kind always records 
 CONTRADICTS = "record.contradicts"  # two records, or a record and the verifier's derivation, disagree
 DERIVED = "record.derived"     # a stated value differs from the one the verifier derives
 UNSAFE_TEXT = "record.unsafe_text"  # a string a person reads is not inert
+STUDY_CHECK = "study.check"    # a study plug-in's own check (its crosscheck or provenance hook) found it
+#: codes of a document against its schema
+SCHEMA = "document.schema"     # a document fails its schema, or is not the document it names
+UNKNOWN_VERSION = "document.unknown_version"  # a schema_version this verifier does not read
+#: codes of the verifier's tiers, for a problem a tier finds itself (DESIGN.md section 6)
+ARCHIVE = "bundle.archive"       # tier 1: the archive is unreadable, unsafe or of an unknown format
+MANIFEST = "bundle.manifest"     # tier 2: a file missing, extra or with another hash; another digest
+DOCUMENT = "bundle.document"     # tier 3: a document that is not strict JSON or fails its schema
+PROVENANCE = "bundle.provenance"  # tier 4: pins, sources, cubins, flags and witnesses
+CLAIM = "bundle.claim"           # tier 5: a recorded verdict the data do not give
+REPLAY = "bundle.replay"         # tier 6: the replay could not run or did not reproduce
+#: the code of a problem a tier records without a more precise one, by tier name
+TIER_CODES = {"archive": ARCHIVE, "manifest": MANIFEST, "documents": DOCUMENT, "provenance": PROVENANCE,
+              "claims": CLAIM, "replay": REPLAY}
+
+
+#: the exit code of a verification by its verdict: the one table (DESIGN.md section 6)
+VERDICT_EXIT = {"PASS": 0, "FAIL": 1, "PARTIAL": 5}
+#: a FAIL with a problem of one of these codes is an archive that is unreadable, unsafe or of an
+#: unknown format (exit 3), not a bundle that failed its checks (exit 1)
+UNREADABLE = frozenset({ARCHIVE, UNKNOWN_VERSION})
+UNREADABLE_EXIT = 3
+
+
+def verdict_exit(verdict: str, codes) -> int:
+    """The exit code of a verification whose verdict is ``verdict`` (PASS, PARTIAL, FAIL) and
+    whose problems have ``codes``: decided by verdict and code, never by a message's wording."""
+    if verdict == "FAIL" and any(c in UNREADABLE for c in codes):
+        return UNREADABLE_EXIT
+    return VERDICT_EXIT[verdict]
 
 
 @dataclass(frozen=True)
@@ -31,10 +64,11 @@ class Problem:
     """What is wrong, and where. ``code``: one of the module's codes; ``path``: a JSON path
     (``$.candidates[0].observations.failure``); ``message``: one line, without the path;
     ``file``: the document file, where the reader cannot tell it from the context;
-    ``expected`` and ``found``: optional JSON values (the verifier bounds and escapes them)."""
+    ``expected`` and ``found``: optional JSON values (the verifier bounds and escapes them).
+    ``path`` is None for a problem of a whole file (a hash, an archive member)."""
 
     code: str
-    path: str
+    path: str | None
     message: str
     expected: object = None
     found: object = None
@@ -42,8 +76,21 @@ class Problem:
     file: str | None = None
 
     def __str__(self) -> str:
-        return f"{self.file}: {self.path}: {self.message}" if self.file else f"{self.path}: {self.message}"
+        where = [w for w in (self.file, self.path) if w]
+        return ": ".join([*where, self.message])
+
+    def to_doc(self) -> dict:
+        """The problem as the verification report's JSON holds it (``schemas/verification-report``):
+        ``file``, ``path``, ``message``, ``expected`` and ``found`` where given, and ``code``."""
+        out = {"file": self.file, "path": self.path, "message": self.message}
+        if self.expected is not None:
+            out["expected"] = self.expected
+        if self.found is not None:
+            out["found"] = self.found
+        out["code"] = self.code
+        return out
 
 
 __all__ = ["Problem", "TYPE", "MISSING", "EXTRA", "RANGE", "LENGTH", "PATTERN", "ENUM", "INVARIANT", "INCOMPLETE",
-           "CONTRADICTS", "DERIVED", "UNSAFE_TEXT"]
+           "CONTRADICTS", "DERIVED", "UNSAFE_TEXT", "STUDY_CHECK", "ARCHIVE", "MANIFEST", "DOCUMENT", "PROVENANCE", "CLAIM", "REPLAY",
+           "TIER_CODES", "SCHEMA", "UNKNOWN_VERSION", "VERDICT_EXIT", "UNREADABLE", "verdict_exit"]

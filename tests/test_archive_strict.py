@@ -46,11 +46,11 @@ def _read(tmp_path, data: bytes, name="a.tar") -> archive.ArchiveContents:
 
 
 def _msgs(c) -> list[str]:
-    return [p["message"] for p in c.problems]
+    return [p.message for p in c.problems]
 
 
 def _has(c, fragment, file=None) -> bool:
-    return any(fragment in p["message"] and (file is None or p["file"] == file) for p in c.problems)
+    return any(fragment in p.message and (file is None or p.file == file) for p in c.problems)
 
 
 def _good(**kw) -> bytes:
@@ -334,8 +334,8 @@ def test_names_from_the_archive_are_printed_escaped_and_cut(tmp_path):
     c = _read(tmp_path, ca.insert_at_end(_good(), ca.member(nasty, EVIL)))
     assert c.problems
     for p in c.problems:
-        assert p["file"].isascii() and p["file"].isprintable() and p["message"].isprintable()
-    assert any(p["file"] == f"{TOP}/data/\\x1b]0;pwned\\x07\\x1b[2J\\u202e" + "z" * 30 for p in c.problems)
+        assert p.file.isascii() and p.file.isprintable() and p.message.isprintable()
+    assert any(p.file == f"{TOP}/data/\\x1b]0;pwned\\x07\\x1b[2J\\u202e" + "z" * 30 for p in c.problems)
     assert len(archive.show("\x1b" * 1000)) < 260
     assert archive.show(b"ok/name.txt") == "ok/name.txt"
 
@@ -386,7 +386,7 @@ def test_one_top_folder_no_top_level_file_no_empty_folder(tmp_path):
     c = _read(tmp_path, ca.tar(TOP, FILES, tweak=lambda p, d: ca.member(p, d) + ca.member(f"{TOP}/data/results/z", None)
                                if p == last else None))
     assert _msgs(c) == ["an empty folder (the packer writes folders only as parents of files)"]
-    assert c.problems[0]["file"] == f"{TOP}/data/results/z"
+    assert c.problems[0].file == f"{TOP}/data/results/z"
 
 
 # ---------------------------------------------------------------------------- end of archive
@@ -509,7 +509,7 @@ def test_problem_count_is_capped(tmp_path, monkeypatch):
     blob = b"".join(ca.member(f"../x{i}", b"") for i in range(12))
     c = _read(tmp_path, ca.insert_at_end(_good(), blob))
     assert len(c.problems) == 6
-    assert c.problems[-1]["message"] == "... 7 more problems"
+    assert c.problems[-1].message == "... 7 more problems"
 
 
 # ------------------------------------------------------------------------------- extraction

@@ -273,7 +273,7 @@ def test_a_tampered_candidate_bundle_fails_in_the_tier_that_owns_it(made, tmp_pa
     rep = verify_archive(_repack(m.path, tmp_path / "t.tar", edit), level="static")
     assert rep.verdict == "FAIL"
     t = next(t for t in rep.tiers if t.number == tier)
-    assert t.status == "FAIL" and any(fragment in p["message"] for p in t.problems), t.problems
+    assert t.status == "FAIL" and any(fragment in p.message for p in t.problems), t.problems
 
 
 def test_author_claims_are_judged_but_make_the_verdict_partial(made, tmp_path):
@@ -376,7 +376,7 @@ def test_a_forgery_packed_with_our_own_packer_fails_on_the_protocol(tmp_path, wh
     edit, fragment = FORGERIES[what]
     rep = verify_archive(_forge(tmp_path, edit), level="static")
     assert rep.verdict == "FAIL", what
-    problems = [f"{p.get('path')} {p['message']}" for t in rep.tiers for p in t.problems]
+    problems = [f"{p.path} {p.message}" for t in rep.tiers for p in t.problems]
     assert any(fragment in m for m in problems), problems
 
 
@@ -399,7 +399,7 @@ def test_author_claims_cannot_take_a_default_claims_id(tmp_path):
 
     rep = verify_archive(_repack(EXAMPLE, tmp_path / "t.tar", edit), level="static")
     assert rep.verdict == "FAIL"
-    assert any("same id" in p["message"] for t in rep.tiers for p in t.problems)
+    assert any("same id" in p.message for t in rep.tiers for p in t.problems)
 
 
 @pytest.mark.slow
@@ -473,7 +473,7 @@ def test_a_replay_that_reproduces_every_verdict_passes(made, monkeypatch):
 def test_a_candidate_caught_only_on_replay_fails_the_replay(made, monkeypatch):
     rep, t6 = _replayed_as(made, monkeypatch, lambda d: _set_verdict(d, "follows_fresh_inputs", False))
     assert t6.status == "FAIL" and rep.exit_code != 0
-    msgs = " ".join(p["message"] for p in t6.problems)
+    msgs = " ".join(p.message for p in t6.problems)
     assert "follows_fresh_inputs was pass when packed and is FAIL on replay" in msgs
     assert "claim K1a: holds when packed, fails on replay" in msgs
 
@@ -553,10 +553,10 @@ def test_a_truncated_run_cannot_name_a_case_it_does_not_hold(tmp_path):
         if negative:
             c["observations"]["cases"][3]["device_wait_ms"] = -1.0
     rep = verify_archive(_forge(tmp_path, edit), level="static")
-    msgs = " ".join(p["message"] for t in rep.tiers for p in t.problems)
+    msgs = " ".join(p.message for t in rep.tiers for p in t.problems)
     assert rep.exit_code == 1 and "names no earlier case" in msgs, msgs
     rep = verify_archive(_forge(tmp_path, lambda d, f: edit(d, f, True)), level="static")
-    msgs = " ".join(f"{p['path']} {p['message']}" for t in rep.tiers for p in t.problems)
+    msgs = " ".join(f"{p.path} {p.message}" for t in rep.tiers for p in t.problems)
     assert rep.exit_code == 1 and "cases[3].device_wait_ms is -1.0, less than 0" in msgs, msgs
 
 
@@ -575,7 +575,7 @@ def test_a_candidate_bundle_carries_the_summary_the_verifier_writes_and_a_forged
     out = tmp_path / "f.tar"
     pack.write_archive(dataclasses.replace(bag, summary=summary.replace(b"not holding: K1d", b"all hold")), out)
     rep = verify_archive(out, level="static")
-    assert rep.exit_code == 1 and any("five-line summary" in p["message"] for t in rep.tiers for p in t.problems)
+    assert rep.exit_code == 1 and any("five-line summary" in p.message for t in rep.tiers for p in t.problems)
 
 
 SCALAR_TASK = b'''import torch

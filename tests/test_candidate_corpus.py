@@ -24,7 +24,7 @@ EXAMPLES = ROOT / "examples"
 def _verify(path: Path):
     rep = verify_archive(path, level="static")
     failing = [t for t in rep.tiers if t.status == "FAIL"]
-    problems = [f"{p.get('path')} {p['message']}" for t in failing for p in t.problems]
+    problems = [f"{p.path} {p.message}" for t in failing for p in t.problems]
     return rep, failing, problems
 
 

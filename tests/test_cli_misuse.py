@@ -359,22 +359,59 @@ def test_make_out_in_a_read_only_folder_exits_2(tmp_path):
 
 
 def test_make_a_write_failure_after_packing_leaves_nothing(tmp_path, kb, monkeypatch):
-    """The digest file fails to write after the archive was written: the archive goes too."""
+    """The digest file fails to write after the archive was: no new archive is left."""
     import errno
 
     from kbrepro.harness import jsonio
 
-    real = jsonio.atomic_write_bytes
+    real, real_all = jsonio.tempfile.mkstemp, jsonio.atomic_write_all
+    writing = []
 
-    def failing(path, data):
-        if str(path).endswith(".sha256-digest"):
+    def failing(*a, prefix="", **k):
+        if writing and ".sha256-digest" in prefix:  # the write itself, not --out's checks before any work
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real(path, data)
+        return real(*a, prefix=prefix, **k)
 
-    monkeypatch.setattr(jsonio, "atomic_write_bytes", failing)
+    def write_all(files):
+        writing.append(True)
+        return real_all(files)
+
+    monkeypatch.setattr(jsonio.tempfile, "mkstemp", failing)
+    monkeypatch.setattr(jsonio, "atomic_write_all", write_all)
     before = tree(tmp_path)
     one_error(cli("make", "--from-results", RESULTS, "--out", tmp_path / "x.tar", "--kernelbench", kb, "--no-plots"),
               2, "no space left on device", "nothing was written")
+    no_litter(tmp_path, before)
+
+
+@pytest.mark.parametrize("fail", ["write", "interrupt"])
+def test_a_failed_or_interrupted_write_keeps_the_earlier_bundle_and_its_digest(tmp_path, kb, monkeypatch, fail):
+    """An archive and its digest file are written together: a failure or Ctrl-C while writing
+    leaves an earlier bundle at ``--out`` and its digest file as they were, never a new archive
+    beside the old digest (or the old archive removed)."""
+    import errno
+
+    from kbrepro.harness import jsonio
+
+    (tmp_path / "x.tar").write_bytes(b"the earlier bundle")
+    (tmp_path / "x.tar.sha256-digest").write_text("the earlier digest\n")
+    real = jsonio.os.fsync
+    calls = []
+
+    def failing(fd):
+        calls.append(fd)
+        if len(calls) == 2:  # the digest file's, after the archive's was written
+            if fail == "write":
+                raise OSError(errno.ENOSPC, "No space left on device")
+            raise KeyboardInterrupt
+        return real(fd)
+
+    monkeypatch.setattr(jsonio.os, "fsync", failing)
+    before = tree(tmp_path)
+    res = cli("make", "--from-results", RESULTS, "--out", tmp_path / "x.tar", "--kernelbench", kb, "--no-plots")
+    assert res.code == (2 if fail == "write" else 130), res.err
+    assert (tmp_path / "x.tar").read_bytes() == b"the earlier bundle"
+    assert (tmp_path / "x.tar.sha256-digest").read_text() == "the earlier digest\n"
     no_litter(tmp_path, before)
 
 
@@ -495,6 +532,47 @@ def test_verify_profile_must_be_one_of_the_verifiers_study(tmp_path):
     res = cli("verify", BUNDLE, "--profile", "quik")
     one_error(res, 2, "'quik'")
     assert "full" in res.err and "quick" in res.err and "extended" in res.err
+
+
+# ---------------------------------------------------------------------------- make_bundle.py's subcommands
+@pytest.mark.parametrize("args,fragments", [
+    (["pack", ""], ["RESULTS", "an empty path"]),
+    (["keygen", ""], ["FOLDER", "an empty path"]),
+    (["--from-results", ""], ["--from-results", "an empty path"]),
+    (["pack", str(RESULTS), "--out", ""], ["--out", "an empty path"]),
+    (["--out", "a.tar", "--out", "b.tar"], ["--out given 2 times"]),
+    (["--from", "x"], ["Did you mean '--from-results'"]),
+    (["--candidates", "x.py"], ["'--candidate'"]),
+    (["candidates", "--study", "s"], ["--study does not apply to KernelBench candidate runs"]),
+    (["pack", str(RESULTS), "--profile", "quick"], ["--profile does not apply to packing"]),
+    (["--name", "../x"], ["bundle name"]),  # a study's name is refused before the GPU is looked for
+    (["--from-results", "/nonexistent", "--bundle-format", "9"], ["--bundle-format 9"]),  # usage before inputs
+    (["candidates", "--candidate", "c.py", "--task", "1/19", "--bundle-format", "3"], ["timing protocol 2"]),
+])
+def test_make_subcommand_mistakes_are_one_usage_line(tmp_path, monkeypatch, args, fragments):
+    """Each a usage error (exit 2) before any work, naming what is wrong (the attack on the
+    subcommands found these exiting 1 with an internal error, 3 or 4, or after a whole run)."""
+    monkeypatch.chdir(tmp_path)
+    before = tree(tmp_path)
+    one_error(cli("make", *args), 2, *fragments)
+    assert tree(tmp_path) == before
+
+
+@pytest.mark.parametrize("claims_name,out_name", [("c.tar", "c.tar"), ("c.tar.sha256-digest", "c.tar")])
+def test_make_out_over_one_of_its_inputs_is_refused(tmp_path, claims_name, out_name):
+    """``--out`` (or the digest file beside it) naming the ``--claims`` file would overwrite it."""
+    claims = tmp_path / claims_name
+    claims.write_text("claims: []\n")
+    one_error(cli("make", "pack", RESULTS, "--claims", claims, "--out", tmp_path / out_name), 2,
+              "one of this command's inputs")
+    assert claims.read_text() == "claims: []\n" and sorted(p.name for p in tmp_path.iterdir()) == [claims_name]
+
+
+@pytest.mark.parametrize("args", [["--shards", "2", "-h"], ["pack", str(RESULTS), "--profile", "q", "--help"],
+                                  ["candidates", "-h", "--from-results", "x"]])
+def test_make_help_wins_over_an_option_of_another_subcommand(args):
+    res = cli("make", *args)
+    assert res.code == 0 and res.out.startswith("Usage: ") and res.err == "", (res.code, res.err)
 
 
 @pytest.mark.parametrize("extra", [("--no-plots",), ("--from-results", "x"), ("--profile", "quick"),
@@ -644,7 +722,7 @@ def test_make_interrupted_exits_130_and_leaves_nothing(tmp_path, kb, delay):
     if code == 130:  # before packing, or during the self-verification (the bundle then removed)
         assert err.splitlines() in (["interrupted; nothing was written"],
                                     ["interrupted; the bundle was removed before its self-verification finished "
-                                     "(x.tar is not there); the results are kept: pack them again with --from-results"]), err
+                                     "(x.tar is not there); the results are kept: pack them again with 'make_bundle.py pack DIR'"]), err
         assert left == []
     else:  # it finished before the signal came
         assert code == 0, err
@@ -1028,7 +1106,7 @@ def test_ctrl_c_at_any_moment_of_a_signed_pack_keeps_the_promise(tmp_path, kb, s
     assert err.splitlines()[-1] in ("interrupted; nothing was written",
                                     "interrupted; the bundle was removed before its self-verification finished "
                                     "(x.tar is not there); the results are kept: pack them again with "
-                                    "--from-results"), err
+                                    "'make_bundle.py pack DIR'"), err
 
 
 @pytest.mark.slow

@@ -17,6 +17,7 @@ from conftest import ROOT, SHARED_RUN
 from kbrepro.bundle import assemble, kinds, pack
 from kbrepro.bundle import crosscheck as cx
 from kbrepro.harness import jsonio
+from kbrepro.model.problems import Problem
 from kbrepro.harness.study import load_study
 from kbrepro.kernels.compile import CompileVariant
 
@@ -121,14 +122,14 @@ def test_cost_on_the_full_bundle(full):
 
 def test_problem_shape(full):
     b = edited(full, lambda c: c.docs["run"].update(finished_utc="2026-12-01T01:19:42Z"))
-    (p,) = [p for p in cx.document_problems(b.docs, b.files, b.meta, b.info) if "finished before" in p["message"]]
-    assert set(p) >= {"file", "path", "message"} and p["file"] == "data/results/run.json" and "\n" not in p["message"]
+    (p,) = [p for p in cx.document_problems(b.docs, b.files, b.meta, b.info) if "finished before" in p.message]
+    assert isinstance(p, Problem) and p.code and p.file == "data/results/run.json" and "\n" not in p.message
 
 
 def test_long_strings_from_the_bundle_are_cut(full):
     b = edited(full, lambda c: c.info.update({"External-Identifier": "x" * 500}))
     (p,) = cx.document_problems(b.docs, b.files, b.meta, b.info)
-    assert len(p["found"]) < 130
+    assert len(p.found) < 130
 
 
 # ------------------------------------------------------------------------- expected_ftz
@@ -248,7 +249,7 @@ def test_document_check_fires(full, edit):
     fn, fragment = DOCUMENT_EDITS[edit]
     b = edited(full, fn)
     found = cx.document_problems(b.docs, b.files, b.meta, b.info)
-    assert any(fragment in p["message"] for p in found), found
+    assert any(fragment in p.message for p in found), found
 
 
 @pytest.mark.parametrize("edit", sorted(STUDY_EDITS))
@@ -256,17 +257,17 @@ def test_study_check_fires(full, edit):
     fn, fragment = STUDY_EDITS[edit]
     b = edited(full, fn)
     found = cx.study_problems(b.study, b.docs, b.binding)
-    assert any(fragment in p["message"] or fragment in str(p.get("path")) for p in found), found
+    assert any(fragment in p.message or fragment in str(p.path) for p in found), found
 
 
 def test_adaptive_outcome_and_selftest_on_extended(extended):
     b = edited(extended, _adaptive_edit)
-    assert any("adaptive outcome's round count" in p["message"]
+    assert any("adaptive outcome's round count" in p.message
                for p in cx.document_problems(b.docs, b.files, b.meta, b.info))
     b = edited(extended, lambda c: c.docs.pop("selftest"))
-    assert any("selftest.json is missing" in p["message"] for p in cx.study_problems(b.study, b.docs, b.binding))
+    assert any("selftest.json is missing" in p.message for p in cx.study_problems(b.study, b.docs, b.binding))
     b = edited(extended, lambda c: c.docs["timings"]["blocks"][4]["protocol"]["adaptive"].update(max_rounds=50))
-    assert any("protocol differs" in p["message"] for p in cx.study_problems(b.study, b.docs, b.binding))
+    assert any("protocol differs" in p.message for p in cx.study_problems(b.study, b.docs, b.binding))
 
 
 # ------------------------------------------------------------- each check fires (tier 4)
@@ -330,7 +331,7 @@ def test_provenance_check_fires(full, edit):
     fn, fragment = PROVENANCE_EDITS[edit]
     b = edited(full, fn)
     found = cx.provenance_problems(b.docs, b.files, b.meta, b.binding)
-    assert any(fragment in p["message"] for p in found), found
+    assert any(fragment in p.message for p in found), found
 
 
 def test_cubin_sm_reads_both_abi_layouts():
@@ -371,8 +372,8 @@ def test_imported_results_give_no_problem_but_are_still_checked(imported):
     assert imported.meta["source"] == "imported"
     assert all_problems(imported) == ([], [], [])
     b = edited(imported, lambda c: c.docs["correctness"]["full_program"].pop())
-    assert any("full-program cases" in p["message"] for p in cx.study_problems(b.study, b.docs, b.binding))
+    assert any("full-program cases" in p.message for p in cx.study_problems(b.study, b.docs, b.binding))
     b = edited(imported, lambda c: c.docs["timings"]["blocks"][0]["protocol"].update(warmups=1))
-    assert any("protocol is not the study's" in p["message"] for p in cx.study_problems(b.study, b.docs, b.binding))
+    assert any("protocol is not the study's" in p.message for p in cx.study_problems(b.study, b.docs, b.binding))
     b = edited(imported, _swap_rounds)
-    assert any("random.Random" in p["message"] for p in cx.document_problems(b.docs, b.files, b.meta, b.info))
+    assert any("random.Random" in p.message for p in cx.document_problems(b.docs, b.files, b.meta, b.info))

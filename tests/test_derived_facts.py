@@ -39,7 +39,7 @@ def extended(whole):
 
 def _messages(b, study=False) -> list[str]:
     out = df.document_problems(b.docs) + (df.study_problems(b.study, b.docs) if study else [])
-    return [p["message"] for p in out]
+    return [p.message for p in out]
 
 
 def _block(c, bid):
@@ -229,13 +229,13 @@ def test_the_study_says_which_copy_and_floor_blocks_must_be_there(extended):
     dropped = edited(extended, lambda c: c.docs["timings"].update(
         blocks=[b for b in c.docs["timings"]["blocks"] if b["kind"] not in ("floor", "copy")]))
     (p,) = [p for p in df.study_problems(dropped.study, dropped.docs)]
-    assert p["expected"] == ["floor.empty_event_pair", "floor.empty_kernel.events", "floor.empty_kernel.graph",
+    assert p.expected == ["floor.empty_event_pair", "floor.empty_kernel.events", "floor.empty_kernel.graph",
                              "copy.d2d"]
     if FULL is not None:  # the full profile measures neither: a floor block there is a forgery
         full = read_tar(FULL)
         floor = copy.deepcopy(_block(extended, "floor.empty_event_pair"))
         more = edited(full, lambda c: c.docs["timings"]["blocks"].append(floor))
-        assert any("a floor block the study does not measure" in p["message"]
+        assert any("a floor block the study does not measure" in p.message
                    for p in df.study_problems(more.study, more.docs))
 
 

@@ -539,7 +539,7 @@ def test_a_forged_summary_fails_verification(tmp_path):
     pack.write_archive(dataclasses.replace(bag, summary=forged), out)
     rep = verify_archive(out, level="static")
     assert rep.digest == bag.digest()  # outside every manifest: the digest cannot show it
-    assert rep.exit_code == 1 and any("five-line summary" in p["message"] for t in rep.tiers for p in t.problems)
+    assert rep.exit_code == 1 and any("five-line summary" in p.message for t in rep.tiers for p in t.problems)
 
 
 @pytest.mark.skipif(not hasattr(__import__("signal"), "pthread_sigmask"), reason="POSIX signal masks")

@@ -189,6 +189,6 @@ def test_the_verifier_derives_plainness_from_the_bundled_file(tmp_path, forged):
     with mock.patch.object(fc, "plain_pytorch", lie):
         out = fc.forge(ROOT / "examples" / cc.V2, edit, tmp_path / "forged.tar")
     rep = verify_archive(out, level="static")
-    problems = [f"{p.get('path')} {p['message']}" for t in rep.tiers for p in t.problems]
+    problems = [f"{p.path} {p.message}" for t in rep.tiers for p in t.problems]
     assert rep.exit_code == 1 and any("custom_kernel_ran is not what its observations give" in p for p in problems), \
         problems

@@ -111,7 +111,7 @@ def test_a_forged_picture_passes_the_structure_checks_and_fails_when_drawn_again
     assert any("only with --check-renderings" in n for t in static.tiers for n in t.notes)
     checked = _verify(tmp_path, g, bad, "forged2", check_renderings=True)
     assert checked.verdict == "FAIL"
-    msgs = [(p["file"], p["message"]) for t in checked.tiers for p in t.problems]
+    msgs = [(p.file, p.message) for t in checked.tiers for p in t.problems]
     assert msgs == [("renderings/claim_C10.png", msgs[0][1])] and "does not show the verified data" in msgs[0][1]
     # another renderer's versions draw other bytes: nothing is compared, and the result says so
     other = _verify(tmp_path, g, _forge(g.files, pngs, {**here, "matplotlib": "3.0.0"}), "other",
@@ -126,13 +126,13 @@ def test_every_figure_has_its_rendering_and_renderings_json_is_the_packers(tmp_p
     dropped = {n: p for n, p in pngs.items() if n not in ("claim_C10", "claim_C11")}
     r = _verify(tmp_path, g, _forge(g.files, dropped, here), "dropped")
     assert r.verdict == "FAIL"
-    assert {p["file"] for t in r.tiers for p in t.problems} == {"renderings/claim_C10.png", "renderings/claim_C11.png"}
+    assert {p.file for t in r.tiers for p in t.problems} == {"renderings/claim_C10.png", "renderings/claim_C11.png"}
     files = _forge(g.files, pngs, here)
     doc = json.loads(files["renderings/renderings.json"])
     doc["verified"] = "PASS: every claim holds"
     files["renderings/renderings.json"] = jsonio.dumps(doc).encode()
     r = _verify(tmp_path, g, files, "extra_field")
-    assert r.verdict == "FAIL" and "exact form" in str([p["message"] for t in r.tiers for p in t.problems])
+    assert r.verdict == "FAIL" and "exact form" in str([p.message for t in r.tiers for p in t.problems])
 
 
 def test_a_candidate_bundle_carries_no_renderings(tmp_path):
@@ -151,7 +151,7 @@ def test_a_candidate_bundle_carries_no_renderings(tmp_path):
     out.write_bytes(pack.tar_bytes(bag))
     r = verify_archive(out, level="static")
     assert r.verdict == "FAIL"
-    assert {p["file"] for t in r.tiers for p in t.problems} == {"renderings/claim_K1d.png",
+    assert {p.file for t in r.tiers for p in t.problems} == {"renderings/claim_K1d.png",
                                                                  "renderings/renderings.json"}
 
 
@@ -185,7 +185,7 @@ def test_recorded_claims_of_a_shape_the_evaluator_never_writes_fail_by_name(tmp_
     files = {**g.files, "data/claims.json": jsonio.dumps(doc).encode()}
     r = _verify(tmp_path, g, files, "keyerror")
     assert r.verdict == "FAIL" and r.exit_code == 1
-    assert any(p["file"] == "data/claims.json" for t in r.tiers for p in t.problems)
+    assert any(p.file == "data/claims.json" for t in r.tiers for p in t.problems)
 
 
 EXTRA_STUDY_CLAIM = '''

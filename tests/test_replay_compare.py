@@ -67,15 +67,15 @@ def test_changed_verdict_fails(recorded, boot):
     rep = copy.deepcopy(recorded)
     _first_case(rep)["official"]["pass"] = False
     problems, _ = _compare(recorded, rep, boot)
-    assert [p["message"] for p in problems] == ["verdict differs"]
-    assert problems[0]["path"].endswith(".nvrtc_ftz_false.official.pass")
+    assert [p.message for p in problems] == ["verdict differs"]
+    assert problems[0].path.endswith(".nvrtc_ftz_false.official.pass")
 
 
 def test_bit_count_must_match_only_with_a_byte_identical_cubin(recorded, boot):
     rep = copy.deepcopy(recorded)
     _first_case(rep)["bit_identical_count"] -= 1
     problems, _ = _compare(recorded, rep, boot)
-    assert [p["message"] for p in problems] == ["bit-identity count differs although the replay ran a byte-identical cubin"]
+    assert [p.message for p in problems] == ["bit-identity count differs although the replay ran a byte-identical cubin"]
     # another NVRTC built the replayed cubin (different PTX header): bits are not required, the cubin is not comparable
     other = copy.deepcopy(rep)
     for v in other["compile"]["variants"]:
@@ -87,7 +87,7 @@ def test_bit_count_must_match_only_with_a_byte_identical_cubin(recorded, boot):
     assert all(c["same"] is None for c in det["cubins"])
     # the same NVRTC and target named in both PTX headers, yet another cubin: a problem
     problems, _ = _compare(recorded, other, boot)
-    assert sum("cubin differs although the PTX headers name the same" in p["message"] for p in problems) == 3
+    assert sum("cubin differs although the PTX headers name the same" in p.message for p in problems) == 3
 
 
 def test_environment_record_does_not_excuse_bits(recorded, boot):
@@ -98,7 +98,7 @@ def test_environment_record_does_not_excuse_bits(recorded, boot):
     rep = copy.deepcopy(recorded)
     _first_case(rep)["bit_identical_count"] -= 1
     problems, _ = _compare(rec, rep, boot)
-    assert any("byte-identical cubin" in p["message"] for p in problems)
+    assert any("byte-identical cubin" in p.message for p in problems)
 
 
 def test_witness_flush_and_bits(recorded, boot):
@@ -106,7 +106,7 @@ def test_witness_flush_and_bits(recorded, boot):
     v = next(x for x in rep["compile"]["variants"] if x["name"] == "nvrtc_ftz_true")
     v["ftz_evidence"]["witness"]["flushes"] = False
     rep["witness"]["outputs"]["nvrtc_ftz_true"] = copy.deepcopy(rep["witness"]["outputs"]["reference"])
-    msgs = sorted(p["message"] for p in _compare(recorded, rep, boot)[0])
+    msgs = sorted(p.message for p in _compare(recorded, rep, boot)[0])
     assert msgs == ["witness FTZ behaviour differs", "witness bits differ although the replay ran a byte-identical cubin"]
 
 
@@ -120,8 +120,8 @@ def test_timing_ratio_beyond_intervals_and_tolerance_fails(recorded, boot):
     b = next(x for x in rep["timings"]["blocks"] if x["id"] == "81.tail.graph")
     _scale_arm(b, "nvrtc_ftz_false", 1.3)
     problems, det = _compare(recorded, rep, boot)
-    assert [p["path"] for p in problems] == ["81.tail.graph nvrtc_ftz_false/eager_tail"]
-    assert "beyond both intervals and the 5% tolerance" in problems[0]["message"]
+    assert [p.path for p in problems] == ["81.tail.graph nvrtc_ftz_false/eager_tail"]
+    assert "beyond both intervals and the 5% tolerance" in problems[0].message
     # within the tolerance: 3% slower passes
     rep2 = copy.deepcopy(recorded)
     _scale_arm(next(x for x in rep2["timings"]["blocks"] if x["id"] == "81.tail.graph"), "nvrtc_ftz_false", 1.03)
@@ -136,7 +136,7 @@ def test_events_mode_difference_excused_only_when_the_graph_twin_reproduces(reco
     q = next(r for r in det["timing_ratios"] if r["block"] == "53.tail.events" and r["ratio"] == "cupy_default/eager_tail")
     assert not q["within"] and "host launch overhead" in q["excused"]
     _scale_arm(next(x for x in rep["timings"]["blocks"] if x["id"] == "53.tail.graph"), "cupy_default", 1.5)
-    paths = sorted(p["path"] for p in _compare(recorded, rep, boot)[0])
+    paths = sorted(p.path for p in _compare(recorded, rep, boot)[0])
     assert paths == ["53.tail.events cupy_default/eager_tail", "53.tail.graph cupy_default/eager_tail"]
 
 
@@ -145,7 +145,7 @@ def test_cases_not_reproduced(recorded, boot):
     del rep["correctness"]["full_program"][-1]
     rep["timings"]["blocks"] = rep["timings"]["blocks"][:-1]
     problems, det = _compare(recorded, rep, boot)
-    msgs = [p["message"] for p in problems]
+    msgs = [p.message for p in problems]
     assert msgs.count("a recorded case the replay did not reproduce") == 3  # one per variant
     assert "a recorded timing block the replay did not run" in msgs
     # at another profile the same gaps are listed, not failed
@@ -157,10 +157,10 @@ def test_claim_changes():
     rec = {"C01": "holds", "C02": "holds", "C03": "fails"}
     assert V.claim_changes(rec, dict(rec), True) == []
     got = V.claim_changes(rec, {"C01": "inconclusive", "C02": "fails", "C03": "fails"}, True)
-    assert [p["path"] for p in got] == ["C01", "C02"]
+    assert [p.path for p in got] == ["C01", "C02"]
     got = V.claim_changes(rec, {"C01": "inconclusive", "C02": "fails", "C03": "fails"}, False)
-    assert [p["path"] for p in got] == ["C02"]
-    assert [p["path"] for p in V.claim_changes(rec, {"C01": "holds", "C02": "holds"}, True)] == ["C03"]
+    assert [p.path for p in got] == ["C02"]
+    assert [p.path for p in V.claim_changes(rec, {"C01": "holds", "C02": "holds"}, True)] == ["C03"]
 
 
 def _cold_pair(factor_flush: float, factor_kernel: float):
@@ -188,7 +188,7 @@ def test_a_cold_l2_block_is_compared_to_eager_not_to_the_flush_alone(boot):
     assert problems == [] and [q["ratio"] for q in det["timing_ratios"]] == ["nvrtc_ftz_false/eager"]
     rec, rep = _cold_pair(1.0, 1.2)
     problems, _ = V.compare_replay(rec, rep, same_profile=True, ratio_tolerance=0.05, boot=boot)
-    assert [p["path"] for p in problems] == ["1.full.graph.cold nvrtc_ftz_false/eager"]
+    assert [p.path for p in problems] == ["1.full.graph.cold nvrtc_ftz_false/eager"]
 
 
 def _tiny_pair(shift_us: float):
@@ -218,4 +218,4 @@ def test_a_move_below_the_timers_resolution_is_listed_not_failed(boot):
     assert by["40.full.events.B4"]["excused"].startswith("host launch overhead")
     rec, rep = _tiny_pair(3.0)  # 3 us is resolved: a real difference, and the events twin is not excused either
     problems, _ = V.compare_replay(rec, rep, same_profile=True, ratio_tolerance=0.05, boot=boot)
-    assert sorted(p["path"] for p in problems) == ["40.full.events.B4 precise/eager", "40.full.graph.B4 precise/eager"]
+    assert sorted(p.path for p in problems) == ["40.full.events.B4 precise/eager", "40.full.graph.B4 precise/eager"]

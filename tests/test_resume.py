@@ -145,4 +145,4 @@ def test_packing_an_unfinished_run_or_running_into_a_finished_one_names_the_next
         "--device", "cpu", "--profile", "quick", "--kernelbench", str(kb), "--results-dir", str(whole)] + [
         a for k, v in SIZES.items() for a in ("--size", f"{k}={v}")]
     r = CliRunner().invoke(make_bundle.main, args)
-    assert r.exit_code == 2 and "holds a finished candidate run" in r.output and "--from-results" in r.output, r.output
+    assert r.exit_code == 2 and "holds a finished candidate run" in r.output and "make_bundle.py pack" in r.output, r.output

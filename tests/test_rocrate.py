@@ -267,7 +267,7 @@ def _entity(doc, i):
 ])
 def test_the_verifier_refuses_a_crate_that_does_not_describe_the_bundle(packed, tmp_path, what, edit, fragment):
     rep = verify_archive(_repack(packed["new"].path, tmp_path / "x.tar", edit), level="static")
-    msgs = [p["message"] for t in rep.tiers for p in t.problems]
+    msgs = [p.message for t in rep.tiers for p in t.problems]
     assert rep.exit_code == 1 and any(fragment in m for m in msgs), (what, msgs)
     assert all("RO-Crate" in m or "not in the canonical" in m or "is missing" in m for m in msgs), (what, msgs)
 
@@ -276,7 +276,7 @@ def test_a_format_3_bundle_carries_no_crate(packed, tmp_path):
     _, files = _members(packed["new"].path)
     out = _repack(EXAMPLE, tmp_path / "x.tar", lambda p: p.update({facts.CRATE_FILE: files[CRATE]}))
     rep = verify_archive(out, level="static")
-    problems = [(p["file"], p["message"]) for t in rep.tiers for p in t.problems]
+    problems = [(p.file, p.message) for t in rep.tiers for p in t.problems]
     assert rep.exit_code == 1
     assert problems == [(CRATE, "a payload file the packer does not write for these records (not verified by "
                                 "anything)")], problems
@@ -305,7 +305,7 @@ def test_a_candidate_bundle_carries_a_crate_of_its_candidates(tmp_path):
     edit(payload)
     pack.write_archive(dataclasses.replace(bag, payload=payload, summary=b""), forged)
     rep = verify_archive(forged, level="static")
-    assert rep.exit_code == 1 and any("RO-Crate" in p["message"] for t in rep.tiers for p in t.problems)
+    assert rep.exit_code == 1 and any("RO-Crate" in p.message for t in rep.tiers for p in t.problems)
 
 
 def test_the_crate_does_not_depend_on_when_or_where_it_is_packed(monkeypatch):

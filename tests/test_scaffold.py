@@ -113,7 +113,7 @@ def test_scaffold_writes_the_folder_and_says_what_next(kb, tmp_path):
     assert "l1_t19_relu" in text and "kernel.cu" in text
     assert f"python -m kbrepro.harness run --study {out} --profile quick --out results/" in text
     assert f"--kernelbench {kb}" in text
-    assert f"python make_bundle.py --from-results results/l1_t19_relu-quick --study {out}" in text
+    assert f"python make_bundle.py pack results/l1_t19_relu-quick --study {out}" in text
     # the fake checkout is not KernelBench at the pinned commit: the user is told before any GPU work
     assert "a verifier refuses its bundles" in text.splitlines()[-1]
     assert r.stderr == ""

@@ -453,7 +453,7 @@ def _edit_doc(fn):
 def test_a_bundle_whose_cases_were_tampered_with_fails(packed, tmp_path, what, edit, fragment):
     bad = _repack(packed.path, tmp_path / "bad.tar", _edit_doc(edit))
     rep = verify_archive(bad, level="static")
-    msgs = " ".join(p["message"] for t in rep.tiers for p in t.problems)
+    msgs = " ".join(p.message for t in rep.tiers for p in t.problems)
     assert rep.verdict == "FAIL" and fragment in msgs, (what, msgs)
 
 
@@ -510,7 +510,7 @@ def test_more_shards_than_gpus_is_refused_before_any_work(tmp_path, monkeypatch)
 @pytest.mark.slow
 def test_from_results_takes_no_sharding_option(sharded, tmp_path):
     _, _, res, _, _ = sharded
-    one_error(cli("make", "--from-results", res, "--shards", "2", "--out", tmp_path / "x.tar"), 2, "to a new run")
+    one_error(cli("make", "--from-results", res, "--shards", "2", "--out", tmp_path / "x.tar"), 2, "does not apply to packing")
 
 
 @pytest.mark.slow

@@ -92,7 +92,7 @@ def _resign(statements: list[dict], priv: Path) -> bytes:
 
 
 def _problems(rep) -> list[str]:
-    return [f"{t.name}: {p['message']}" for t in rep.tiers for p in t.problems]
+    return [f"{t.name}: {p.message}" for t in rep.tiers for p in t.problems]
 
 
 # ---------------------------------------------------------------------------------- the good case
@@ -270,9 +270,9 @@ def test_a_statement_re_signed_with_the_same_key_that_disagrees_with_the_documen
     rep = verify_archive(out, level="static", public_key=attest.load_public_key(signed["pub"]))
     assert rep.exit_code == 1 and rep.signature.checked  # a valid signature over a false statement
     bad = [p for t in rep.tiers for p in t.problems]
-    assert [(p["path"], p["expected"], p["found"]) for p in bad] == [
+    assert [(p.path, p.expected, p.found) for p in bad] == [
         ("envelope 1 $.predicate.buildDefinition.externalParameters.profile", "full", "quick")]
-    assert "disagrees with the documents" in bad[0]["message"]
+    assert "disagrees with the documents" in bad[0].message
 
 
 @pytest.mark.parametrize("what,edit,path", [
@@ -290,7 +290,7 @@ def test_each_kind_of_disagreement_is_named_by_its_path(signed, tmp_path, what, 
     edit(sts)
     out = _repack(signed["cli"], tmp_path / "f.tar", attestations=_resign(sts, signed["priv"]))
     rep = verify_archive(out, level="static", public_key=attest.load_public_key(signed["pub"]))
-    paths = [p["path"] for t in rep.tiers for p in t.problems]
+    paths = [p.path for t in rep.tiers for p in t.problems]
     assert rep.exit_code == 1 and path in paths, (what, paths)
 
 

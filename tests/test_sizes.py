@@ -202,7 +202,7 @@ def test_a_record_of_another_kind_of_size_than_the_tasks_fails_verification(run,
     edit = _edit_doc("results/candidates.json", lambda doc: doc["candidates"][0]["config"].update(sizes=sizes))
     rep = verify_archive(_repack(d / "b.tar", tmp_path / "t.tar", edit), level="static")
     assert rep.verdict == "FAIL"
-    assert any(fragment in p["message"] for t in rep.tiers for p in t.problems), \
+    assert any(fragment in p.message for t in rep.tiers for p in t.problems), \
         [p for t in rep.tiers for p in t.problems]
 
 

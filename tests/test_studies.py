@@ -186,7 +186,7 @@ def test_a_users_study_that_takes_a_shipped_name_fails(tmp_path):
     forged = _reseal(tmp_path, top, files, mtime, info_study=f"{shipped} (quick)")
     rep = verify_archive(forged, level="static")
     assert rep.exit_code == 1
-    msgs = [p["message"] for t in rep.tiers for p in t.problems]
+    msgs = [p.message for t in rep.tiers for p in t.problems]
     assert any("differs from this verifier's own" in m and "a bundle cannot redefine" in m for m in msgs), msgs
 
 
@@ -214,8 +214,8 @@ def test_replay_of_a_study_the_verifier_does_not_ship_is_refused_without_trust(f
     rep = verify_archive(USER_BUNDLE, level="replay")
     replay = rep.tiers[-1]
     assert replay.name == "replay" and replay.status == "FAIL" and rep.exit_code == 1
-    assert "replay refused" in replay.problems[0]["message"]
-    assert "--trust-bundle-code" in replay.problems[0]["message"]
+    assert "replay refused" in replay.problems[0].message
+    assert "--trust-bundle-code" in replay.problems[0].message
     assert fake_gpu == []
 
 

@@ -375,5 +375,5 @@ def test_bag_info_is_held_to_the_packers_bytes_not_only_to_its_keys(tmp_path):
         out = tmp_path / f"b{n}.tar"
         out.write_bytes(mc.raw_tar(g.top, files, g.mtime))
         rep = verify_archive(out, level="fast")
-        msgs = [p["message"] for t in rep.tiers for p in t.problems]
+        msgs = [p.message for t in rep.tiers for p in t.problems]
         assert rep.exit_code == 1 and any("one space after each colon" in m for m in msgs), msgs

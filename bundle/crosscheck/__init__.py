@@ -8,10 +8,9 @@ believed.
 
 Pure functions: no I/O, no printing, nothing raised for malformed input (a value of the
 wrong type is skipped or reported, never trusted). Every function returns a list of
-problem dicts::
-
-    {"file": "data/...", "path": "$.json.path" or None, "message": "one line",
-     "expected": ... (optional), "found": ... (optional)}
+:class:`kbrepro.model.problems.Problem` (file, JSON path, one-line message, optional expected
+and found, a code; built by :func:`kbrepro.bundle.evidence.problem`); what a study plug-in's own
+checks return is read through :func:`kbrepro.bundle.evidence.from_study`.
 
 Imported results (``bundle.json`` ``source: imported``: the post's original files converted
 by the study's importer) have no KernelBench files, binaries, witness document, stage list,

@@ -8,7 +8,7 @@ import re
 import struct
 from typing import Any, Iterator, Mapping
 
-from kbrepro.bundle import problem_dicts as pd
+from kbrepro.bundle import evidence as pd
 
 
 _d, _l = pd.as_dict, pd.as_list

@@ -11,8 +11,9 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
+from kbrepro.model.problems import Problem
 from kbrepro.bundle import derived_facts
-from kbrepro.bundle import problem_dicts as pd
+from kbrepro.bundle import evidence as pd
 from kbrepro.harness.timing import THROTTLE_MASK
 from kbrepro.bundle.crosscheck.common import (DOC_FILE, IMPORTED_REQUIRED, MEASURED_REQUIRED, as_int, is_measured,
                                               check_passes, variants)
@@ -21,7 +22,7 @@ _cut, _p, _d, _l, _is_int, _num = pd.cut, pd.problem, pd.as_dict, pd.as_list, pd
 
 
 def document_problems(documents: Mapping[str, dict], files: Mapping[str, bytes], meta: Mapping,
-                      bag_info: Mapping[str, str]) -> list[dict]:
+                      bag_info: Mapping[str, str]) -> list[Problem]:
     """Tier 3 (documents): contradictions between the documents, ``bundle.json`` and
     ``bag-info.txt``.
 
@@ -29,7 +30,7 @@ def document_problems(documents: Mapping[str, dict], files: Mapping[str, bytes],
     ``"witness"``, ``"correctness"``, ``"timings"``, ``"selftest"``, a study's own,
     ``"claims"``); ``files``: every file of the bag by path relative to the bag root
     (``"data/results/run.json"``, ``"bag-info.txt"``, ...), bytes; ``meta``: parsed
-    ``data/bundle.json``; ``bag_info``: ``bag-info.txt`` fields. Returns problem dicts
+    ``data/bundle.json``; ``bag_info``: ``bag-info.txt`` fields. Returns Problems (:class:`kbrepro.model.problems.Problem`)
     (module docstring); raises nothing.
 
     Checks: every ``data/results/*.json`` (not ``results/originals/``) and
@@ -51,7 +52,7 @@ def document_problems(documents: Mapping[str, dict], files: Mapping[str, bytes],
     timed one variant per script); then the facts :func:`bundle.derived_facts.document_problems`
     derives (self-tests, adaptive stopping, copy and floor blocks, GEMM FLOPs).
     """
-    out: list[dict] = []
+    out: list[Problem] = []
     measured = is_measured(meta)
     out += _listing_problems(documents, files, meta, measured)
     out += _bag_info_problems(meta, bag_info)
@@ -63,7 +64,7 @@ def document_problems(documents: Mapping[str, dict], files: Mapping[str, bytes],
     return out + derived_facts.document_problems(documents)
 
 
-def _listing_problems(documents, files, meta, measured) -> list[dict]:
+def _listing_problems(documents, files, meta, measured) -> list[Problem]:
     out = []
     listed = _d(meta.get("documents"))
     for rel, schema in sorted(listed.items()):
@@ -93,7 +94,7 @@ def _listing_problems(documents, files, meta, measured) -> list[dict]:
     return out
 
 
-def _bag_info_problems(meta, info) -> list[dict]:
+def _bag_info_problems(meta, info) -> list[Problem]:
     out = []
     study = _d(meta.get("study"))
     pairs = (("External-Identifier", meta.get("name"), "$.name"),
@@ -110,7 +111,7 @@ def _bag_info_problems(meta, info) -> list[dict]:
     return out
 
 
-def _meta_problems(documents, files, meta, measured) -> list[dict]:
+def _meta_problems(documents, files, meta, measured) -> list[Problem]:
     out = []
     run = _d(documents.get("run"))
     env = _d(_d(documents.get("environment")).get("fields"))
@@ -166,7 +167,7 @@ def _parse_utc(s: Any) -> float | None:
         return None
 
 
-def _time_problems(documents, meta) -> list[dict]:
+def _time_problems(documents, meta) -> list[Problem]:
     out = []
     run = _d(documents.get("run"))
     f = DOC_FILE["run"]
@@ -206,7 +207,7 @@ def _time_problems(documents, meta) -> list[dict]:
     return out
 
 
-def _environment_problems(documents) -> list[dict]:
+def _environment_problems(documents) -> list[Problem]:
     out = []
     run = _d(documents.get("run"))
     fields = _d(_d(documents.get("environment")).get("fields"))
@@ -243,7 +244,7 @@ def _environment_problems(documents) -> list[dict]:
     return out
 
 
-def _round_problems(documents) -> list[dict]:
+def _round_problems(documents) -> list[Problem]:
 
     out = []
     f = DOC_FILE["timings"]
@@ -288,7 +289,7 @@ def _round_problems(documents) -> list[dict]:
     return out
 
 
-def _eligibility_problems(documents, measured) -> list[dict]:
+def _eligibility_problems(documents, measured) -> list[Problem]:
     """Eligibility for timing re-derived as harness/run.py derives it; for measured results
     also the arms of each study (and cold-L2) block of the task."""
     out = []

@@ -11,7 +11,8 @@ import re
 import struct
 from typing import Any, Mapping
 
-from kbrepro.bundle import problem_dicts as pd
+from kbrepro.model.problems import Problem
+from kbrepro.bundle import evidence as pd
 from kbrepro.bundle.scrub import _HOME, _UUID
 from kbrepro.bundle.crosscheck.common import (ARCH, DOC_FILE, ELF_MAGIC, EM_CUDA, PTX_RELEASE, PTX_TARGET,
                                               SASS_TARGET, checks_of, f32_bits, is_measured, variants)
@@ -20,11 +21,11 @@ _cut, _p, _d, _l, _is_int, _num = pd.cut, pd.problem, pd.as_dict, pd.as_list, pd
 
 
 def provenance_problems(documents: Mapping[str, dict], files: Mapping[str, bytes], meta: Mapping,
-                        binding=None) -> list[dict]:
+                        binding=None) -> list[Problem]:
     """Tier 4 (provenance): contradictions the verifier derives from bytes and numbers.
 
     ``documents``, ``files`` (bag-root relative paths -> bytes) and ``meta`` as for
-    :func:`document_problems`. Returns problem dicts; raises nothing.
+    :func:`document_problems`. Returns Problems (:class:`kbrepro.model.problems.Problem`); raises nothing.
 
     Checks: the NVRTC release in each bundled PTX header (``// Cuda compilation tools,
     release X.Y``) equals the variant's ``nvrtc_version`` and environment.json's
@@ -45,14 +46,14 @@ def provenance_problems(documents: Mapping[str, dict], files: Mapping[str, bytes
     flagged: the committed extended bundle's Inductor settings record them, and they name
     no person or machine.
     """
-    out: list[dict] = []
+    out: list[Problem] = []
     out += _binary_problems(documents, files)
     out += _kernelbench_listed(documents, files, meta)
     out += _witness_bits(documents)
     out += check_arithmetic(documents)
     if binding is not None:
         try:
-            out += list(binding.provenance(documents, files))
+            out += pd.from_study(binding.provenance(documents, files), "provenance")
         except Exception as exc:  # a study's checks must not crash the verifier
             out.append(_p(None, None, f"the study's provenance checks failed: {type(exc).__name__}: {_cut(str(exc))}"))
     out += _privacy_problems(files)
@@ -77,7 +78,7 @@ def cubin_sm(data: bytes) -> int | None:
     return (flags >> 8) & 0xFF if data[8] >= 8 else flags & 0xFF
 
 
-def _binary_problems(documents, files) -> list[dict]:
+def _binary_problems(documents, files) -> list[Problem]:
     out = []
     f = DOC_FILE["compile"]
     env = _d(_d(documents.get("environment")).get("fields"))
@@ -161,7 +162,7 @@ def _binary_problems(documents, files) -> list[dict]:
     return out
 
 
-def _kernelbench_listed(documents, files, meta) -> list[dict]:
+def _kernelbench_listed(documents, files, meta) -> list[Problem]:
     out = []
     mkb = _d(meta.get("kernelbench"))
     if not (is_measured(meta) or mkb.get("files_included")):
@@ -173,7 +174,7 @@ def _kernelbench_listed(documents, files, meta) -> list[dict]:
     return out
 
 
-def _witness_bits(documents) -> list[dict]:
+def _witness_bits(documents) -> list[Problem]:
     out = []
     wit = _d(documents.get("witness"))
     f = DOC_FILE["witness"]
@@ -195,7 +196,7 @@ def _witness_bits(documents) -> list[dict]:
     return out
 
 
-def check_arithmetic(documents) -> list[dict]:
+def check_arithmetic(documents) -> list[Problem]:
     """Bit identity, max abs error, worst ratios, failing and non-finite counts of one check
     record must be consistent under harness/checks.py's definitions."""
     out = []
@@ -292,7 +293,7 @@ def check_arithmetic(documents) -> list[dict]:
     return out
 
 
-def _privacy_problems(files) -> list[dict]:
+def _privacy_problems(files) -> list[Problem]:
     """GPU/MIG UUIDs and home folders (``bundle.scrub`` ``_UUID``, ``_HOME``: the strings
     ``scrub.find_leaks`` calls identifying) in any text file of the bag. A substring test
     decides first whether a pattern can match at all, which keeps the scan cheap."""

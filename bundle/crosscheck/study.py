@@ -9,8 +9,9 @@ import math
 import re
 from typing import Any, Mapping
 
+from kbrepro.model.problems import Problem
 from kbrepro.bundle import derived_facts
-from kbrepro.bundle import problem_dicts as pd
+from kbrepro.bundle import evidence as pd
 from kbrepro.harness import checks
 from kbrepro.harness.records import BlockKey
 from kbrepro.harness.run_build import witness_flushes
@@ -23,12 +24,12 @@ from kbrepro.bundle.crosscheck.common import (CUT, DOC_FILE, expected_ftz, f32_b
 _cut, _p, _d, _l, _is_int, _num = pd.cut, pd.problem, pd.as_dict, pd.as_list, pd.is_int, pd.number
 
 
-def study_problems(study, documents: Mapping[str, dict], binding=None) -> list[dict]:
+def study_problems(study, documents: Mapping[str, dict], binding=None) -> list[Problem]:
     """Tier 3: the documents against the verifier's OWN resolved study.
 
     ``study``: a :class:`kbrepro.harness.study.StudyConfig` the verifier loaded from its own
     study folder (``studies/<name>``) with the profile the run recorded (never the bundle's
-    copy); ``documents`` as for :func:`document_problems`. Returns problem dicts; raises
+    copy); ``documents`` as for :func:`document_problems`. Returns Problems (:class:`kbrepro.model.problems.Problem`); raises
     nothing.
 
     Checks: study name and profile; (measured) the resolved definition run.json recorded
@@ -58,7 +59,7 @@ def study_problems(study, documents: Mapping[str, dict], binding=None) -> list[d
     with the study's route and FTZ mode, their case sets must be the study's, and every
     timing block's protocol must be the study's for its kind.
     """
-    out: list[dict] = []
+    out: list[Problem] = []
     imported = is_imported(documents)
     out += _study_identity(study, documents, imported, binding)
     out += _study_predicate(study, documents)
@@ -68,7 +69,7 @@ def study_problems(study, documents: Mapping[str, dict], binding=None) -> list[d
     out += _study_witness(study, documents, imported)
     if binding is not None:
         try:
-            out += list(binding.crosscheck(study, documents, imported))
+            out += pd.from_study(binding.crosscheck(study, documents, imported), "crosscheck")
         except Exception as exc:  # a study's checks must not crash the verifier
             out.append(_p(None, None, f"the study's own checks failed on these documents: {type(exc).__name__}: "
                           f"{_cut(str(exc))}"))
@@ -93,7 +94,7 @@ def _stages(study, binding=None) -> list[str]:
     return names
 
 
-def _study_identity(study, documents, imported, binding=None) -> list[dict]:
+def _study_identity(study, documents, imported, binding=None) -> list[Problem]:
     out = []
     f = DOC_FILE["run"]
     run = _d(documents.get("run"))
@@ -149,7 +150,7 @@ def _study_identity(study, documents, imported, binding=None) -> list[dict]:
     return out
 
 
-def _study_predicate(study, documents) -> list[dict]:
+def _study_predicate(study, documents) -> list[Problem]:
 
     out = []
     f = DOC_FILE["correctness"]
@@ -192,7 +193,7 @@ def _study_predicate(study, documents) -> list[dict]:
     return out
 
 
-def _study_variants(study, documents, imported) -> list[dict]:
+def _study_variants(study, documents, imported) -> list[Problem]:
 
     out = []
     f = DOC_FILE["compile"]
@@ -257,7 +258,7 @@ def _criterion_of(vals: list) -> str:
     return "equal_nan_stress" if any(isinstance(v, float) and math.isnan(v) for v in vals) else "official"
 
 
-def _study_cases(study, documents, imported, binding=None) -> list[dict]:
+def _study_cases(study, documents, imported, binding=None) -> list[Problem]:
 
     out = []
     f = DOC_FILE["correctness"]
@@ -406,7 +407,7 @@ def _expected_blocks(study, documents, binding=None) -> dict[str, dict]:
     return out
 
 
-def _study_blocks(study, documents, imported, binding=None) -> list[dict]:
+def _study_blocks(study, documents, imported, binding=None) -> list[Problem]:
     out = []
     f = DOC_FILE["timings"]
     doc = study.doc
@@ -478,7 +479,7 @@ def _study_blocks(study, documents, imported, binding=None) -> list[dict]:
     return out + derived_facts.study_problems(study, documents)
 
 
-def _study_witness(study, documents, imported) -> list[dict]:
+def _study_witness(study, documents, imported) -> list[Problem]:
     """The witness ran the study's task at its inputs (float32 bits) for the reference and
     every variant (and Inductor); whether it discriminates follows from its CPU references;
     verdicts follow from the bits (harness/run.py ``witness_flushes``)."""

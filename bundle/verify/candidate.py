@@ -14,6 +14,7 @@ the result is then PARTIAL, not PASS. A replay runs the bundle's candidate code,
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -232,8 +233,7 @@ def tier_documents(b, t) -> None:
             t.notes.append(f"candidate {name}: {why}")
             b.partial.append(f"candidate {name}: {why}")
     for p in crosscheck.check_arithmetic({"correctness": doc}):
-        t.fail("data/results/candidates.json", p["message"], path=p.get("path"), expected=p.get("expected"),
-               found=p.get("found"))
+        t.add(dataclasses.replace(p, file="data/results/candidates.json"))
     b.documents = {"candidates": doc, "environment": env}
     t.details["candidates"] = names
     t.details["documents"] = ["bundle", "candidates", "environment"]

@@ -18,10 +18,11 @@ from typing import Callable
 from kbrepro.bundle import kinds
 from kbrepro.bundle.extract import extract_checked
 from kbrepro.bundle.verify import candidate, claims, described, documents, imported, inert, layout, provenance, replay
-from kbrepro.bundle.verify.core import (EXIT_PARTIAL, LEVELS, TIER_NAMES, Bundle, Report, Tier, bag_info, guarded)
+from kbrepro.bundle.verify.core import LEVELS, TIER_NAMES, Bundle, Report, Tier, bag_info, guarded
 from kbrepro.bundle.verify.manifest import tier_archive, tier_attestation, tier_manifest
 from kbrepro.errors import EnvironmentUnavailableError, UnreadableInputError, UsageError
 from kbrepro.process import deferred_sigint
+from kbrepro.model.problems import UNKNOWN_VERSION, verdict_exit
 
 
 @dataclass(frozen=True)
@@ -122,10 +123,10 @@ def _replay_runs(t: Tier, level: str, failed: bool) -> bool:
     return True
 
 
-def _kind_tiers(kind: Kind, b: Bundle, tier: Callable[[int], Tier], last: int, o: Options, failed: bool) -> int:
-    """Tiers 3 to ``last`` of ``kind`` on ``b``; returns 3 (a document version this verifier
-    does not know), 1 (a tier failed) or 0. ``failed``: tier 2 failed (a signature), which
-    leaves the documents checked but never replays."""
+def _kind_tiers(kind: Kind, b: Bundle, tier: Callable[[int], Tier], last: int, o: Options, failed: bool) -> None:
+    """Tiers 3 to ``last`` of ``kind`` on ``b``; a document version this verifier does not know
+    stops after tier 3. ``failed``: tier 2 failed (a signature), which leaves the documents
+    checked but never replays."""
     stopped = False
     for n in (3, 4, 5):
         t = tier(n)
@@ -136,8 +137,8 @@ def _kind_tiers(kind: Kind, b: Bundle, tier: Callable[[int], Tier], last: int, o
         t0 = time.perf_counter()
         _run_checks(kind.tiers[n], b, t, o, failed)
         t.seconds = time.perf_counter() - t0
-        if n == 3 and t.details.get("unknown_version"):
-            return 3
+        if n == 3 and any(p.code == UNKNOWN_VERSION for p in t.problems):
+            return  # a document this verifier cannot read: the later tiers would judge it by the wrong rules
         if t.status == "FAIL":
             failed = True
             stopped = n == 3 or not (n == 4 and kind.claims_after_failed_provenance)
@@ -148,7 +149,6 @@ def _kind_tiers(kind: Kind, b: Bundle, tier: Callable[[int], Tier], last: int, o
             kind.replay(b, t, o)
             t.seconds = time.perf_counter() - t0
             failed |= t.status == "FAIL"
-    return 1 if failed else 0
 
 
 def verify_archive(path: Path, *, level: str = "auto", profile: str | None = None, trust: bool = False,
@@ -184,12 +184,12 @@ def verify_archive(path: Path, *, level: str = "auto", profile: str | None = Non
 
     partial: list[str] = []
 
-    def finish(code: int) -> Report:
+    def finish() -> Report:
+        """The verdict from the tiers (FAIL where one failed; PARTIAL where something rests on
+        the author's side), the exit code from the verdict and the problems' codes."""
         rep.partial = list(dict.fromkeys(partial))
-        if code == 0 and rep.partial:
-            code = EXIT_PARTIAL
-        rep.exit_code = code
-        rep.verdict = "PASS" if code == 0 else "PARTIAL" if code == EXIT_PARTIAL else "FAIL"
+        rep.verdict = "FAIL" if any(t.status == "FAIL" for t in rep.tiers) else "PARTIAL" if rep.partial else "PASS"
+        rep.exit_code = verdict_exit(rep.verdict, (p.code for t in rep.tiers for p in t.problems))
         return rep
 
     if level == "replay":
@@ -208,10 +208,10 @@ def verify_archive(path: Path, *, level: str = "auto", profile: str | None = Non
     except UnreadableInputError as exc:
         t.fail(Path(path).name, exc.message + (f" ({exc.hint})" if exc.hint else ""))
         t.seconds = time.perf_counter() - t0
-        return finish(3)
+        return finish()
     t.seconds = time.perf_counter() - t0
     if t.status == "FAIL":
-        return finish(3)
+        return finish()
     rep.bundle_name = contents.top
     rep.files = contents.files
     t = tier(2)
@@ -230,7 +230,7 @@ def verify_archive(path: Path, *, level: str = "auto", profile: str | None = Non
         if not failed:
             t.notes.append("--level fast checks the archive and its manifests only: the documents, the claims, "
                            "REPORT.md, summary.txt and renderings/ are not checked (use --level static)")
-        return finish(1 if failed else 0)
+        return finish()
     if not vouched:
         # the payload is not what its manifests (and so the digest) name: later tiers would judge
         # bytes nobody vouched for
@@ -238,15 +238,15 @@ def verify_archive(path: Path, *, level: str = "auto", profile: str | None = Non
             sk = tier(n)
             sk.status = "SKIP"
             sk.notes.append("the manifest tier failed: the payload is not the one the digest names")
-        return finish(1)
+        return finish()
     tmp = Path(keep_extracted) if keep_extracted else Path(tempfile.mkdtemp(prefix="kbrepro-verify-"))
     try:
         root = extract_checked(Path(path), tmp, contents)
         b = Bundle(name=contents.top or "", files=contents.files, root=root, digest=rep.digest or "", partial=partial,
                    attestation=rep.signature)
         is_candidates = bag_info(contents.files.get("bag-info.txt", b"")).get("Bundle-Format") == kinds.FORMAT
-        code = _kind_tiers(CANDIDATES if is_candidates else STUDY, b, tier, last, o, failed)
-        return finish(code)
+        _kind_tiers(CANDIDATES if is_candidates else STUDY, b, tier, last, o, failed)
+        return finish()
     finally:
         if not keep_extracted:
             shutil.rmtree(tmp, ignore_errors=True)

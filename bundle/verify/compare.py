@@ -10,6 +10,7 @@ import statistics
 from typing import Mapping
 
 from kbrepro.harness import fingerprint, stats
+from kbrepro.model.problems import REPLAY, Problem
 
 
 
@@ -98,7 +99,7 @@ def _below_resolution(q: Mapping, tol: float) -> bool:
 
 def compare_replay(recorded: Mapping[str, Mapping], replayed: Mapping[str, Mapping], *, same_profile: bool,
                    ratio_tolerance: float, boot: Mapping, toolchains: Mapping[str, tuple] | None = None,
-                   check_documents: tuple[str, ...] | None = None) -> tuple[list[dict], dict]:
+                   check_documents: tuple[str, ...] | None = None) -> tuple[list[Problem], dict]:
     """Compare recorded and replayed documents; returns ``(problems, details)``.
 
     Comparability comes from what the replay measured, not from the bundle's environment
@@ -114,7 +115,7 @@ def compare_replay(recorded: Mapping[str, Mapping], replayed: Mapping[str, Mappi
     the replay did not reproduce are problems at the same profile and listed otherwise.
     ``check_documents``: the documents whose check records are compared case by case
     (default: every document but the run, environment, compile, timings and claims)."""
-    problems: list[dict] = []
+    problems: list[Problem] = []
     details: dict = {"cases_compared": 0}
     cubins, identical = [], {}
     r_comp = {v["name"]: v for v in (recorded.get("compile") or {}).get("variants", [])}
@@ -122,8 +123,8 @@ def compare_replay(recorded: Mapping[str, Mapping], replayed: Mapping[str, Mappi
     for name in sorted(set(r_comp) | set(p_comp)):
         r, v = r_comp.get(name), p_comp.get(name)
         if r is None or v is None:
-            problems.append({"file": "compile", "path": name, "message": "variant compiled in only one of the runs",
-                             "expected": r is not None, "found": v is not None})
+            problems.append(_problem(file="compile", path=name, message="variant compiled in only one of the runs",
+                             expected=r is not None, found=v is not None))
             continue
         same = (r.get("cubin") or {}).get("sha256") == (v.get("cubin") or {}).get("sha256")
         identical[name] = same
@@ -131,14 +132,15 @@ def compare_replay(recorded: Mapping[str, Mapping], replayed: Mapping[str, Mappi
         comparable = same or (tc is not None and tc[0] is not None and tc[0] == tc[1])
         cubins.append({"variant": name, "comparable": comparable, "same": same if comparable else None})
         if comparable and not same:
-            problems.append({"file": "compile", "path": name,
-                             "message": "cubin differs although the PTX headers name the same NVRTC release and target",
-                             "expected": (r.get("cubin") or {}).get("sha256"), "found": (v.get("cubin") or {}).get("sha256")})
+            problems.append(_problem(file="compile", path=name,
+                             message="cubin differs although the PTX headers name the same NVRTC release and target",
+                                     expected=(r.get("cubin") or {}).get("sha256"),
+                                     found=(v.get("cubin") or {}).get("sha256")))
         rw = ((r.get("ftz_evidence") or {}).get("witness") or {}).get("flushes")
         pw = ((v.get("ftz_evidence") or {}).get("witness") or {}).get("flushes")
         if rw is not None and rw != pw:
-            problems.append({"file": "compile", "path": name, "message": "witness FTZ behaviour differs",
-                             "expected": rw, "found": pw})
+            problems.append(_problem(file="compile", path=name, message="witness FTZ behaviour differs",
+                             expected=rw, found=pw))
     details["cubins"] = cubins
     details["bits_required_for"] = sorted(n for n, same in identical.items() if same)
     not_replayed = []
@@ -153,38 +155,38 @@ def compare_replay(recorded: Mapping[str, Mapping], replayed: Mapping[str, Mappi
             details["cases_compared"] += 1
             for pred in ("official", "legacy", "equal_nan_stress"):
                 if isinstance(a.get(pred), dict) and (a[pred]).get("pass") != (b.get(pred) or {}).get("pass"):
-                    problems.append({"file": doc, "path": f"{key}.{pred}.pass", "message": "verdict differs",
-                                     "expected": a[pred].get("pass"), "found": (b.get(pred) or {}).get("pass")})
+                    problems.append(_problem(file=doc, path=f"{key}.{pred}.pass", message="verdict differs",
+                                     expected=a[pred].get("pass"), found=(b.get(pred) or {}).get("pass")))
             variant = key.rsplit(".", 1)[-1]
             if identical.get(variant) and a.get("bit_identical_count") != b.get("bit_identical_count"):
-                problems.append({"file": doc, "path": f"{key}.bit_identical_count",
-                                 "message": "bit-identity count differs although the replay ran a byte-identical cubin",
-                                 "expected": a.get("bit_identical_count"), "found": b.get("bit_identical_count")})
+                problems.append(_problem(file=doc, path=f"{key}.bit_identical_count",
+                                 message="bit-identity count differs although the replay ran a byte-identical cubin",
+                                 expected=a.get("bit_identical_count"), found=b.get("bit_identical_count")))
         details.setdefault("replayed_only", 0)
         details["replayed_only"] += len(set(pc) - set(rc))
     details["not_replayed"] = len(not_replayed)
     if not_replayed:
         if same_profile:
             for k in not_replayed[:50]:
-                problems.append({"file": k.split("[", 1)[0].split(".", 1)[0], "path": k,
-                                 "message": "a recorded case the replay did not reproduce"})
+                problems.append(_problem(file=k.split("[", 1)[0].split(".", 1)[0], path=k,
+                                 message="a recorded case the replay did not reproduce"))
             if len(not_replayed) > 50:
-                problems.append({"file": None, "path": None,
-                                 "message": f"... and {len(not_replayed) - 50} more recorded cases not reproduced"})
+                problems.append(_problem(file=None, path=None,
+                                 message=f"... and {len(not_replayed) - 50} more recorded cases not reproduced"))
         details["not_replayed_examples"] = not_replayed[:10]
     rw, pw = recorded.get("witness") or {}, replayed.get("witness") or {}
     for name, out in (rw.get("outputs") or {}).items():
         if name != "reference" and identical.get(name) and out != (pw.get("outputs") or {}).get(name):
-            problems.append({"file": "witness", "path": f"$.outputs.{name}",
-                             "message": "witness bits differ although the replay ran a byte-identical cubin",
-                             "expected": out, "found": (pw.get("outputs") or {}).get(name)})
+            problems.append(_problem(file="witness", path=f"$.outputs.{name}",
+                             message="witness bits differ although the replay ran a byte-identical cubin",
+                             expected=out, found=(pw.get("outputs") or {}).get(name)))
     ratios = []
     rb = {b["id"]: b for b in (recorded.get("timings") or {}).get("blocks", []) if b.get("rounds")}
     pb = {b["id"]: b for b in (replayed.get("timings") or {}).get("blocks", []) if b.get("rounds")}
     missing_blocks = sorted(set(rb) - set(pb))
     if missing_blocks and same_profile:
         for bid in missing_blocks:
-            problems.append({"file": "timings", "path": bid, "message": "a recorded timing block the replay did not run"})
+            problems.append(_problem(file="timings", path=bid, message="a recorded timing block the replay did not run"))
     details["timing_blocks_not_replayed"] = len(missing_blocks)
     tol = float(ratio_tolerance)
     for bid in sorted(set(rb) & set(pb)):
@@ -232,10 +234,10 @@ def compare_replay(recorded: Mapping[str, Mapping], replayed: Mapping[str, Mappi
                                 "reproduces")
         if q["excused"] is None:
             x, y = q["_x"], q["_y"]
-            problems.append({"file": "timings", "path": f"{q['block']} {q['ratio']}",
-                             "message": f"timing ratio differs beyond both intervals and the {tol:.0%} tolerance",
-                             "expected": [x["ci_low"], x["median"], x["ci_high"]],
-                             "found": [y["ci_low"], y["median"], y["ci_high"]]})
+            problems.append(_problem(file="timings", path=f"{q['block']} {q['ratio']}",
+                             message=f"timing ratio differs beyond both intervals and the {tol:.0%} tolerance",
+                             expected=[x["ci_low"], x["median"], x["ci_high"]],
+                             found=[y["ci_low"], y["median"], y["ci_high"]]))
     for q in ratios:
         q.pop("_x")
         q.pop("_y")
@@ -246,7 +248,12 @@ def compare_replay(recorded: Mapping[str, Mapping], replayed: Mapping[str, Mappi
     return problems, details
 
 
-def claim_changes(recorded: Mapping[str, str], replayed: Mapping[str, str], same_profile: bool) -> list[dict]:
+def _problem(file: str | None, path: str | None, message: str, expected=None, found=None) -> Problem:
+    """A problem of the replay's comparison (code :data:`~kbrepro.model.problems.REPLAY`)."""
+    return Problem(REPLAY, path, message, expected, found, file)
+
+
+def claim_changes(recorded: Mapping[str, str], replayed: Mapping[str, str], same_profile: bool) -> list[Problem]:
     """Claims whose verdict changed on replay: any change at the recorded profile; at
     another profile (fewer rounds, fewer cases) only a flip between holds and fails."""
     out = []
@@ -255,6 +262,6 @@ def claim_changes(recorded: Mapping[str, str], replayed: Mapping[str, str], same
         if a == b:
             continue
         if same_profile or {a, b} == {"holds", "fails"}:
-            out.append({"file": "claims", "path": cid, "message": f"claim {cid}: recorded {a!r}, replayed {b!r}",
-                        "expected": a, "found": b})
+            out.append(_problem(file="claims", path=cid, message=f"claim {cid}: recorded {a!r}, replayed {b!r}",
+                        expected=a, found=b))
     return out

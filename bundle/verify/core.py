@@ -5,6 +5,7 @@ makes a check's defect a named problem. No check lives here.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ from kbrepro.harness import bounded, plugin
 from kbrepro.harness.kernelbench import load_lock, load_pin
 from kbrepro.harness.study import registry, studies_root
 from kbrepro.errors import ReproError
+from kbrepro.model.problems import TIER_CODES, Problem
 
 
 
@@ -33,7 +35,6 @@ MAX_PROBLEMS_PER_FILE = 200
 MAX_TEXT = 200
 
 
-EXIT_PARTIAL = 5
 
 
 #: the largest result document the verifier parses (the committed extended timings.json is 2.3 MB)
@@ -68,39 +69,46 @@ def _safe_value(v):
 
 @dataclass
 class Tier:
+    """One tier's result: its status, its problems (:class:`~kbrepro.model.problems.Problem`,
+    each with the code of what it is), notes, seconds and details."""
+
     number: int
     name: str
     status: str = "PASS"  # PASS, FAIL, SKIP
-    problems: list[dict] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     details: dict = field(default_factory=dict)
     _per_file: dict = field(default_factory=dict, repr=False)
     _overflow: dict = field(default_factory=dict, repr=False)
 
-    def fail(self, file: str | None, message: str, *, path: str | None = None, expected=None, found=None) -> None:
-        """Record a problem: ``file`` relative to the bag root, ``path`` a JSON path. Strings are
-        escaped and cut (:func:`safe_text`); past :data:`MAX_PROBLEMS_PER_FILE` problems of one
-        file, one last problem counts the rest."""
+    def fail(self, file: str | None, message: str, *, path: str | None = None, expected=None, found=None,
+             code: str | None = None) -> None:
+        """Record a problem: ``file`` relative to the bag root, ``path`` a JSON path, ``code``
+        (default: the tier's own, :data:`~kbrepro.model.problems.TIER_CODES`); as :meth:`add`."""
+        self.add(Problem(code or TIER_CODES[self.name], path, message, expected, found, file))
+
+    def add(self, p: Problem) -> None:
+        """Record the problem ``p`` a check found, failing the tier. Its strings are escaped and
+        cut (:func:`safe_text`); past :data:`MAX_PROBLEMS_PER_FILE` problems of one file, one
+        last problem counts the rest."""
         self.status = "FAIL"
-        key = file or ""
+        key = p.file or ""
         n = self._per_file.get(key, 0) + 1
         self._per_file[key] = n
-        shown_file = None if file is None else safe_text(file)
+        shown_file = None if p.file is None else safe_text(p.file)
         if n > MAX_PROBLEMS_PER_FILE:
             more = n - MAX_PROBLEMS_PER_FILE
             if key not in self._overflow:
-                self._overflow[key] = {"file": shown_file, "path": None, "message": ""}
-                self.problems.append(self._overflow[key])
-            self._overflow[key]["message"] = f"... and {more} more problem{'s' if more > 1 else ''} in this file"
+                self._overflow[key] = len(self.problems)
+                self.problems.append(p)
+            self.problems[self._overflow[key]] = Problem(
+                p.code, None, f"... and {more} more problem{'s' if more > 1 else ''} in this file", file=shown_file)
             return
-        p = {"file": shown_file, "path": None if path is None else safe_text(path),
-             "message": safe_text(message, 4 * MAX_TEXT)}
-        if expected is not None:
-            p["expected"] = _safe_value(expected)
-        if found is not None:
-            p["found"] = _safe_value(found)
-        self.problems.append(p)
+        self.problems.append(Problem(p.code, None if p.path is None else safe_text(p.path),
+                                     safe_text(p.message, 4 * MAX_TEXT),
+                                     None if p.expected is None else _safe_value(p.expected),
+                                     None if p.found is None else _safe_value(p.found), shown_file))
 
 
 @dataclass
@@ -131,7 +139,7 @@ class Report:
                 **extra, "level": self.level, "bundle_name": self.bundle_name, "digest": self.digest,
                 "verdict": self.verdict, "exit_code": self.exit_code, "partial_reasons": list(self.partial),
                 "tiers": [{"number": t.number, "name": t.name, "status": t.status, "seconds": round(t.seconds, 4),
-                           "problems": t.problems, "notes": t.notes, "details": t.details}
+                           "problems": [p.to_doc() for p in t.problems], "notes": t.notes, "details": t.details}
                           for t in self.tiers]}
 
 
@@ -242,12 +250,10 @@ def bag_info(raw: bytes) -> dict:
     return out
 
 
-def schema_problem(t: Tier, file: str, p: str) -> None:
-    """One ``"<name>.json: $.path: message"`` string of :mod:`bundle.validate` as a problem."""
-    _, path, msg = (p.split(": ", 2) + ["", ""])[:3]
-    t.fail(file, msg or p, path=path if path.startswith("$") else None)
-    if path == "$.schema_version" and msg.startswith("unsupported version "):  # bundle.validate's own wording
-        t.details["unknown_version"] = True
+def schema_problem(t: Tier, file: str, p: Problem) -> None:
+    """A problem of :func:`bundle.validate.schema_problems` (file ``<name>.json``) as the
+    tier's, of the bag file ``file``."""
+    t.add(dataclasses.replace(p, file=file))
 
 
 #: the longest string REPORT.md may show (longer ones push the report off screen)

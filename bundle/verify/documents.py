@@ -6,6 +6,7 @@ checks are here too.
 """
 from __future__ import annotations
 
+import dataclasses
 from kbrepro.bundle import crosscheck, validate
 from kbrepro.bundle.documents import DOC_PATHS, OUR_DOCUMENTS, REQUIRED
 from kbrepro.bundle.verify.core import Bundle, MAX_DOCUMENT_BYTES, Tier, bag_info, safe_text, schema_problem
@@ -112,14 +113,14 @@ def consistency_check(b: Bundle, t: Tier) -> None:
     files = {k[len("data/"):]: v for k, v in b.files.items() if k.startswith("data/")}
     results_docs = {n: d for n, d in b.documents.items() if n != "claims"}
     for p in validate.consistency_problems(results_docs, files, file_hashes=False):
-        t.fail("data/" + DOC_PATHS.get(p.file[: -len(".json")], p.file), p.message, path=p.path)
+        t.add(dataclasses.replace(p, file="data/" + DOC_PATHS.get(p.file[: -len(".json")], p.file)))
 
 
 def agreement_check(b: Bundle, t: Tier) -> None:
     """The documents against each other, bundle.json and bag-info.txt
     (:func:`bundle.crosscheck.document_problems`)."""
     for p in crosscheck.document_problems(b.documents, b.files, b.meta, bag_info(b.files.get("bag-info.txt", b""))):
-        t.fail(p.get("file"), p["message"], path=p.get("path"), expected=p.get("expected"), found=p.get("found"))
+        t.add(p)
 
 
 def study_agreement_check(b: Bundle, t: Tier) -> None:
@@ -127,4 +128,4 @@ def study_agreement_check(b: Bundle, t: Tier) -> None:
     where one does."""
     if b.study is not None:
         for p in crosscheck.study_problems(b.study, b.documents, b.binding):
-            t.fail(p.get("file"), p["message"], path=p.get("path"), expected=p.get("expected"), found=p.get("found"))
+            t.add(p)

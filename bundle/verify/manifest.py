@@ -22,7 +22,7 @@ _MANIFEST_LINE = re.compile(r"^([0-9a-f]{64})  (\S.*)$")
 def tier_archive(path: Path, t: Tier) -> arc.ArchiveContents:
     contents = arc.read_archive(path)
     for p in contents.problems:
-        t.fail(p["file"], p["message"])
+        t.add(p)
     if t.status == "FAIL":
         return contents
     bagit = contents.files.get("bagit.txt")

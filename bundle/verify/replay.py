@@ -110,7 +110,7 @@ def _replay(b: Bundle, t: Tier, *, profile: str | None, trust: bool, kernelbench
     recorded_claims = {c["id"]: c["verdict"] for c in (b.documents.get("claims") or {}).get("claims", [])}
     problems += claim_changes(recorded_claims, {c["id"]: c["verdict"] for c in replay_claims["claims"]}, same_profile)
     for p in problems:
-        t.fail(p["file"], p["message"], path=p.get("path"), expected=p.get("expected"), found=p.get("found"))
+        t.add(p)
     details["claims"] = [{"id": c["id"], "recorded": recorded_claims.get(c["id"]), "replayed": c["verdict"],
                           "sentence": c["sentence"]} for c in replay_claims["claims"]]
     details["environment"] = env_rows
