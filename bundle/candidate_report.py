@@ -164,6 +164,22 @@ def _md(text) -> str:
 FOLD_AT = 10
 
 
+def conditions_lines(documents: Mapping[str, Mapping]) -> list[str]:
+    """What a reader must know before any number (:func:`kbrepro.bundle.report.run_conditions`), as Markdown
+    paragraphs for the top of REPORT.md; none for a GPU run at the tasks' own sizes."""
+    cpu, sized = report.run_conditions(documents)
+    out = []
+    if cpu:
+        out += ["**Ran on a CPU** (`--device cpu`): correctness only. No timing, no profiler and no poisoned "
+                "allocator ran, so the checks that need them are undecided, and nothing here says how fast a "
+                "candidate is on a GPU.", ""]
+    if sized:
+        out += ["**Not at the tasks' own sizes** (`--size`): " + "; ".join(f"{report.md_cell(n)} at {report.md_cell(t)}"
+                                                                        for n, t in sized)
+                + ". Every check and timing holds for these sizes only.", ""]
+    return out
+
+
 def render_report(meta: Mapping, doc: Mapping, claims_doc: Mapping) -> str:
     """REPORT.md of a candidate bundle, from the packed documents only (the verifier renders
     it again and compares bytes). Over :data:`FOLD_AT` candidates (a level), a summary table
@@ -172,6 +188,9 @@ def render_report(meta: Mapping, doc: Mapping, claims_doc: Mapping) -> str:
     lines = [f"# {meta['name']}", "", f"KernelBench candidates, profile `{meta.get('profile')}`; KernelBench pinned at "
              f"`{(meta.get('kernelbench') or {}).get('commit')}`; official check `torch.allclose(reference, candidate, "
              f"atol={doc['predicate']['atol']:g}, rtol={doc['predicate']['rtol']:g})`.", ""]
+    readable = report.readable(meta)
+    if readable:  # where and at which sizes it ran, before any number
+        lines += conditions_lines({"candidates": doc})
     caught = {r["name"]: [v["name"] for v in r.get("verdicts") or [] if v.get("passed") is False]
               for r in doc.get("candidates") or []}
     recs = doc.get("candidates") or []
@@ -195,7 +214,7 @@ def render_report(meta: Mapping, doc: Mapping, claims_doc: Mapping) -> str:
 
     # the claims the product writes from the results are its own; any other came with --claims
     own = frozenset(c["id"] for c in default_claims(doc)["claims"])
-    section = report.claims_section(claims_doc, own).rstrip("\n")
+    section = report.claims_section(claims_doc, own, readable).rstrip("\n")
     if fold:
         counts = {}
         for c in claims_doc.get("claims") or []:

@@ -17,15 +17,16 @@ FORMAT = "kbrepro-candidate-bundle"
 KIND = "kernelbench-candidates"
 #: the candidate bundle format this packer writes: 3 adds the RO-Crate metadata file and,
 #: when signed, the attestations (as study format 4 does); 2 is the format before them
-FORMAT_VERSION = 4
-FORMAT_VERSIONS = (2, 3, 4)
+FORMAT_VERSION = 5
+FORMAT_VERSIONS = (2, 3, 4, 5)
 #: the version of results/candidates.json this product writes: 2, timing protocol 2 (issue 27:
 #: fresh inputs for every timed invocation, every timed output checked, the clock over two
 #: lengths); the verifier reads 1 and 2
 SCHEMA_VERSION = 2
 #: the results/candidates.json schema versions each candidate bundle format holds: 4 is 3's
-#: layout holding timing protocol 2 (issue 27)
-DOC_VERSIONS = {2: (1,), 3: (1,), 4: (2,)}
+#: layout holding timing protocol 2 (issue 27); 5 is 4 whose REPORT.md and summary.txt say
+#: first where and at which sizes the candidates ran, and write differences as a person does
+DOC_VERSIONS = {2: (1,), 3: (1,), 4: (2,), 5: (2,)}
 
 
 def format_for(doc_version: int, asked: int | None) -> int:
@@ -42,19 +43,24 @@ def format_for(doc_version: int, asked: int | None) -> int:
 
 #: candidate bundle formats from which the RO-Crate file (and, signed, the attestations) is there
 CRATE_SINCE = 3
+#: the first candidate bundle format whose REPORT.md and summary.txt use ``report.readable``'s words
+READABLE_SINCE = 5
 
 
 @dataclass(frozen=True)
 class BundleKind:
     """One kind of bundle: what its bag-info.txt calls its format, the format versions this
     packer writes and the verifier reads (the newest is the default), the first version with the
-    RO-Crate metadata file and optional signatures, and the schema of its ``data/bundle.json``."""
+    RO-Crate metadata file and optional signatures, the first whose report is written in a
+    person's words (:func:`kbrepro.bundle.report.readable`), and the schema of its
+    ``data/bundle.json``."""
 
     name: str
     format: str
     versions: tuple[int, ...]
     newest: int
     crate_since: int
+    readable_since: int
     meta_schema: str
 
     def check_format(self, version: int, signed: bool) -> None:
@@ -68,8 +74,10 @@ class BundleKind:
                              f"{self.crate_since})", "drop --bundle-format, or drop --sign")
 
 
-STUDY = BundleKind("study", pack.FORMAT_NAME, pack.FORMAT_VERSIONS, pack.FORMAT_VERSION, pack.CRATE_SINCE, "bundle")
-CANDIDATES = BundleKind("candidates", FORMAT, FORMAT_VERSIONS, FORMAT_VERSION, CRATE_SINCE, "candidate-bundle")
+STUDY = BundleKind("study", pack.FORMAT_NAME, pack.FORMAT_VERSIONS, pack.FORMAT_VERSION, pack.CRATE_SINCE,
+                   pack.READABLE_SINCE, "bundle")
+CANDIDATES = BundleKind("candidates", FORMAT, FORMAT_VERSIONS, FORMAT_VERSION, CRATE_SINCE, READABLE_SINCE,
+                        "candidate-bundle")
 #: bag-info.txt's Bundle-Format -> its kind
 BY_FORMAT = {k.format: k for k in (STUDY, CANDIDATES)}
 

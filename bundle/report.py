@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from kbrepro.bundle import kinds
 from kbrepro.harness import extras, stats
 from kbrepro.harness.jsonio import dec_float
 from kbrepro.harness.timing import throttled
@@ -15,6 +16,17 @@ from kbrepro.harness.timing import throttled
 #: it, an adaptive block's protocol column gave the rule's minimum: "10 rounds" for a block
 #: that ran 400); the verifier renders each format's own text
 ROUNDS_HELD_SINCE = 5
+
+
+def readable(meta: Mapping) -> bool:
+    """Whether the bundle ``meta`` describes writes its report in the words of
+    :attr:`kbrepro.bundle.kinds.BundleKind.readable_since` on (a difference as a person writes
+    it: "2.0x slower", "30x faster", "faster by 3.1 to 4.2 %", "1 comparison"; a CPU run and
+    sizes other than the task's own said first). Earlier formats keep the words they were
+    packed with, so the verifier renders each format's own text."""
+    kind = kinds.BY_FORMAT.get(meta.get("format"))
+    v = meta.get("format_version")
+    return kind is not None and type(v) is int and v >= kind.readable_since
 
 
 def _fmt(v, digits: int = 4) -> str:
@@ -64,14 +76,43 @@ def _pct(x: float) -> str:
     return f"{abs(x - 1) * 100:.2g}"
 
 
-def _difference(it: Mapping, den: str) -> str:
-    """The difference an interval resolves, in words (the ratio's convention: t(a) / t(b))."""
+#: from this factor on a difference is written as a factor ("2.0x slower"), below it in percent
+FACTOR_FROM = 1.5
+
+
+def _percent(p: float) -> str:
+    """A percentage as a person writes it: never an exponent (86 or 100, not 1e+02)."""
+    return f"{p:.0f}" if p >= 10 else f"{p:.1f}" if p >= 1 else f"{p:.2f}"
+
+
+def _times(x: float) -> str:
+    """A factor as a person writes it: 2.0x, 30x."""
+    return f"{x:.1f}x" if x < 10 else f"{x:.0f}x"
+
+
+def _difference(it: Mapping, den: str, readable: bool = False) -> str:
+    """The difference an interval resolves, in words (the ratio's convention: t(a) / t(b)).
+    ``readable`` (:func:`readable`): a factor from :data:`FACTOR_FROM` on ("a 1.9x to 2.1x
+    slower", "a 30x to 33x faster"), else the time saved or added in percent without exponent."""
     res, lo, hi = it.get("resolved"), it.get("ci_low"), it.get("ci_high")
+    a = it["numerator"]
+    if readable and res in ("numerator_faster", "numerator_slower") and lo and hi and lo > 0:
+        if res == "numerator_faster":
+            if 1 / lo >= FACTOR_FROM:
+                return f"{a} {_times(1 / hi)} to {_times(1 / lo)} faster"
+            return f"{a} faster by {_percent((1 - hi) * 100)} to {_percent((1 - lo) * 100)} %"
+        if hi >= FACTOR_FROM:
+            return f"{a} {_times(lo)} to {_times(hi)} slower"
+        return f"{a} slower by {_percent((lo - 1) * 100)} to {_percent((hi - 1) * 100)} %"
     if res == "numerator_faster":
-        return f"{it['numerator']} faster by {_pct(hi)} to {_pct(lo)} %"
+        return f"{a} faster by {_pct(hi)} to {_pct(lo)} %"
     if res == "numerator_slower":
-        return f"{it['numerator']} slower by {_pct(lo)} to {_pct(hi)} %"
+        return f"{a} slower by {_pct(lo)} to {_pct(hi)} %"
     return "no resolved difference" if res == "none" else "no interval"
+
+
+def _comparisons(n: int) -> str:
+    return f"{n} comparison{'' if n == 1 else 's'}"
 
 
 def _ratio_items(c: Mapping) -> list[tuple[dict, dict]]:
@@ -97,7 +138,7 @@ def _cmp_text(chk: Mapping, it: Mapping) -> str:
             f"[{_fmt(it.get('ci_low'), 3)}, {_fmt(it.get('ci_high'), 3)}]")
 
 
-def _decides(c: Mapping) -> str:
+def _decides(c: Mapping, readable: bool = False) -> str:
     """The strongest fact behind claim ``c``'s verdict, in one cell."""
     items = _ratio_items(c)
     if not items:
@@ -114,8 +155,8 @@ def _decides(c: Mapping) -> str:
         return f"{it['verdict']}: {_cmp_text(chk, it)}, needs {_test_words(chk)}{more}"
     if it.get("literal") != "holds" and (chk.get("margin") or 0) > 0:
         return (f"holds only within the margin {chk['margin']:g}: {_cmp_text(chk, it)}, "
-                f"{_difference(it, chk['denominator'])}{more}")
-    return f"{_cmp_text(chk, it)}, {_difference(it, chk['denominator'])}{more}"
+                f"{_difference(it, chk['denominator'], readable)}{more}")
+    return f"{_cmp_text(chk, it)}, {_difference(it, chk['denominator'], readable)}{more}"
 
 
 def author_note(c: Mapping) -> str:
@@ -132,13 +173,14 @@ def author_ids(claims: Mapping | None, own_ids) -> list[str]:
     return [c["id"] for c in (claims or {}).get("claims", []) if c["id"] not in own_ids]
 
 
-def claims_section(claims: Mapping, own_ids=None) -> str:
+def claims_section(claims: Mapping, own_ids=None, readable: bool = False) -> str:
     """The claims table and the foldable comparisons. ``own_ids``: the ids the study (or the
-    product's default claims) defines; any other claim is marked as the author's own."""
+    product's default claims) defines; any other claim is marked as the author's own;
+    ``readable``: the words of :func:`readable` formats."""
     rows, details = [], []
     theirs = set(author_ids(claims, own_ids))
     for c in claims.get("claims", []):
-        decide = _decides(c)
+        decide = _decides(c, readable)
         if c.get("why"):
             decide = f"{c['why']} (measured: {c.get('measured_verdict')}); {decide}"
         lit = c.get("literal_verdict", c["verdict"])
@@ -147,12 +189,13 @@ def claims_section(claims: Mapping, own_ids=None) -> str:
                      md_cell(decide)])
         items = _ratio_items(c)
         if items:
-            details.append(f"**{c['id']}** ({len(items)} comparisons, worst first)\n\n" + _table(
+            details.append(f"**{c['id']}** ({_comparisons(len(items)) if readable else f'{len(items)} comparisons'}, "
+                           "worst first)\n\n" + _table(
                 ["block", "a/b", "median r", "interval", "test", "verdict", "literal", "difference"],
                 [[md_cell(it["block"]), md_cell(f"{it['numerator']}/{chk['denominator']}"),
                   _fmt(it.get("median_ratio"), 4), f"[{_fmt(it.get('ci_low'), 4)}, {_fmt(it.get('ci_high'), 4)}]",
                   md_cell(_test_words(chk)), it["verdict"], it.get("literal", "n/a"),
-                  _difference(it, chk["denominator"])] for chk, it in items]))
+                  _difference(it, chk["denominator"], readable)] for chk, it in items]))
     s = claims.get("summary", {})
     order = ("holds", "fails", "inconclusive", "not_comparable")  # the evaluator's order, whatever the key order
     head = ", ".join(f"{k}: {s[k]}" for k in sorted(s, key=lambda k: (order.index(k) if k in order else 9, k)))
@@ -452,7 +495,7 @@ def render(meta: Mapping, documents: Mapping[str, Mapping], claims: Mapping | No
     if meta.get("notes"):
         lines.append("Notes:\n" + "".join(f"- {n}\n" for n in meta["notes"]))
     if claims:
-        lines.append(claims_section(claims, own_ids))
+        lines.append(claims_section(claims, own_ids, readable(meta)))
     if "compile" in documents:
         lines.append(compile_section(documents["compile"]))
     lines.append(witness_section(documents.get("witness")))
@@ -480,6 +523,26 @@ def figures_section(names: list[str]) -> str:
             + "".join(f"![{n}](../renderings/{n}.png)\n\n" for n in names))
 
 
+def _size_text(v) -> str:
+    if isinstance(v, list):
+        return "(" + ",".join(str(x) for x in v) + ("," if len(v) == 1 else "") + ")"
+    return str(v)
+
+
+def run_conditions(documents: Mapping[str, Mapping]) -> tuple[bool, list[tuple[str, str]]]:
+    """Where and at which sizes a candidate run ran, from its ``candidates`` document: whether
+    it ran on a CPU (``--device cpu``), and ``(candidate, "NAME=VALUE, ...")`` for every
+    candidate checked at sizes other than its task's own (``--size``). A study's documents
+    give ``(False, [])``."""
+    doc = documents.get("candidates") or {}
+    sized = []
+    for r in doc.get("candidates") or []:
+        sizes = (r.get("config") or {}).get("sizes") or {}
+        if sizes:
+            sized.append((str(r.get("name")), ", ".join(f"{k}={_size_text(v)}" for k, v in sorted(sizes.items()))))
+    return doc.get("device") == "cpu", sized
+
+
 def post_summary(meta: Mapping, documents: Mapping[str, Mapping], claims: Mapping | None, digest: str,
                  own_ids=None) -> str:
     """Five lines to paste into a forum post: the bundle and its digest; the GPU and toolchain;
@@ -496,10 +559,18 @@ def post_summary(meta: Mapping, documents: Mapping[str, Mapping], claims: Mappin
     verdicts = ", ".join(f"{k.replace('_', ' ')} {s[k]}" for k in ("holds", "fails", "inconclusive", "not_comparable")
                          if k in s)
     name = meta.get("name", "bundle")
+    where = (f"GPU {_env(env, 'gpu_name')} (CC {_env(env, 'compute_capability')}), driver "
+             f"{_env(env, 'driver_version')}; torch {_env(env, 'torch_version')}, CUDA {_env(env, 'cuda_runtime_version')}, "
+             f"NVRTC {_env(env, 'nvrtc_version')}")
+    if readable(meta):
+        cpu, sized = run_conditions(documents)
+        if cpu:
+            where = f"CPU run (--device cpu): correctness only, no timings; torch {_env(env, 'torch_version')}"
+        if sized:
+            where += f"; at sizes other than the tasks' own for {len(sized)} candidate{'s' if len(sized) > 1 else ''}"
     return "\n".join([
         f"kbrepro bundle {name}: digest sha256:{digest}",
-        f"GPU {_env(env, 'gpu_name')} (CC {_env(env, 'compute_capability')}), driver {_env(env, 'driver_version')}; "
-        f"torch {_env(env, 'torch_version')}, CUDA {_env(env, 'cuda_runtime_version')}, NVRTC {_env(env, 'nvrtc_version')}",
+        where,
         f"claims: {verdicts}" + (f"; not holding: {', '.join(bad)}" if bad else "")
         + (f"; holding only within their margin: {', '.join(margin)}" if margin else "")
         + (f"; the author's own claims: {', '.join(theirs)}" if theirs else ""),

@@ -55,12 +55,7 @@ OPTIONS: dict[str, tuple[tuple[str, ...], dict]] = {
         "sign the bundle with this Ed25519 private key (PEM, as 'openssl genpkey -algorithm ed25519' or keygen "
         "writes it): in-toto statements (SLSA provenance, the claims' test result) in DSSE envelopes, a tag file "
         "the digest covers; the key never enters the bundle"))),
-    "bundle_format": (("--bundle-format",), dict(type=int, help=(
-        "the bundle format to write [default: the newest, 5, with the RO-Crate metadata file and, in REPORT.md, "
-        "the rounds each timing block holds; candidates: the newest that holds the results, 4 for timing "
-        "protocol 2]; 4 gives an adaptive block's minimum rounds there; 3 (candidates: 2 or 3 for results of "
-        "timing protocol 1) is the layout of the bundles packed before signatures and RO-Crate, as the committed "
-        "examples are (cannot be signed)"))),
+    "bundle_format": (("--bundle-format",), dict(type=int, help="the bundle format to write [default: the newest]")),
     "candidates": (("--candidate", "candidates"), dict(multiple=True, type=_P, help=(
         "a KernelBench candidate file (defines ModelNew); repeat for several; needs --task"))),
     "candidate_dir": (("--candidate-dir",), dict(type=_P, help=(
@@ -216,8 +211,9 @@ def main() -> None:
          profile="profile of the run: full (default), quick, extended",
          results_dir="where the run writes its documents [default: results/<study>-<profile>-<UTC>]",
          allow_failing="keep a bundle that will fail verification (its results are kept either way)",
-         bundle_format="the bundle format to write [default: the newest]; 4 and 5 write the REPORT.md "
-                       "wording of their day, 3 the layout before signatures and RO-Crate (cannot be signed)")
+         bundle_format="the bundle format to write [default: the newest, 6: REPORT.md in a person's words]; 5 and 4 "
+                       "write REPORT.md as those formats did, 3 the layout before signatures and RO-Crate (cannot "
+                       "be signed)")
 def study_cmd(study, profile, results_dir, cache_dir, no_plots, out, kernelbench, claims, name, allow_failing, sign,
               bundle_format) -> None:
     """Run a study on this GPU (the published one by default), validate, and pack it."""
@@ -355,7 +351,8 @@ def pack_cmd(results, from_results, study, no_plots, out, kernelbench, claims, n
          claims="claims YAML added to the candidates' default claims (the author's own, marked as such)",
          name="bundle name [default: candidates-<profile>-<run start UTC>]",
          allow_failing="pack the bundle even when a candidate is caught or a default claim fails",
-         bundle_format="the bundle format to write [default: the newest]; "
+         bundle_format="the bundle format to write [default: the newest, 5: REPORT.md says first where and at "
+                       "which sizes the candidates ran, in a person's words]; 4 writes REPORT.md as that format did; "
                        "a new run writes timing protocol 2, which formats 2 and 3 cannot hold")
 def candidates_cmd(candidates, candidate_dir, tasks, sizes, extra_shapes, profile, results_dir, device, shards, engine,
                    engine_opts, out, kernelbench, claims, name, allow_failing, sign, bundle_format) -> None:

@@ -1,0 +1,79 @@
+"""REPORT.md and summary.txt in a person's words (issue 31), from study format 6 and candidate
+format 5 on; the formats before keep the words they were packed with (the verifier renders
+each format's own text, so the committed examples still verify byte for byte)."""
+from __future__ import annotations
+
+import pytest
+
+from kbrepro.bundle import candidate_report, kinds, pack, report
+
+NEW = {"format": pack.FORMAT_NAME, "format_version": kinds.STUDY.readable_since}
+OLD = {"format": pack.FORMAT_NAME, "format_version": kinds.STUDY.readable_since - 1}
+NEW_C = {"format": kinds.FORMAT, "format_version": kinds.CANDIDATES.readable_since}
+OLD_C = {"format": kinds.FORMAT, "format_version": kinds.CANDIDATES.readable_since - 1}
+
+
+def _item(resolved, lo, hi):
+    return {"numerator": "a", "resolved": resolved, "ci_low": lo, "ci_high": hi}
+
+
+@pytest.mark.parametrize("item,words", [
+    (_item("numerator_slower", 1.86, 2.01), "a 1.9x to 2.0x slower"),       # was "slower by 86 to 1e+02 %"
+    (_item("numerator_faster", 0.0303, 0.0333), "a 30x to 33x faster"),     # was "faster by 97 to 97 %"
+    (_item("numerator_faster", 0.958, 0.969), "a faster by 3.1 to 4.2 %"),
+    (_item("numerator_slower", 1.004, 1.009), "a slower by 0.40 to 0.90 %"),
+    (_item("numerator_slower", 1.2, 1.6), "a 1.2x to 1.6x slower"),
+    (_item("none", 0.99, 1.01), "no resolved difference"),
+])
+def test_a_difference_is_written_as_a_person_writes_it(item, words):
+    got = report._difference(item, "b", report.readable(NEW))
+    assert got == words
+    assert "e+" not in got
+
+
+def test_formats_before_keep_their_words():
+    assert not report.readable(OLD) and not report.readable(OLD_C)
+    assert report.readable(NEW) and report.readable(NEW_C)
+    assert report._difference(_item("numerator_slower", 1.86, 2.01), "b", report.readable(OLD)) == \
+        "a slower by 86 to 1e+02 %"
+    assert not report.readable({"format": "another", "format_version": 99})
+    assert not report.readable({"format": pack.FORMAT_NAME, "format_version": True})
+
+
+def _claims(n_items):
+    items = [{"block": f"b{i}", "numerator": "a", "median_ratio": 0.5, "ci_low": 0.45, "ci_high": 0.55,
+              "verdict": "holds", "literal": "holds", "resolved": "numerator_faster"} for i in range(n_items)]
+    return {"evaluated_on": "recorded", "summary": {"holds": 1},
+            "claims": [{"id": "C1", "verdict": "holds", "sentence": "a is faster", "checks": [
+                {"kind": "paired_ratio", "test": "faster", "denominator": "b", "items": items}]}]}
+
+
+def test_one_comparison_is_singular():
+    assert "(1 comparison, worst first)" in report.claims_section(_claims(1), None, True)
+    assert "(2 comparisons, worst first)" in report.claims_section(_claims(2), None, True)
+    assert "(1 comparisons, worst first)" in report.claims_section(_claims(1), None, False)  # the old format's text
+
+
+def _doc(device="cuda", sizes=None):
+    return {"device": device, "candidates": [{"name": "relu", "config": {"sizes": sizes or {}}}]}
+
+
+def test_a_cpu_run_and_other_sizes_are_said_first():
+    lines = candidate_report.conditions_lines({"candidates": _doc("cpu", {"batch_size": 8, "dim": [64]})})
+    text = "\n".join(lines)
+    assert "**Ran on a CPU**" in text and "undecided" in text
+    assert "**Not at the tasks' own sizes**" in text and "relu at batch_size=8, dim=(64,)" in text
+    assert candidate_report.conditions_lines({"candidates": _doc()}) == []
+
+
+def test_the_summary_says_cpu_and_sizes_on_its_second_line():
+    env = {"fields": {"torch_version": {"value": "2.13.0"}}}
+    claims = {"summary": {"holds": 1}, "claims": [{"id": "K1a", "verdict": "holds"}]}
+    new = report.post_summary({**NEW_C, "name": "x"}, {"candidates": _doc("cpu", {"batch_size": 8}), "environment": env},
+                              claims, "0" * 64).splitlines()
+    assert len(new) == 5
+    assert new[1].startswith("CPU run (--device cpu): correctness only, no timings; torch 2.13.0")
+    assert new[1].endswith("at sizes other than the tasks' own for 1 candidate")
+    old = report.post_summary({**OLD_C, "name": "x"}, {"candidates": _doc("cpu"), "environment": env}, claims,
+                              "0" * 64).splitlines()
+    assert old[1].startswith("GPU ")  # what format 4 wrote, kept for its bundles
