@@ -15,6 +15,13 @@ dependency, 130 interrupted (Ctrl-C). Errors become exit codes at the CLI edge
 from __future__ import annotations
 
 if __name__ == "__main__":  # Ctrl-C while the imports below run: one line, exit 130
+    import os as _os
+    import signal as _signal
+    import sys as _sys
+
+    # (stdlib only, before our first import: a Ctrl-C inside that import printed a traceback)
+    _signal.signal(_signal.SIGINT, lambda *_: (_sys.stderr.write("interrupted; nothing was written\n"),
+                                               _os._exit(130)))
     try:
         from kbrepro.process import guard_early_interrupt, require_installed
     except ImportError:  # run before installing: one line with the next step, exit 4

@@ -295,6 +295,7 @@ def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelben
         say(f"resuming the run in {results_dir}: {len(cp.finished)} of {len(names)} candidates finished before")
     records = []
     files: dict[str, bytes] = {}
+    running = None  # the candidate being checked: its work folder goes if the run stops before it finished
     try:
         for i, (name, src, tp) in enumerate(zip(names, srcs, paths)):
             if i in cp.finished:
@@ -304,9 +305,11 @@ def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelben
                 continue
             # a build the stopped run left half done (its lock file, its objects) is not this run's
             shutil.rmtree(results_dir / "work" / name, ignore_errors=True)
+            running = name
             rec, own = _run_one(hc.CandidateSpec(name, src, tp, checkout.read_verified(tp)), cfgs[tp], results_dir,
                                 device, say, gbps, files)
             cp.keep(i, rec, own)
+            running = None
             records.append(rec)
             files.update(own)
             say(checkpoint.summary_line(rec))
@@ -317,6 +320,12 @@ def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelben
                        started=started, pin=pin, gbps=gbps, blk=blk)
     except KeyboardInterrupt:
         cp.release()
+        if running is not None:  # its half-built folders (the resumed run rebuilds it from nothing)
+            shutil.rmtree(results_dir / "work" / running, ignore_errors=True)
+            try:
+                (results_dir / "work").rmdir()  # only if no finished candidate's folder is there
+            except OSError:
+                pass
         raise Interrupted(f"{len(cp.finished)} of {len(names)} candidates finished and are kept in {results_dir}; "
                           "the same command resumes the run") from None
     except BaseException:

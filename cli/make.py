@@ -221,7 +221,7 @@ def study_cmd(study, profile, results_dir, cache_dir, no_plots, out, kernelbench
     from kbrepro.bundle.kinds import STUDY
     from kbrepro.harness.run import early_prefetch
     from kbrepro.harness.study import load_study
-    from kbrepro.paths import check_input_dir, check_input_file, check_input_path, prepare_output_dir, remove_created
+    from kbrepro.paths import prepare_output_dir, remove_created
     from kbrepro.process import deferred_sigint
 
     _refuse_signed_failing(sign, allow_failing)
@@ -229,15 +229,7 @@ def study_cmd(study, profile, results_dir, cache_dir, no_plots, out, kernelbench
     STUDY.check_format(STUDY.newest if bundle_format is None else bundle_format, sign is not None)
     _refuse_out_over_inputs(out, claims, sign, study)
     # usage first, then the inputs (exit 3), then the outputs (exit 2), then the GPU (4), all before any work
-    if study:
-        check_input_path(study, "--study")
-    if claims:
-        check_input_file(claims, "--claims")
-    if kernelbench:
-        check_input_dir(kernelbench, "--kernelbench", make.KB_HINT)
-    key = make.load_key(sign)
-    if out:
-        make.check_out_path(Path(out))
+    key = _study_inputs(study, claims, kernelbench, sign, out)
     profile = profile or "full"
     cfg = load_study(study, profile)  # a bad study or profile is reported before anything else
     if cache_dir:
@@ -292,7 +284,7 @@ def pack_cmd(results, from_results, study, no_plots, out, kernelbench, claims, n
     from kbrepro.bundle import candidates as bc
     from kbrepro.bundle import make
     from kbrepro.bundle.kinds import CANDIDATES, STUDY
-    from kbrepro.paths import check_input_dir, check_input_file, check_input_path
+    from kbrepro.paths import check_input_dir, check_input_file
 
     if (results is None) == (from_results is None):
         raise UsageError("pack needs the results folder, once", "e.g. python make_bundle.py pack results/<name>")
@@ -326,15 +318,7 @@ def pack_cmd(results, from_results, study, no_plots, out, kernelbench, claims, n
     _refuse_signed_failing(sign, allow_failing)
     bundle_format = STUDY.newest if bundle_format is None else bundle_format
     STUDY.check_format(bundle_format, sign is not None)
-    if study:
-        check_input_path(study, "--study")
-    if claims:
-        check_input_file(claims, "--claims")
-    if kernelbench:
-        check_input_dir(kernelbench, "--kernelbench", make.KB_HINT)
-    key = make.load_key(sign)  # a key that cannot be read (3) or used (2), before any work
-    if out:
-        make.check_out_path(Path(out))
+    key = _study_inputs(study, claims, kernelbench, sign, out)
     with status(f"packing {folder}"):
         made = make.make_from_results(Path(folder), Path(out) if out else None, kernelbench=kernelbench,
                                       study_path=study, claims_path=claims, name=name, with_plots=not no_plots,
@@ -472,6 +456,24 @@ def selftest_cmd(self_test) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # what the subcommands share
+
+
+def _study_inputs(study, claims, kernelbench, sign, out):
+    """The inputs of a study bundle (exit 3), its signing key (a key that cannot be read 3, or
+    used 2) and its ``--out`` (2), checked before any work; returns the key (None: unsigned)."""
+    from kbrepro.bundle import make
+    from kbrepro.paths import check_input_dir, check_input_file, check_input_path
+
+    if study:
+        check_input_path(study, "--study")
+    if claims:
+        check_input_file(claims, "--claims")
+    if kernelbench:
+        check_input_dir(kernelbench, "--kernelbench", make.KB_HINT)
+    key = make.load_key(sign)
+    if out:
+        make.check_out_path(Path(out))
+    return key
 
 
 def _refuse_out_over_inputs(out, *inputs) -> None:

@@ -49,6 +49,7 @@ from kbrepro.harness.fresh import FreshTimer
 from kbrepro.harness.wire import HELD_MAX_CHUNKS, reply_tensor
 from kbrepro.model import candidates as mc
 from kbrepro.model import protocol
+from kbrepro.model.timing_rules import arm_orders
 
 #: the baselines that replay CUDA graphs (torch.compile's max-autotune mode): a CUDA-graph step
 #: is marked before each of their timed invocations
@@ -212,12 +213,12 @@ def block(c: Ctx, arms: dict, ft: FreshTimer, *, l2: str, rounds: int, flush_byt
     del cal
     inv = protocol.invocations_with_pool(protocol.invocations_per_request(cfg.invocations_per_pair, eager_ms),
                                          io_bytes, budget)
-    rng = random.Random(cfg.order_seed + (1 if l2 == "cold" else 0))
-    pick = random.Random(cfg.order_seed + (3 if l2 == "cold" else 2))
+    # the orders and the draw the verifier derives again (model.protocol, model.timing_rules: one copy)
+    orders = arm_orders(names, protocol.block_order_seed(cfg.order_seed, l2))
+    pick = random.Random(protocol.spot_check_seed(cfg.order_seed, l2))
     rows = []
     for r in range(rounds):
-        order = names[:]
-        rng.shuffle(order)
+        order = next(orders)
         seed = protocol.pool_seed(cfg.timing_seed, l2, r)
         times, host, cand, ref, sizes, chk_ms = {}, {}, None, None, None, 0.0
         weight_seed, eager_ys = secrets.randbits(62), None
@@ -240,7 +241,7 @@ def block(c: Ctx, arms: dict, ft: FreshTimer, *, l2: str, rounds: int, flush_byt
         outputs = _held(cand, ref, sizes, c.tol.atol, c.tol.rtol, pick)
         rows.append({"order": order, "times_ms": times, "host_ms": host, "outputs": outputs, "checksum_ms": chk_ms})
     proto = {"mode": "events", "warmups": nw, "rounds": rounds, "invocations_per_pair": inv,
-             "order_seed": cfg.order_seed + (1 if l2 == "cold" else 0), "l2": l2, "inputs": "fresh",
+             "order_seed": protocol.block_order_seed(cfg.order_seed, l2), "l2": l2, "inputs": "fresh",
              "calibration_ms": eager_ms, "io_bytes": io_bytes, "pool_bytes": budget}
     blk = {"id": f"{c.spec.name}/{l2}", "candidate": c.spec.name, "l2": l2, "mode": "events", "protocol": proto,
            "arms": names, "rounds": rows}

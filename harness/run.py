@@ -41,6 +41,7 @@ from kbrepro.harness.timing import AdaptiveRule, ClockWatch, TimingProtocol, run
 from kbrepro.kernels import compile as kc
 from kbrepro.errors import ReproError
 from kbrepro.kernels.launch import KernelSet
+from kbrepro.model.study_rules import OPENING_STAGES, stage_plan
 from kbrepro.harness.run_build import BuildStages
 from kbrepro.harness.run_task import TaskStages
 from kbrepro.harness.selftest import run_selftests
@@ -224,26 +225,22 @@ class StudyRun(BuildStages, TaskStages):
     def _run_stages(self, t_all: float) -> dict:
         import torch
 
+        own = list(self.binding.stages(self.study))
+        fns = {"setup": self._setup, "compile": self._compile, "witness": self._witness,
+               "measurement_floor": self._floor, "copy_bandwidth": self._copy_bandwidth,
+               "extra_shapes": self._extra_shapes, "self_test": self._self_test,
+               **{f"task_{t}": (lambda t=t: self._task(t)) for t in self.study.tasks},
+               **{name: (lambda fn=fn: fn(self)) for name, fn in own}}
         try:
-            self._stage("setup", self._setup)
-            self._stage("compile", self._compile)
-            if self.study.doc.get("witness"):
-                self._stage("witness", self._witness)
-            self.doc("correctness", predicate=self._predicate_doc(), full_program=[], tasks={},
-                     extra_shapes=[], predicate_direction=checks.predicate_direction_witness(self.tol))
-            self.doc("timings", blocks=[], extras={})
-            if self.study.extra("measurement_floor"):
-                self._stage("measurement_floor", self._floor)
-            if self.study.extra("roofline") or self.study.extra("self_test"):
-                self._stage("copy_bandwidth", self._copy_bandwidth)
-            for task in self.study.tasks:
-                self._stage(f"task_{task}", lambda task=task: self._task(task))
-            if self.study.doc.get("extra_shapes"):
-                self._stage("extra_shapes", self._extra_shapes)
-            for name, fn in self.binding.stages(self.study):
-                self._stage(name, lambda fn=fn: fn(self))
-            if self.study.extra("self_test"):
-                self._stage("self_test", self._self_test)
+            # the plan the verifier holds run.json's stages to (model.study_rules, the one copy);
+            # the result documents open once the opening stages are done
+            plan = stage_plan(self.study.doc, self.study.tasks, [n for n, _ in own])
+            for i, name in enumerate(plan):
+                if name not in OPENING_STAGES and all(n in OPENING_STAGES for n in plan[:i]):
+                    self.doc("correctness", predicate=self._predicate_doc(), full_program=[], tasks={},
+                             extra_shapes=[], predicate_direction=checks.predicate_direction_witness(self.tol))
+                    self.doc("timings", blocks=[], extras={})
+                self._stage(name, fns[name])
         except BaseException as exc:
             log.error("stage %s failed: %s: %s", self.current_stage, type(exc).__name__, exc)
             self.docs["run"]["status"] = "failed"

@@ -14,12 +14,12 @@ timing (the run loop's job).
 """
 from __future__ import annotations
 
-import random
 import time
 from dataclasses import asdict, dataclass
 from typing import Callable, Mapping, Sequence
 
 from kbrepro.harness import stats
+from kbrepro.model.timing_rules import arm_orders
 
 
 @dataclass(frozen=True)
@@ -220,7 +220,7 @@ def run_block(arms: Mapping[str, Callable[[], object]], protocol: TimingProtocol
                 runners[name] = (lambda f: (lambda: (flush(), f())))(fn)
         else:
             raise ValueError(f"unknown timing mode {protocol.mode!r}")
-    rng = random.Random(protocol.order_seed)
+    orders = arm_orders(names, protocol.order_seed)  # the verifier's rule too (model.timing_rules)
     rounds = []
     rule = protocol.adaptive
     outcome = None
@@ -232,8 +232,7 @@ def run_block(arms: Mapping[str, Callable[[], object]], protocol: TimingProtocol
             if stop:
                 outcome = {"rounds": len(rounds), "stop_reason": reason, "rel_half_widths": widths}
                 break
-        order = names[:]
-        rng.shuffle(order)
+        order = next(orders)
         times = {}
         for name in order:
             run = runners[name]

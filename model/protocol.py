@@ -274,6 +274,18 @@ CALLS_SLACK_MS = 0.25
 CLOCK_BLOCK_FACTOR = 2.0
 
 
+def block_order_seed(order_seed: int, l2: str) -> int:
+    """The seed of a candidate timing block's arm order (:func:`kbrepro.model.timing_rules.arm_orders`):
+    the profile's ``order_seed`` for the warm-L2 block, one more for the cold one."""
+    return order_seed + (1 if l2 == "cold" else 0)
+
+
+def spot_check_seed(order_seed: int, l2: str) -> int:
+    """The seed of the draw that picks which timed outputs of a candidate block are held against
+    the reference (protocol 1's spot checks, protocol 2's chunks): ``order_seed`` + 2 warm, + 3 cold."""
+    return order_seed + (3 if l2 == "cold" else 2)
+
+
 def call_rng_seed(tag: str) -> int:
     """The seed of torch's generators right before a model call whose answer is checked: the
     parent's reference on a set and the candidate's call on the same values (``tag`` names the

@@ -94,14 +94,21 @@ def _specs(task_src: bytes, sizes: Mapping[str, SizeValue], cache: dict) -> tupl
     return cache[key]
 
 
-def _order(arms: Sequence[str], seed: int, rounds: int) -> list[list[str]]:
+def arm_orders(arms: Sequence[str], seed: int) -> Iterator[list[str]]:
+    """The order the arms of a timing block run in, round after round: ``arms`` shuffled by one
+    ``random.Random(seed)``, once per round. The one copy of the rule: the engine times in these
+    orders (``harness/timing.py``), the verifier holds every recorded round to them (a study's
+    blocks in ``bundle/crosscheck/documents.py``, a candidate's here)."""
     rng = random.Random(seed)
-    out = []
-    for _ in range(rounds):
+    while True:
         order = list(arms)
         rng.shuffle(order)
-        out.append(order)
-    return out
+        yield order
+
+
+def _order(arms: Sequence[str], seed: int, rounds: int) -> list[list[str]]:
+    orders = arm_orders(arms, seed)
+    return [next(orders) for _ in range(rounds)]
 
 
 def block_problems(rec: CandidateRecord, at: str, gbps: Optional[float], task_src: Optional[bytes],
@@ -129,7 +136,7 @@ def block_problems(rec: CandidateRecord, at: str, gbps: Optional[float], task_sr
         return
     for j, b in enumerate(rec.blocks):
         bp = f"{at}.blocks[{j}]"
-        seed = cfg.order_seed + (1 if b.l2 == "cold" else 0)
+        seed = protocol.block_order_seed(cfg.order_seed, b.l2)
         if list(b.arms) != arms or b.id != f"{rec.name}/{b.l2}" or b.candidate != rec.name:
             yield _p(P.INCOMPLETE, f"{bp}.arms", f"are not the baselines that ran and the candidate: {arms}")
             continue
@@ -263,7 +270,7 @@ def _held_problems(rec: CandidateRecord, b, bp: str, inv: int, cache: dict,
             n *= d
         sizes = _chunk_sizes(n)
     cfg = protocol.PROFILES[rec.config.profile]
-    pick = random.Random(cfg.order_seed + (3 if b.l2 == "cold" else 2))
+    pick = random.Random(protocol.spot_check_seed(cfg.order_seed, b.l2))
     seeded = True
     for k, row in enumerate(b.rounds):
         h, rp = row.outputs, f"{bp}.rounds[{k}].outputs"

@@ -174,7 +174,9 @@ def test_show_report_prints_the_bytes_it_verified_not_a_second_read(tmp_path, mo
     res = CliRunner().invoke(verify_bundle.main, [str(arch), "--level", "static", "--show-report"])
     assert res.exit_code == 0, res.output
     assert "Claims" in res.output and "C10" in res.output and "\x1b" not in res.output and "forged" not in res.output
-    assert verify_bundle._terminal_text("a\x1b]0;x\x07b\r\n\u202ec".encode()) == "a\ufffd]0;x\ufffdb\ufffd\n\ufffdc"
+    from kbrepro.cli.render import terminal_text
+
+    assert terminal_text("a\x1b]0;x\x07b\r\n\u202ec".encode()) == "a\ufffd]0;x\ufffdb\ufffd\n\ufffdc"
 
 
 def test_recorded_claims_of_a_shape_the_evaluator_never_writes_fail_by_name(tmp_path):

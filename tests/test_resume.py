@@ -44,11 +44,12 @@ def _stop_at(k):
     real = hc.run_candidate
     calls = []
 
-    def fake(spec, *a, **kw):
+    def fake(spec, cfg, workdir, *a, **kw):
         calls.append(spec.name)
-        if len(calls) == k + 1:
+        if len(calls) == k + 1:  # stopped while the child built it: its build folders exist
+            (Path(workdir) / "build" / "extensions").mkdir(parents=True)
             raise KeyboardInterrupt
-        return real(spec, *a, **kw)
+        return real(spec, cfg, workdir, *a, **kw)
     return fake, calls
 
 
@@ -59,6 +60,7 @@ def test_a_stopped_run_keeps_what_finished_and_the_same_command_resumes(setup, t
         _run(setup, out)
     assert "2 of 3 candidates finished and are kept" in ei.value.kept and "the same command resumes" in ei.value.kept
     assert sorted(p.name for p in (out / checkpoint.PROGRESS).iterdir()) == [".lock", "0.json", "1.json", "run.json"]
+    assert not (out / "work" / "c").exists()  # the build folders of the candidate it stopped in (issue 31)
     (out / "work" / "c").mkdir(parents=True, exist_ok=True)
     (out / "work" / "c" / "lock").write_text("a build the stopped run left")  # torch's build lock
     assert not (out / "results" / "candidates.json").exists()

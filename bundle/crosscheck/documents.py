@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import math
-import random
 import re
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from kbrepro.model.problems import Problem
+from kbrepro.model.timing_rules import arm_orders
 from kbrepro.bundle import derived_facts
 from kbrepro.bundle import evidence as pd
 from kbrepro.harness.timing import THROTTLE_MASK
@@ -258,14 +258,13 @@ def _round_problems(documents) -> list[Problem]:
         if len(set(arms)) != len(arms):
             out.append(_p(f, f"$.blocks[{i}].arms", f"block {bid}: an arm is listed twice", found=arms))
         seed = proto.get("order_seed")
-        rng = random.Random(seed) if _is_int(seed) else None
+        orders = arm_orders(arms, seed) if _is_int(seed) else None
         bad_order = bad_time = bad_thr = False
         for j, r in enumerate(rounds):
             r = _d(r)
             order = r.get("order")
-            if rng is not None:
-                want = list(arms)
-                rng.shuffle(want)
+            if orders is not None:
+                want = next(orders)
                 if order != want and not bad_order:
                     bad_order = True
                     msg = ("is not a permutation of the block's arms" if sorted(map(str, _l(order))) != sorted(arms)

@@ -10,6 +10,7 @@ import re
 from typing import Any, Mapping
 
 from kbrepro.model.problems import Problem
+from kbrepro.model.study_rules import stage_plan
 from kbrepro.bundle import derived_facts
 from kbrepro.bundle import evidence as pd
 from kbrepro.harness import checks
@@ -77,21 +78,9 @@ def study_problems(study, documents: Mapping[str, dict], binding=None) -> list[P
 
 
 def _stages(study, binding=None) -> list[str]:
-    """The stages harness/run.py runs for ``study``, in order."""
-    ex = study.doc.get("extras", {}) or {}
-    names = ["setup", "compile"] + (["witness"] if study.doc.get("witness") else [])
-    if ex.get("measurement_floor"):
-        names.append("measurement_floor")
-    if ex.get("roofline") or ex.get("self_test"):
-        names.append("copy_bandwidth")
-    names += [f"task_{t}" for t in study.tasks]
-    if study.doc.get("extra_shapes"):
-        names.append("extra_shapes")
-    if binding is not None:
-        names += list(binding.stage_names(study))
-    if ex.get("self_test"):
-        names.append("self_test")
-    return names
+    """The stages harness/run.py runs for ``study``, in order (:func:`kbrepro.model.study_rules.stage_plan`,
+    the engine's own plan)."""
+    return stage_plan(study.doc, study.tasks, list(binding.stage_names(study)) if binding is not None else [])
 
 
 def _study_identity(study, documents, imported, binding=None) -> list[Problem]:
