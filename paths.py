@@ -80,19 +80,18 @@ def _probe_write(folder, name: str) -> OSError | None:
     import os
     import tempfile
 
-    tmp = None
-    try:
-        with deferred_sigint():  # a Ctrl-C right after mkstemp would leave the file behind
+    # the whole probe with Ctrl-C and SIGTERM held: an interrupt landing between the file's
+    # creation and its removal (a second one, re-sent from inside an import) left it behind
+    with deferred_sigint():
+        try:
             fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
+        except OSError as exc:
+            return exc
         os.close(fd)
-    except OSError as exc:
-        return exc
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
     return None
 
 

@@ -164,6 +164,13 @@ def _md(text) -> str:
 FOLD_AT = 10
 
 
+#: checks whose pass on a CPU run means nothing (what the check needs is not there), shown as
+#: undecided in the report of a readable format; the recorded verdict is kept beside it
+CPU_CANNOT_DECIDE = {"deterministic_under_poison": "no poisoned allocator",
+                     "no_work_after_return": "no device streams to wait on",
+                     "single_stream": "no profiler kernel list", "custom_kernel_ran": "no profiler kernel list"}
+
+
 def conditions_lines(documents: Mapping[str, Mapping]) -> list[str]:
     """What a reader must know before any number (:func:`kbrepro.bundle.report.run_conditions`), as Markdown
     paragraphs for the top of REPORT.md; none for a GPU run at the tasks' own sizes."""
@@ -231,9 +238,13 @@ def render_report(meta: Mapping, doc: Mapping, claims_doc: Mapping) -> str:
                   f"sha256 `{r['source_sha256'][:16]}...`; compile {_fmt(r.get('compile_seconds'), 3)} s, whole "
                   f"check {_fmt(r.get('seconds'), 3)} s; built with {_md(', '.join((r.get('provenance') or {}).get('built_with') or [])) or 'nothing we could trace'}.",
                   "", "| check | verdict | detail |", "|---|---|---|"]
+        cpu = readable and doc.get("device") == "cpu"
         for v in r.get("verdicts") or []:
             mark = {True: "pass", False: "**FAIL**", None: "undecided"}[v.get("passed")]
-            lines.append(f"| {v['name']} | {mark} | {_md(v.get('detail', ''))} |")
+            detail = _md(v.get("detail", ""))
+            if cpu and v.get("passed") is True and v["name"] in CPU_CANNOT_DECIDE:
+                mark, detail = "undecided on a CPU", f"a CPU run has {CPU_CANNOT_DECIDE[v['name']]}; recorded: {detail}"
+            lines.append(f"| {v['name']} | {mark} | {detail} |")
         skipped = {a: b.get("skipped") for a, b in ((r.get("timing") or {}).get("baselines") or {}).items()
                    if isinstance(b, dict) and b.get("skipped")}
         if skipped:
@@ -253,7 +264,9 @@ def render_report(meta: Mapping, doc: Mapping, claims_doc: Mapping) -> str:
         if fold:
             lines += ["", "</details>"]
     lines += where_cases_ran(doc)
-    lines += ["", "What these checks cannot catch is listed in the README (section on candidates).", ""]
+    lines += ["", "What these checks cannot catch: docs/checks.md of kbrepro (Isolation; the limits of each timing "
+              "protocol)." if readable
+              else "What these checks cannot catch is listed in the README (section on candidates).", ""]
     return "\n".join(lines)
 
 

@@ -327,7 +327,7 @@ def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelben
             except OSError:
                 pass
         raise Interrupted(f"{len(cp.finished)} of {len(names)} candidates finished and are kept in {results_dir}; "
-                          "the same command resumes the run") from None
+                          f"the same command with --results-dir {results_dir} resumes the run") from None
     except BaseException:
         cp.release()
         raise

@@ -20,7 +20,8 @@ from kbrepro.bundle.assemble import Contents, json_roundtrip
 from kbrepro.bundle.kinds import STUDY
 from kbrepro.harness import jsonio, plugin
 from kbrepro.harness.kernelbench import KernelBenchCheckout, load_lock, resolve_checkout
-from kbrepro.errors import Interrupted, InvalidResultsError, KernelBenchPinError, UnreadableInputError, UsageError
+from kbrepro.errors import (Interrupted, InvalidResultsError, KernelBenchPinError, OutputPathError, UnreadableInputError,
+                            UsageError)
 
 from kbrepro.bundle.documents import DOC_PATHS, OUR_DOCUMENTS, REQUIRED  # noqa: E402,F401
 from kbrepro.bundle.workers import PlotWorker, start_workers, stop_workers
@@ -344,7 +345,9 @@ def check_out_path(out: Path, what: str = "--out") -> Path:
     write (with its ``.sha256-digest`` beside it). Raises UsageError / OutputPathError (2)."""
     out = Path(out)
     if not out.name.endswith(ARCHIVE_SUFFIXES):
-        raise UsageError(f"archive name {out.name!r} must end in .tar or .tar.gz", "pass --out NAME.tar")
+        if out.is_dir():
+            raise OutputPathError(f"{what} {out} is a folder", f"give a file name in it: {what} {out}/NAME.tar")
+        raise UsageError(f"archive name {out.name!r} must end in .tar, .tar.gz or .tgz", "pass --out NAME.tar")
     return check_output_file(out, what, companions=(pack.DIGEST_SUFFIX,))
 
 

@@ -441,7 +441,7 @@ def keygen_cmd(folder, keygen_dir) -> None:
     priv, pub, kid = attest.write_key_pair(folder if folder is not None else keygen_dir,
                                            "FOLDER" if folder is not None else "--keygen")
     click.echo(f"private key: {priv}  (mode 0600; keep it, never share it; sign with --sign {priv})")
-    click.echo(f"public key:  {pub}  (give it to readers: verify_bundle.py X.tar --public-key {pub.name})")
+    click.echo(f"public key:  {pub}  (give it to readers: verify_bundle.py X.tar --public-key {pub})")
     click.echo(f"key id:      {kid}  (sha256 of the public key's DER SubjectPublicKeyInfo)")
 
 
@@ -505,18 +505,27 @@ def _summary(made, extra: str = "", allow_failing: bool = False, public_key=None
     results are kept) unless ``allow_failing``; a signed one always (:func:`kbrepro.bundle.publish.publish`).
     ``own_run``: the results are this command's own run (a failure is then a defect of ours)."""
     from kbrepro.bundle import publish
+    from kbrepro.errors import Interrupted, ReproError
 
-    click.echo(f"bundle:  {made.path}")
-    click.echo(f"size:    {made.size_bytes:,} bytes")
-    click.echo(f"digest:  {made.digest}  (sha256 of tagmanifest-sha256.txt)")
+    lines = [f"bundle:  {made.path}", f"size:    {made.size_bytes:,} bytes",
+             f"digest:  {made.digest}  (sha256 of tagmanifest-sha256.txt)"]
     if made.signed_by:
-        click.echo(f"signed:  key id {made.signed_by} (attestations.intoto.jsonl: SLSA provenance and the claims' "
-                   "test result)")
-    click.echo("claims:  " + ", ".join(f"{k} {v}" for k, v in made.claims_summary.items()))
-    for k, v in getattr(made, "caught", {}).items():
-        click.echo(f"caught:  {k} by {', '.join(v)}")
-    click.echo(f"packing: {made.pack_seconds:.2f} s{extra}")
-    for n in made.notes:
-        click.echo(f"note:    {n}")
-    publish.publish(made.path, signed=bool(made.signed_by), allow_failing=allow_failing, public_key=public_key,
-                    own_run=own_run, echo=click.echo)
+        lines.append(f"signed:  key id {made.signed_by} (attestations.intoto.jsonl: SLSA provenance and the claims' "
+                     "test result)")
+    lines.append("claims:  " + ", ".join(f"{k} {v}" for k, v in made.claims_summary.items()))
+    lines += [f"caught:  {k} by {', '.join(v)}" for k, v in getattr(made, "caught", {}).items()]
+    lines.append(f"packing: {made.pack_seconds:.2f} s{extra}")
+    lines += [f"note:    {n}" for n in made.notes]
+    # printed once the self-verification has ended: an interrupted one removes the bundle, and
+    # nothing then names a bundle that is not there
+    try:
+        publish.publish(made.path, signed=bool(made.signed_by), allow_failing=allow_failing, public_key=public_key,
+                        own_run=own_run, echo=lines.append)
+    except Interrupted:
+        raise
+    except ReproError:  # removed as failing: what was packed, and the verify: line that says where it fails
+        for line in lines:
+            click.echo(line)
+        raise
+    for line in lines:
+        click.echo(line)

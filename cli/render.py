@@ -65,7 +65,7 @@ def print_report(rep, verbose: bool) -> None:
                      + " the data: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
         elif t.name == "provenance" and t.status == "PASS":
             extra = ", ".join(t.details.get("checked", [])) or "nothing to check"
-        click.echo(f"{t.number} {t.name:<11} {t.status:<5} {t.seconds:6.2f}s  {extra}")
+        click.echo(f"{t.number} {t.name:<11} {t.status:<5} {t.seconds:6.2f}s  {extra}".rstrip())
         for p in t.problems[: 40 if not verbose else None]:
             where = p.file or ""
             if p.path:
@@ -133,7 +133,8 @@ def rendered_markdown(text: str) -> str:
     buf = io.StringIO()
     console = Console(file=buf, force_terminal=tty, color_system="standard" if tty else None, no_color=not tty,
                       width=shutil.get_terminal_size((120, 40)).columns if tty else 120, emoji=False, highlight=False)
-    console.print(Markdown(text, hyperlinks=False))
+    # REPORT.md breaks lines inside a table cell with <br>, which a terminal table cannot show
+    console.print(Markdown(re.sub(r"<br\s*/?>", "; ", text, flags=re.IGNORECASE), hyperlinks=False))
     return "\n".join(line.rstrip() for line in buf.getvalue().splitlines())
 
 

@@ -276,11 +276,12 @@ def atomic_write_all(files) -> None:
                 os.replace(tmp, path)
                 temps.pop(0)
     finally:
-        for tmp, _ in temps:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+        with deferred_sigint():  # a second interrupt must not cut the cleanup short
+            for tmp, _ in temps:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -302,10 +303,11 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         os.replace(tmp, path)
     except BaseException:
         if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+            with deferred_sigint():  # a second interrupt must not cut the cleanup short
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
         raise
 
 

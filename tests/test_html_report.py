@@ -103,6 +103,17 @@ def test_raw_html_and_links_of_a_report_are_text_and_figures_need_their_pixels_c
     assert p.tags.count("img") == 1 and p.urls == ["data:image/png;base64,iVBORw=="]
 
 
+def test_a_line_break_in_a_table_cell_is_a_line_break_and_nothing_else_is_markup():
+    """REPORT.md's timing tables break lines inside a cell with <br>: shown as a line break (the
+    page showed a literal "<br>"), while any other inline tag, even one dressed as a break, stays text."""
+    md = "| arms |\n|---|\n| eager: 1<br>torchscript: 2<BR/>x<br onclick=alert(1)><b>y</b> |\n"
+    page = render_html(md, title="t", verdict="PASS", verdict_line="v", digest=None).decode()
+    p = _Page()
+    p.feed(page)
+    assert "eager: 1<br>torchscript: 2<br>x&lt;br onclick=alert(1)&gt;&lt;b&gt;y&lt;/b&gt;" in page
+    assert p.tags.count("br") == 2 and p.handlers == [] and "b" not in p.tags
+
+
 def test_html_is_refused_at_level_fast_and_not_written_for_a_failing_bundle(tmp_path):
     res = CliRunner().invoke(verify_bundle.main, [str(FULL), "--level", "fast", "--html", str(tmp_path / "r.html")])
     assert res.exit_code == 2 and not (tmp_path / "r.html").exists()

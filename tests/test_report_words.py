@@ -77,3 +77,20 @@ def test_the_summary_says_cpu_and_sizes_on_its_second_line():
     old = report.post_summary({**OLD_C, "name": "x"}, {"candidates": _doc("cpu"), "environment": env}, claims,
                               "0" * 64).splitlines()
     assert old[1].startswith("GPU ")  # what format 4 wrote, kept for its bundles
+
+
+def test_a_pass_a_cpu_cannot_give_is_shown_undecided_with_what_was_recorded():
+    doc = {"device": "cpu", "predicate": {"atol": 1e-4, "rtol": 1e-4},
+           "candidates": [{"name": "relu", "task": "level1/19_ReLU.py", "task_sha256": "0" * 64,
+                           "source_sha256": "1" * 64, "config": {"sizes": {}}, "blocks": [], "timing": {},
+                           "provenance": {}, "verdicts": [
+                               {"name": "ran", "passed": True, "detail": "it ran"},
+                               {"name": "no_work_after_return", "passed": True,
+                                "detail": "the device was idle within 0.000 ms"}]}]}
+    claims = {"claims": [], "summary": {}}
+    new = candidate_report.render_report({**NEW_C, "name": "x", "profile": "quick"}, doc, claims)
+    assert "| no_work_after_return | undecided on a CPU | a CPU run has no device streams to wait on; recorded: " \
+           "the device was idle within 0.000 ms |" in new
+    assert "| ran | pass | it ran |" in new and new.index("**Ran on a CPU**") < new.index("## Verdict")
+    old = candidate_report.render_report({**OLD_C, "name": "x", "profile": "quick"}, doc, claims)
+    assert "| no_work_after_return | pass |" in old and "Ran on a CPU" not in old

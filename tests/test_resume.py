@@ -58,7 +58,7 @@ def test_a_stopped_run_keeps_what_finished_and_the_same_command_resumes(setup, t
     fake, calls = _stop_at(2)
     with mock.patch.object(hc, "run_candidate", fake), pytest.raises(Interrupted) as ei:
         _run(setup, out)
-    assert "2 of 3 candidates finished and are kept" in ei.value.kept and "the same command resumes" in ei.value.kept
+    assert "2 of 3 candidates finished and are kept" in ei.value.kept and f"the same command with --results-dir {out} resumes" in ei.value.kept
     assert sorted(p.name for p in (out / checkpoint.PROGRESS).iterdir()) == [".lock", "0.json", "1.json", "run.json"]
     assert not (out / "work" / "c").exists()  # the build folders of the candidate it stopped in (issue 31)
     (out / "work" / "c").mkdir(parents=True, exist_ok=True)

@@ -224,6 +224,8 @@ def verify_archive(path: Path, *, level: str = "auto", profile: str | None = Non
         t.fail("tagmanifest-sha256.txt", "bundle digest differs from the one you expected", expected=expect_digest,
                found=rep.digest)
         vouched = False
+    elif expect_digest:
+        t.notes.append("the bundle digest is the one you expected (--expect-digest)")
     t.seconds = time.perf_counter() - t0
     failed = t.status == "FAIL"
     if last <= 2:
