@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from kbrepro.bundle import kinds
+from kbrepro.bundle.wording import comparisons, difference, readable, slack
 from kbrepro.harness import extras, stats
 from kbrepro.harness.jsonio import dec_float
 from kbrepro.harness.timing import throttled
@@ -16,17 +16,6 @@ from kbrepro.harness.timing import throttled
 #: it, an adaptive block's protocol column gave the rule's minimum: "10 rounds" for a block
 #: that ran 400); the verifier renders each format's own text
 ROUNDS_HELD_SINCE = 5
-
-
-def readable(meta: Mapping) -> bool:
-    """Whether the bundle ``meta`` describes writes its report in the words of
-    :attr:`kbrepro.bundle.kinds.BundleKind.readable_since` on (a difference as a person writes
-    it: "2.0x slower", "30x faster", "faster by 3.1 to 4.2 %", "1 comparison"; a CPU run and
-    sizes other than the task's own said first). Earlier formats keep the words they were
-    packed with, so the verifier renders each format's own text."""
-    kind = kinds.BY_FORMAT.get(meta.get("format"))
-    v = meta.get("format_version")
-    return kind is not None and type(v) is int and v >= kind.readable_since
 
 
 def _fmt(v, digits: int = 4) -> str:
@@ -72,54 +61,15 @@ def md_cell(text) -> str:
 _WORST = {"fails": 0, "inconclusive": 1, "not_comparable": 2, "holds": 3}
 
 
-def _pct(x: float) -> str:
-    return f"{abs(x - 1) * 100:.2g}"
-
-
-#: from this factor on a difference is written as a factor ("2.0x slower"), below it in percent
-FACTOR_FROM = 1.5
-
-
-def _percent(p: float) -> str:
-    """A percentage as a person writes it: never an exponent (86 or 100, not 1e+02)."""
-    return f"{p:.0f}" if p >= 10 else f"{p:.1f}" if p >= 1 else f"{p:.2f}"
-
-
-def _times(x: float) -> str:
-    """A factor as a person writes it: 2.0x, 30x."""
-    return f"{x:.1f}x" if x < 10 else f"{x:.0f}x"
-
-
-def _difference(it: Mapping, den: str, readable: bool = False) -> str:
-    """The difference an interval resolves, in words (the ratio's convention: t(a) / t(b)).
-    ``readable`` (:func:`readable`): a factor from :data:`FACTOR_FROM` on ("a 1.9x to 2.1x
-    slower", "a 30x to 33x faster"), else the time saved or added in percent without exponent."""
-    res, lo, hi = it.get("resolved"), it.get("ci_low"), it.get("ci_high")
-    a = it["numerator"]
-    if readable and res in ("numerator_faster", "numerator_slower") and lo and hi and lo > 0:
-        if res == "numerator_faster":
-            if 1 / lo >= FACTOR_FROM:
-                return f"{a} {_times(1 / hi)} to {_times(1 / lo)} faster"
-            return f"{a} faster by {_percent((1 - hi) * 100)} to {_percent((1 - lo) * 100)} %"
-        if hi >= FACTOR_FROM:
-            return f"{a} {_times(lo)} to {_times(hi)} slower"
-        return f"{a} slower by {_percent((lo - 1) * 100)} to {_percent((hi - 1) * 100)} %"
-    if res == "numerator_faster":
-        return f"{a} faster by {_pct(hi)} to {_pct(lo)} %"
-    if res == "numerator_slower":
-        return f"{a} slower by {_pct(lo)} to {_pct(hi)} %"
-    return "no resolved difference" if res == "none" else "no interval"
-
-
-def _comparisons(n: int) -> str:
-    return f"{n} comparison{'' if n == 1 else 's'}"
-
-
-def _ratio_items(c: Mapping) -> list[tuple[dict, dict]]:
+def _ratio_items(c: Mapping, readable: bool = False) -> list[tuple[dict, dict]]:
     """(check, item) of every paired-ratio comparison of claim ``c``, worst first: failing,
     inconclusive, then those that hold only within the margin (literal reading not holding),
-    then the rest."""
+    then the rest; ``readable`` (:func:`readable`): within each, the nearest to failing its
+    test first (:func:`slack`)."""
     out = [(chk, it) for chk in c.get("checks", []) if chk.get("kind") == "paired_ratio" for it in chk.get("items", [])]
+    if readable:
+        return sorted(out, key=lambda p: (_WORST.get(p[1]["verdict"], 4), p[1].get("literal") == "holds",
+                                          slack(*p)))
     return sorted(out, key=lambda p: (_WORST.get(p[1]["verdict"], 4), p[1].get("literal") == "holds",
                                       p[1].get("resolved") == "none"))
 
@@ -140,7 +90,7 @@ def _cmp_text(chk: Mapping, it: Mapping) -> str:
 
 def _decides(c: Mapping, readable: bool = False) -> str:
     """The strongest fact behind claim ``c``'s verdict, in one cell."""
-    items = _ratio_items(c)
+    items = _ratio_items(c, readable)
     if not items:
         parts = []
         for chk in c.get("checks", []):
@@ -155,8 +105,8 @@ def _decides(c: Mapping, readable: bool = False) -> str:
         return f"{it['verdict']}: {_cmp_text(chk, it)}, needs {_test_words(chk)}{more}"
     if it.get("literal") != "holds" and (chk.get("margin") or 0) > 0:
         return (f"holds only within the margin {chk['margin']:g}: {_cmp_text(chk, it)}, "
-                f"{_difference(it, chk['denominator'], readable)}{more}")
-    return f"{_cmp_text(chk, it)}, {_difference(it, chk['denominator'], readable)}{more}"
+                f"{difference(it, chk['denominator'], readable)}{more}")
+    return f"{_cmp_text(chk, it)}, {difference(it, chk['denominator'], readable)}{more}"
 
 
 def author_note(c: Mapping) -> str:
@@ -187,15 +137,15 @@ def claims_section(claims: Mapping, own_ids=None, readable: bool = False) -> str
         rows.append([c["id"], f"**{c['verdict']}**", lit if lit == c["verdict"] else f"**{lit}**",
                      md_cell(c["sentence"]) + (" " + md_cell(author_note(c)) if c["id"] in theirs else ""),
                      md_cell(decide)])
-        items = _ratio_items(c)
+        items = _ratio_items(c, readable)
         if items:
-            details.append(f"**{c['id']}** ({_comparisons(len(items)) if readable else f'{len(items)} comparisons'}, "
+            details.append(f"**{c['id']}** ({comparisons(len(items)) if readable else f'{len(items)} comparisons'}, "
                            "worst first)\n\n" + _table(
                 ["block", "a/b", "median r", "interval", "test", "verdict", "literal", "difference"],
                 [[md_cell(it["block"]), md_cell(f"{it['numerator']}/{chk['denominator']}"),
                   _fmt(it.get("median_ratio"), 4), f"[{_fmt(it.get('ci_low'), 4)}, {_fmt(it.get('ci_high'), 4)}]",
                   md_cell(_test_words(chk)), it["verdict"], it.get("literal", "n/a"),
-                  _difference(it, chk["denominator"], readable)] for chk, it in items]))
+                  difference(it, chk["denominator"], readable)] for chk, it in items]))
     s = claims.get("summary", {})
     order = ("holds", "fails", "inconclusive", "not_comparable")  # the evaluator's order, whatever the key order
     head = ", ".join(f"{k}: {s[k]}" for k in sorted(s, key=lambda k: (order.index(k) if k in order else 9, k)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import sys
+import unicodedata
 
 import click
 
@@ -121,8 +122,8 @@ def print_report(rep, verbose: bool) -> None:
 def rendered_markdown(text: str) -> str:
     """REPORT.md rendered for reading (rich's Markdown: headings, tables laid out, entities
     decoded, HTML blocks such as ``<details>`` left out, links never made terminal hyperlinks):
-    in colour at the terminal's width on a terminal, plain text 120 columns wide otherwise
-    (piped or redirected). Every line's trailing blanks cut."""
+    in colour at the terminal's width on a terminal, plain ASCII-framed text 120 columns wide
+    otherwise (piped or redirected). Every line's trailing blanks cut."""
     import io
     import shutil
 
@@ -135,7 +136,24 @@ def rendered_markdown(text: str) -> str:
                       width=shutil.get_terminal_size((120, 40)).columns if tty else 120, emoji=False, highlight=False)
     # REPORT.md breaks lines inside a table cell with <br>, which a terminal table cannot show
     console.print(Markdown(re.sub(r"<br\s*/?>", "; ", text, flags=re.IGNORECASE), hyperlinks=False))
-    return "\n".join(line.rstrip() for line in buf.getvalue().splitlines())
+    out = buf.getvalue()
+    if not tty:  # plain text: the frames in ASCII, the picture mark rich puts before a figure's name dropped
+        out = out.translate(_ASCII_FRAMES).replace("\U0001f306 ", "")
+    return "\n".join(line.rstrip() for line in out.splitlines())
+
+
+def _frame_char(c: str) -> str:
+    name = unicodedata.name(c, "")
+    horizontal, vertical = "HORIZONTAL" in name, "VERTICAL" in name
+    if horizontal and not vertical:
+        return "=" if ("HEAVY" in name or "DOUBLE" in name) else "-"
+    if vertical and not horizontal:
+        return "|"
+    return "+"
+
+
+#: Unicode box-drawing characters (U+2500 to U+257F) to ASCII: - = | +
+_ASCII_FRAMES = {cp: _frame_char(chr(cp)) for cp in range(0x2500, 0x2580)}
 
 
 def terminal_text(raw: bytes) -> str:

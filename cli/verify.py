@@ -293,7 +293,9 @@ def _write_html(rep, out: Path) -> None:
     figures = {n: rep.files[f"renderings/{n}.png"] for n in compared if f"renderings/{n}.png" in rep.files}
     page = render_html(terminal_text(rep.files.get("data/REPORT.md", b"")), title=rep.bundle_name or rep.archive,
                        verdict=rep.verdict, verdict_line=f"VERDICT {rep.verdict} (exit {rep.exit_code}){claims_tail(rep)}"
-                       f" at --level {rep.level}", digest=rep.digest, figures=figures)
+                       f" (verified at --level {rep.level})" + (f"; not a plain PASS: {short(rep.partial[0], 300)}"
+                                                                  if rep.verdict == "PARTIAL" and rep.partial else ""),
+                       digest=rep.digest, figures=figures)
     jsonio.atomic_write_bytes(out, page)
     click.echo(f"html    {out} ({len(figures)} figure{'s' if len(figures) != 1 else ''} embedded)", err=True)
 

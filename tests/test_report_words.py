@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kbrepro.bundle import candidate_report, kinds, pack, report
+from kbrepro.bundle import candidate_report, kinds, pack, report, wording
 
 NEW = {"format": pack.FORMAT_NAME, "format_version": kinds.STUDY.readable_since}
 OLD = {"format": pack.FORMAT_NAME, "format_version": kinds.STUDY.readable_since - 1}
@@ -26,7 +26,7 @@ def _item(resolved, lo, hi):
     (_item("none", 0.99, 1.01), "no resolved difference"),
 ])
 def test_a_difference_is_written_as_a_person_writes_it(item, words):
-    got = report._difference(item, "b", report.readable(NEW))
+    got = wording.difference(item, "b", report.readable(NEW))
     assert got == words
     assert "e+" not in got
 
@@ -34,7 +34,7 @@ def test_a_difference_is_written_as_a_person_writes_it(item, words):
 def test_formats_before_keep_their_words():
     assert not report.readable(OLD) and not report.readable(OLD_C)
     assert report.readable(NEW) and report.readable(NEW_C)
-    assert report._difference(_item("numerator_slower", 1.86, 2.01), "b", report.readable(OLD)) == \
+    assert wording.difference(_item("numerator_slower", 1.86, 2.01), "b", report.readable(OLD)) == \
         "a slower by 86 to 1e+02 %"
     assert not report.readable({"format": "another", "format_version": 99})
     assert not report.readable({"format": pack.FORMAT_NAME, "format_version": True})
@@ -94,3 +94,31 @@ def test_a_pass_a_cpu_cannot_give_is_shown_undecided_with_what_was_recorded():
     assert "| ran | pass | it ran |" in new and new.index("**Ran on a CPU**") < new.index("## Verdict")
     old = candidate_report.render_report({**OLD_C, "name": "x", "profile": "quick"}, doc, claims)
     assert "| no_work_after_return | pass |" in old and "Ran on a CPU" not in old
+
+
+def test_the_report_piped_is_plain_ascii_text():
+    """``--show-report`` piped or redirected: plain text (the frames were box-drawing characters,
+    a figure's name came with a picture emoji), and a cell's <br> a separator."""
+    from kbrepro.cli.render import rendered_markdown
+
+    md = "# Title\n\n| arm | ms |\n|---|---|\n| eager | 1<br>2 |\n\n![claim C10](../renderings/claim_C10.png)\n"
+    text = rendered_markdown(md)
+    assert text.isascii(), [c for c in text if not c.isascii()]
+    assert "Title" in text and "eager" in text and "1; 2" in text and "claim C10" in text
+
+
+def test_worst_first_means_nearest_to_failing_first():
+    """C09 of the published study listed 53, 81, 95 in task order under "worst first" (a
+    newcomer's finding): within a verdict the comparison nearest to failing its test comes first."""
+    def item(block, lo, hi):
+        return {"block": block, "numerator": "a", "median_ratio": (lo + hi) / 2, "ci_low": lo, "ci_high": hi,
+                "verdict": "holds", "literal": "holds", "resolved": "numerator_faster"}
+    claims = {"evaluated_on": "recorded", "summary": {"holds": 1}, "claims": [{
+        "id": "C9", "verdict": "holds", "sentence": "a is faster", "checks": [{
+            "kind": "paired_ratio", "test": "faster", "denominator": "b",
+            "items": [item("53", 0.60, 0.61), item("81", 0.31, 0.32), item("95", 0.80, 0.95)]}]}]}
+    new = report.claims_section(claims, None, True)
+    assert new.index("| 95 |") < new.index("| 53 |") < new.index("| 81 |")
+    assert "95 a/b" in new.split("\n| C9 |")[1].split("\n")[0]  # what decides it: the nearest to failing
+    old = report.claims_section(claims, None, False)
+    assert old.index("| 53 |") < old.index("| 81 |") < old.index("| 95 |")  # the order format 5 wrote

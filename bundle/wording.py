@@ -1,0 +1,86 @@
+"""Numbers and differences in a person's words for REPORT.md and summary.txt (issue 31), and
+which bundle formats use them (:func:`readable`); the formats before keep the words they were
+packed with, so the verifier renders each format's own text."""
+from __future__ import annotations
+
+from typing import Mapping
+
+from kbrepro.bundle import kinds
+
+
+def readable(meta: Mapping) -> bool:
+    """Whether the bundle ``meta`` describes writes its report in the words of
+    :attr:`kbrepro.bundle.kinds.BundleKind.readable_since` on (a difference as a person writes
+    it: "2.0x slower", "30x faster", "faster by 3.1 to 4.2 %", "1 comparison"; a CPU run and
+    sizes other than the task's own said first). Earlier formats keep the words they were
+    packed with, so the verifier renders each format's own text."""
+    kind = kinds.BY_FORMAT.get(meta.get("format"))
+    v = meta.get("format_version")
+    return kind is not None and type(v) is int and v >= kind.readable_since
+
+
+def _pct(x: float) -> str:
+    return f"{abs(x - 1) * 100:.2g}"
+
+
+#: from this factor on a difference is written as a factor ("2.0x slower"), below it in percent
+FACTOR_FROM = 1.5
+
+
+def _percent(p: float) -> str:
+    """A percentage as a person writes it: never an exponent (86 or 100, not 1e+02)."""
+    return f"{p:.0f}" if p >= 10 else f"{p:.1f}" if p >= 1 else f"{p:.2f}"
+
+
+def _times(x: float) -> str:
+    """A factor as a person writes it: 2.0x, 30x."""
+    return f"{x:.1f}x" if x < 10 else f"{x:.0f}x"
+
+
+def difference(it: Mapping, den: str, readable: bool = False) -> str:
+    """The difference an interval resolves, in words (the ratio's convention: t(a) / t(b)).
+    ``readable`` (:func:`readable`): a factor from :data:`FACTOR_FROM` on ("a 1.9x to 2.1x
+    slower", "a 30x to 33x faster"), else the time saved or added in percent without exponent."""
+    res, lo, hi = it.get("resolved"), it.get("ci_low"), it.get("ci_high")
+    a = it["numerator"]
+    if readable and res in ("numerator_faster", "numerator_slower") and lo and hi and lo > 0:
+        if res == "numerator_faster":
+            if 1 / lo >= FACTOR_FROM:
+                return f"{a} {_times(1 / hi)} to {_times(1 / lo)} faster"
+            return f"{a} faster by {_percent((1 - hi) * 100)} to {_percent((1 - lo) * 100)} %"
+        if hi >= FACTOR_FROM:
+            return f"{a} {_times(lo)} to {_times(hi)} slower"
+        return f"{a} slower by {_percent((lo - 1) * 100)} to {_percent((hi - 1) * 100)} %"
+    if res == "numerator_faster":
+        return f"{a} faster by {_pct(hi)} to {_pct(lo)} %"
+    if res == "numerator_slower":
+        return f"{a} slower by {_pct(lo)} to {_pct(hi)} %"
+    return "no resolved difference" if res == "none" else "no interval"
+
+
+def comparisons(n: int) -> str:
+    return f"{n} comparison{'' if n == 1 else 's'}"
+
+
+def slack(chk: Mapping, it: Mapping) -> float:
+    """How far a comparison's interval stays inside its claim's test (less: nearer to failing),
+    in the ratio's units; 0 where the test or the interval is not known."""
+    lo, hi, m = it.get("ci_low"), it.get("ci_high"), chk.get("margin") or 0.0
+    if not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)):
+        return 0.0
+    t = chk.get("test")
+    if t == "faster":
+        return 1 - hi
+    if t == "not_slower":
+        return 1 + m - hi
+    if t == "not_faster":
+        return lo - (1 - m)
+    if t == "equivalent":
+        return min(1 + m - hi, lo - (1 - m))
+    if t == "speedup_within" and chk.get("range"):
+        a, b = chk["range"]
+        return min(1 / a - hi, lo - 1 / b)
+    return 0.0
+
+
+__all__ = ["readable", "difference", "comparisons", "slack", "FACTOR_FROM"]
