@@ -25,7 +25,11 @@ from kbrepro.model.task_inputs import size_globals
 VOLATILE_KEYS = frozenset({"started_utc", "finished_utc", "bandwidth", "ran_on", "rounds",
                            "per_call", "roofline", "clocks_start", "clocks_end", "stages", "seconds",
                            "compile_seconds", "host_s", "wall_seconds", "invocations_per_pair",
-                           "built_sha256", "copied_bytes"})
+                           "built_sha256", "copied_bytes",
+                           # the parent's clock over two request lengths (their invocation counts
+                           # follow from the measured times) and the child's thread counts around
+                           # a call (torch starts its pools lazily): host observations, not results
+                           "clock", "threads_before", "threads_after"})
 
 
 #: host shared objects are compared by the device code they hold (``sass_sha256`` of their
@@ -39,6 +43,9 @@ VOLATILE_SUFFIXES = ("_ms", "_us", "_ns", "_s", "_seconds", "_utc", "_gbps", "_m
 
 
 _DURATION = re.compile(r"\b\d+(\.\d+)?([eE][-+]?\d+)? ?(s|ms|us|ns|GB/s|MHz)\b")
+#: invocation counts inside a verdict's detail ("over 19 and 239 invocations"): chosen from the
+#: measured times, so as volatile as they are
+_COUNTS = re.compile(r"\b\d+ and \d+ invocations\b")
 
 
 def comparable(doc):
@@ -69,7 +76,7 @@ def _comparable(doc):
     if isinstance(doc, list):
         return [_comparable(v) for v in doc]
     if isinstance(doc, str):
-        return _DURATION.sub("<t>", doc)
+        return _COUNTS.sub("<n> and <n> invocations", _DURATION.sub("<t>", doc))
     return doc
 
 

@@ -127,15 +127,31 @@ def rendered_markdown(text: str) -> str:
     import io
     import shutil
 
+    from rich import box
     from rich.console import Console
-    from rich.markdown import Markdown
+    from rich.markdown import Markdown, TableElement
+    from rich.table import Table
+
+    class _FoldingTable(TableElement):
+        # rich's own table cuts a word longer than its column with an ellipsis
+        # (nvrtc_ftz_tru...); a report's names and numbers are folded onto the next line instead
+        def __rich_console__(self, console, options):
+            table = Table(box=box.SIMPLE_HEAVY)
+            for cell in (self.header.row.cells if self.header is not None and self.header.row is not None else ()):
+                table.add_column(cell.content, overflow="fold")
+            for row in (self.body.rows if self.body is not None else ()):
+                table.add_row(*[cell.content for cell in row.cells])
+            yield table
+
+    class _Markdown(Markdown):
+        elements = {**Markdown.elements, "table_open": _FoldingTable}
 
     tty = sys.stdout.isatty()
     buf = io.StringIO()
     console = Console(file=buf, force_terminal=tty, color_system="standard" if tty else None, no_color=not tty,
                       width=shutil.get_terminal_size((120, 40)).columns if tty else 120, emoji=False, highlight=False)
     # REPORT.md breaks lines inside a table cell with <br>, which a terminal table cannot show
-    console.print(Markdown(re.sub(r"<br\s*/?>", "; ", text, flags=re.IGNORECASE), hyperlinks=False))
+    console.print(_Markdown(re.sub(r"<br\s*/?>", "; ", text, flags=re.IGNORECASE), hyperlinks=False))
     out = buf.getvalue()
     if not tty:  # plain text: the frames in ASCII, the picture mark rich puts before a figure's name dropped
         out = out.translate(_ASCII_FRAMES).replace("\U0001f306 ", "")

@@ -318,6 +318,12 @@ def _show(archive: Path, rep, show_report: bool, plots_dir: str | None) -> None:
         if "summary.txt" in files:
             click.echo("---- summary.txt (five lines for a post; the verifier writes the same) ----")
             click.echo(terminal_text(files["summary.txt"]), nl=False)
+            first = files["summary.txt"].split(b"\n", 1)[0].decode("ascii", "replace")
+            named = re.fullmatch(r"kbrepro bundle ([A-Za-z0-9][A-Za-z0-9._-]{0,79}): digest sha256:[0-9a-f]{64}", first)
+            packed_as = f"{named.group(1)}.tar" if named else None
+            if packed_as and archive.name != packed_as:
+                click.echo(f"(its check line names the file the packer wrote, {short(packed_as, 100)}; this copy is "
+                           f"{short(archive.name, 100)})")
     if plots_dir:
         from kbrepro.bundle import plots as plots_mod
         from kbrepro.harness import jsonio

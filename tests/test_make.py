@@ -562,3 +562,20 @@ def test_every_packing_pool_worker_ignores_ctrl_c_so_only_the_parent_reports_it(
     finally:
         workers.stop_workers(pool)
     assert sigint_disposition() == here and here.endswith(":unblocked")  # this process: as it was
+
+
+def test_show_report_of_a_renamed_copy_says_which_file_the_check_line_names(tmp_path):
+    """A newcomer's finding: summary.txt's check line names the file the packer wrote, which a
+    renamed copy is not; --show-report says so under it (summary.txt itself is sealed)."""
+    from click.testing import CliRunner
+
+    from kbrepro import verify_bundle
+
+    src = next((ROOT / "examples").glob("pointwise-fusion-ftz-full-2*.tar"))
+    copy = tmp_path / "downloaded.tar"
+    copy.write_bytes(src.read_bytes())
+    res = CliRunner().invoke(verify_bundle.main, [str(copy), "--level", "static", "--show-report"])
+    assert res.exit_code == 0, res.output
+    assert f"(its check line names the file the packer wrote, {src.name}; this copy is downloaded.tar)" in res.output
+    res = CliRunner().invoke(verify_bundle.main, [str(src), "--level", "static", "--show-report"])
+    assert res.exit_code == 0 and "this copy is" not in res.output

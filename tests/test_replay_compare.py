@@ -154,13 +154,31 @@ def test_cases_not_reproduced(recorded, boot):
 
 
 def test_claim_changes():
-    rec = {"C01": "holds", "C02": "holds", "C03": "fails"}
-    assert V.claim_changes(rec, dict(rec), True) == []
-    got = V.claim_changes(rec, {"C01": "inconclusive", "C02": "fails", "C03": "fails"}, True)
-    assert [p.path for p in got] == ["C01", "C02"]
-    got = V.claim_changes(rec, {"C01": "inconclusive", "C02": "fails", "C03": "fails"}, False)
-    assert [p.path for p in got] == ["C02"]
-    assert [p.path for p in V.claim_changes(rec, {"C01": "holds", "C02": "holds"}, True)] == ["C03"]
+    rec = {"C01": "holds", "C02": "holds", "C03": "fails", "C04": "inconclusive", "C05": "not_comparable"}
+    assert V.claim_changes(rec, dict(rec), True) == ([], [])
+    # a decided verdict turned into its opposite contradicts the recording at any profile; a
+    # change to or from inconclusive is reported (the timing ratios are the replay's comparison
+    # of the data); at the recorded profile a claim on one side only or not_comparable contradicts
+    again = {"C01": "inconclusive", "C02": "fails", "C03": "fails", "C04": "holds", "C05": "holds"}
+    problems, reported = V.claim_changes(rec, again, True)
+    assert [p.path for p in problems] == ["C02", "C05"]
+    assert reported == ["claim C01: recorded 'holds', replayed 'inconclusive'",
+                        "claim C04: recorded 'inconclusive', replayed 'holds'"]
+    problems, reported = V.claim_changes(rec, again, False)
+    assert [p.path for p in problems] == ["C02"] and len(reported) == 3
+    problems, _ = V.claim_changes(rec, {"C01": "holds", "C02": "holds", "C04": "inconclusive", "C05": "not_comparable"},
+                                  True)
+    assert [p.path for p in problems] == ["C03"]
+
+
+def test_claim_change_rule_where_the_ratios_moved():
+    from kbrepro.model.replay_rules import claim_change
+
+    assert claim_change("holds", "inconclusive", True) == "reported"
+    assert claim_change("holds", "inconclusive", True, ratios_reproduce=False) == "contradicts"
+    assert claim_change("inconclusive", "fails", False, ratios_reproduce=False) == "reported"
+    assert claim_change("holds", "fails", False) == "contradicts"
+    assert claim_change(None, "holds", True) == "contradicts"
 
 
 def _cold_pair(factor_flush: float, factor_kernel: float):

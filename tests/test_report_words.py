@@ -107,6 +107,28 @@ def test_the_report_piped_is_plain_ascii_text():
     assert "Title" in text and "eager" in text and "1; 2" in text and "claim C10" in text
 
 
+def test_a_long_name_in_a_terminal_table_is_folded_never_cut():
+    """A newcomer's finding: the terminal table cut long arm names with an ellipsis
+    (``nvrtc_ftz_tru...`` twice in one row); a cell is now folded onto the next line, whole."""
+    from kbrepro.cli.render import rendered_markdown
+
+    cells = ["81.full.events", "nvrtc_ftz_false/torchscript", "0.9903", "[0.9892, 0.9913]", "r >= 1 - 0.02",
+             "holds", "inconclusive", "nvrtc_ftz_false faster by 0.87 to 1.1 %"]
+    md = ("| block | a/b | median r | interval | test | verdict | literal | difference |\n|" + "---|" * 8 + "\n| "
+          + " | ".join(cells) + " |\n")
+    text = rendered_markdown(md)
+    assert "\u2026" not in text and "..." not in text
+    # every character of the long name is there, in column order: its first part, then the rest
+    # on the following lines of the same column
+    lines = text.splitlines()
+    (row,) = [i for i, line in enumerate(lines) if "81.full.events" in line]
+    col = lines[row].index("nvrtc_ftz_")
+    width = len(lines[row][col:].split()[0])
+    pieces = [line[col:col + width].strip() for line in lines[row:] if len(line) > col]
+    assert "".join(pieces).startswith("nvrtc_ftz_false/torchscript"), pieces
+    assert "0.87 to 1.1 %" in " ".join(text.split())
+
+
 def test_worst_first_means_nearest_to_failing_first():
     """C09 of the published study listed 53, 81, 95 in task order under "worst first" (a
     newcomer's finding): within a verdict the comparison nearest to failing its test comes first."""

@@ -173,6 +173,22 @@ def test_comparable_drops_timings_hosts_and_case_fields_only():
     assert case_records.differences(a, b) == ["$.candidates[0].observations.cases[0].bits: 5 against 6"]
 
 
+def test_comparable_drops_the_host_clock_and_thread_counts():
+    """Seen on the H200: a sharded and an unsharded run of the same candidates differ in the
+    parent's clock record (its invocation counts follow from the measured times), in the
+    child's thread counts around a call, and in the counts a verdict's detail quotes."""
+    def rec(n1, threads, detail):
+        return {"candidates": [{"timing": {"clock": {"n1": n1, "n2": 10 * n1}},
+                                "verdicts": [{"name": "host_clock_agrees", "passed": True, "detail": detail}],
+                                "observations": {"cases": [{"threads_before": threads, "threads_after": threads,
+                                                            "bits": 5}]}}]}
+    a = rec(16, 4, "the parent's clock over 16 and 151 invocations gives 0.042 ms per invocation")
+    b = rec(15, 3, "the parent's clock over 19 and 239 invocations gives 0.041 ms per invocation")
+    assert case_records.differences(a, b) == []
+    b["candidates"][0]["verdicts"][0]["passed"] = False
+    assert case_records.differences(a, b) == ["$.candidates[0].verdicts[0].passed: true against false"]
+
+
 def test_comparable_compares_a_host_binary_by_its_sass_and_a_cubin_by_its_bytes():
     def prov(so, cubin, sass, built):
         return {"candidates": [{"name": "k", "provenance": {

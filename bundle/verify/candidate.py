@@ -38,6 +38,7 @@ from kbrepro.harness import jsonio, stats
 from kbrepro.harness.kernelbench import load_pin
 from kbrepro.kernels.compile import sass_ftz_counts, sass_says_ftz
 from kbrepro.model.candidate_rules import TASK_PATH
+from kbrepro.model.replay_rules import claim_change
 
 MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
 
@@ -433,14 +434,21 @@ def tier_replay(b, t, *, trust: bool, kernelbench: str | None, ratio_tolerance: 
                                                      claims_mod.record_count(b.documents)),
                                {"candidates": again, "environment": {}}, source="replayed")
     rec = {c["id"]: c["verdict"] for c in json.loads(b.files["data/claims.json"])["claims"]}
-    claim_changes = [{"id": c["id"], "recorded": rec.get(c["id"]), "replayed": c["verdict"]}
-                     for c in mine["claims"] if rec.get(c["id"]) != c["verdict"]]
-    for c in claim_changes:
-        t.fail("data/claims.json", f"claim {c['id']}: {c['recorded']} when packed, {c['replayed']} on replay")
     before, after = _median_ratios(doc), _median_ratios(again)
     ratios = [{"candidate": k[0], "l2": k[1], "arm": k[2], "recorded": before[k], "replayed": after.get(k)}
               for k in sorted(before)]
     moved = [r for r in ratios if r["replayed"] is None or abs(r["replayed"] / r["recorded"] - 1) > ratio_tolerance]
+    claim_changes = [{"id": c["id"], "recorded": rec.get(c["id"]), "replayed": c["verdict"],
+                      "change": claim_change(rec.get(c["id"]), c["verdict"], same_profile=True,
+                                             ratios_reproduce=not moved)}
+                     for c in mine["claims"] if rec.get(c["id"]) != c["verdict"]]
+    for c in claim_changes:
+        if c["change"] == "contradicts":
+            t.fail("data/claims.json", f"claim {c['id']}: {c['recorded']} when packed, {c['replayed']} on replay")
+        else:
+            t.notes.append(f"claim {c['id']}: {c['recorded']} when packed, {c['replayed']} on replay (its interval "
+                           f"fell on the other side of its threshold; every median ratio stayed within "
+                           f"{ratio_tolerance:.0%})")
     if moved:
         t.notes.append(f"{len(moved)} of {len(ratios)} median ratios candidate / arm moved by more than "
                        f"{ratio_tolerance:.0%}: " + "; ".join(

@@ -11,6 +11,7 @@ from typing import Mapping
 
 from kbrepro.harness import fingerprint, stats
 from kbrepro.model.problems import REPLAY, Problem
+from kbrepro.model.replay_rules import claim_change
 
 
 
@@ -253,15 +254,18 @@ def _problem(file: str | None, path: str | None, message: str, expected=None, fo
     return Problem(REPLAY, path, message, expected, found, file)
 
 
-def claim_changes(recorded: Mapping[str, str], replayed: Mapping[str, str], same_profile: bool) -> list[Problem]:
-    """Claims whose verdict changed on replay: any change at the recorded profile; at
-    another profile (fewer rounds, fewer cases) only a flip between holds and fails."""
-    out = []
+def claim_changes(recorded: Mapping[str, str], replayed: Mapping[str, str],
+                  same_profile: bool) -> tuple[list[Problem], list[str]]:
+    """Claims whose verdict changed on replay, judged by the one rule
+    :func:`kbrepro.model.replay_rules.claim_change`: ``(problems, reported)``, the changes that
+    contradict the recording and those only reported (one line each)."""
+    problems, reported = [], []
     for cid in sorted(set(recorded) | set(replayed)):
         a, b = recorded.get(cid), replayed.get(cid)
-        if a == b:
-            continue
-        if same_profile or {a, b} == {"holds", "fails"}:
-            out.append(_problem(file="claims", path=cid, message=f"claim {cid}: recorded {a!r}, replayed {b!r}",
-                        expected=a, found=b))
-    return out
+        change = claim_change(a, b, same_profile)
+        if change == "contradicts":
+            problems.append(_problem(file="claims", path=cid, message=f"claim {cid}: recorded {a!r}, replayed {b!r}",
+                            expected=a, found=b))
+        elif change == "reported":
+            reported.append(f"claim {cid}: recorded {a!r}, replayed {b!r}")
+    return problems, reported

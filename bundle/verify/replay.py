@@ -108,7 +108,12 @@ def _replay(b: Bundle, t: Tier, *, profile: str | None, trust: bool, kernelbench
                                        check_documents=("correctness", *study_documents(binding)))
     replay_claims = claims_mod.evaluate(judge, replayed, source="replayed on this GPU")
     recorded_claims = {c["id"]: c["verdict"] for c in (b.documents.get("claims") or {}).get("claims", [])}
-    problems += claim_changes(recorded_claims, {c["id"]: c["verdict"] for c in replay_claims["claims"]}, same_profile)
+    contradicting, reported = claim_changes(recorded_claims, {c["id"]: c["verdict"] for c in replay_claims["claims"]},
+                                            same_profile)
+    problems += contradicting
+    if reported:
+        t.notes.append("claims whose interval fell on the other side of its threshold, with the timing ratios "
+                       "compared above (a change to or from inconclusive is reported, not failed): " + "; ".join(reported))
     for p in problems:
         t.add(p)
     details["claims"] = [{"id": c["id"], "recorded": recorded_claims.get(c["id"]), "replayed": c["verdict"],

@@ -45,9 +45,9 @@ ENV = "data/environment.json"
 CASES = (
     ReplayCase("replay_bits_forged", "bit-identity count differs although the replay ran a byte-identical cubin",
                "one full-program case of task 81 recorded with one more differing element (counts kept consistent)"),
-    ReplayCase("replay_claim_flipped_by_timings", "claim C11: recorded 'inconclusive', replayed 'fails'",
-               "the TorchScript tail of task 81 recorded 1/0.68 times slower, so that claim C11 (about as fast as "
-               "TorchScript, within 5%) holds in the recording"),
+    ReplayCase("replay_claim_flipped_by_timings", "claim C10: recorded 'holds', replayed 'fails'",
+               "every eager tail recorded 3.9 times the CuPy default's time, so that claim C10 (the fused tail's speed-up over the "
+               "eager tail lies in the post's range of 2.8x to 5.5x) holds in the recording"),
     ReplayCase("replay_timing_forged", "timing ratio differs beyond both intervals",
                "every NVRTC --ftz=false tail time of the graph-mode tail blocks scaled by 0.7 (a faster kernel)"),
     ReplayCase("replay_other_gpu_record_and_bits", "bit-identity count differs although the replay ran a byte-identical cubin",
@@ -78,10 +78,14 @@ def _bits(doc):
 
 
 def _claim_flip(doc):
+    # every tail block's eager arm recorded as 1/0.255 times the CuPy default's time of the same
+    # round (a 3.9x speed-up, the middle of the post's range), so that claim C10 (the fused
+    # tail's speed-up over the eager tail lies in the post's range of 2.8x to 5.5x) holds in the
+    # recording while the GPU measures 1.6x to 3.2x
     for b in doc["blocks"]:
-        if b.get("task") == 81 and b.get("scope") == "tail" and "torchscript_tail" in b.get("arms", []):
+        if b.get("scope") == "tail" and "eager_tail" in b.get("arms", []) and b.get("rounds"):
             for r in b["rounds"]:
-                r["times_ms"]["torchscript_tail"] *= 0.69
+                r["times_ms"]["eager_tail"] = r["times_ms"]["cupy_default"] / 0.255
 
 
 def _timing(doc):
