@@ -21,6 +21,8 @@ What the annotations mean:
   ``Annotated[float, NONFINITE]``: also the strings ``"nan"``, ``"inf"``, ``"-inf"`` that
   :func:`kbrepro.harness.jsonio.enc_float` writes, read as floats;
 * a field's ``metadata={"json": "pass"}`` names its JSON key where it is not an identifier;
+* a record class with ``_open = True`` (a ``ClassVar``) reads an object its schema leaves open:
+  keys it does not declare are passed over, not problems;
 * a record class may define ``_invariants(self)`` yielding ``(relative path, message)``
   pairs: rules inside one record (a passing check has no failing element). Each is a problem
   ``model.invariant``.
@@ -359,6 +361,8 @@ def _record(cls: type) -> Parser:
     keys = frozenset(s[1] for s in specs)
     compiled: List[tuple] = []
     invariants = getattr(cls, "_invariants", None)
+    # a record of an object its schema leaves open: a key it does not declare is not a problem
+    is_open = bool(getattr(cls, "_open", False))
 
     def parse(v, path, out):
         if not compiled:  # built on first use: a record may refer to itself or to later classes
@@ -367,7 +371,7 @@ def _record(cls: type) -> Parser:
             _add(out, P.TYPE, path, f"is {jtype(v)}, not an object")
             return BAD
         bad = False
-        for k in v:
+        for k in () if is_open else v:
             if k not in keys:
                 _add(out, P.EXTRA, _key_path(path, str(k)), "is not a field of this record")
                 bad = True

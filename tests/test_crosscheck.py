@@ -17,6 +17,8 @@ from conftest import ROOT, SHARED_RUN
 from kbrepro.bundle import assemble, kinds, pack
 from kbrepro.bundle import crosscheck as cx
 from kbrepro.harness import jsonio
+from kbrepro.model import documents as md
+from kbrepro.model import strict
 from kbrepro.model.problems import Problem
 from kbrepro.harness.study import load_study
 from kbrepro.kernels.compile import CompileVariant
@@ -85,8 +87,21 @@ def layernorm() -> SimpleNamespace:
     return read_tar(LAYERNORM)
 
 
+def records(b) -> md.Records:
+    """The typed records of ``b``'s documents, built straight from them (no schema first, so
+    that an edit reaches the cross-checks; a document its record refuses has none)."""
+    built = {}
+    for name, doc in {**b.docs, "bundle": b.meta}.items():
+        spec = md.BY_NAME.get(name)
+        if spec is not None and spec.record is not None:
+            rec, _ = strict.build(spec.record, doc)
+            if rec is not None:
+                built[name] = rec
+    return md.Records(**built)
+
+
 def all_problems(b) -> tuple[list, list, list]:
-    return (cx.document_problems(b.docs, b.files, b.meta, b.info), cx.study_problems(b.study, b.docs, b.binding),
+    return (cx.document_problems(b.docs, b.files, b.meta, b.info, records(b)), cx.study_problems(b.study, b.docs, b.binding),
             cx.provenance_problems(b.docs, b.files, b.meta, b.binding))
 
 
@@ -122,13 +137,13 @@ def test_cost_on_the_full_bundle(full):
 
 def test_problem_shape(full):
     b = edited(full, lambda c: c.docs["run"].update(finished_utc="2026-12-01T01:19:42Z"))
-    (p,) = [p for p in cx.document_problems(b.docs, b.files, b.meta, b.info) if "finished before" in p.message]
+    (p,) = [p for p in cx.document_problems(b.docs, b.files, b.meta, b.info, records(b)) if "finished before" in p.message]
     assert isinstance(p, Problem) and p.code and p.file == "data/results/run.json" and "\n" not in p.message
 
 
 def test_long_strings_from_the_bundle_are_cut(full):
     b = edited(full, lambda c: c.info.update({"External-Identifier": "x" * 500}))
-    (p,) = cx.document_problems(b.docs, b.files, b.meta, b.info)
+    (p,) = cx.document_problems(b.docs, b.files, b.meta, b.info, records(b))
     assert len(p.found) < 130
 
 
@@ -248,7 +263,7 @@ STUDY_EDITS = {
 def test_document_check_fires(full, edit):
     fn, fragment = DOCUMENT_EDITS[edit]
     b = edited(full, fn)
-    found = cx.document_problems(b.docs, b.files, b.meta, b.info)
+    found = cx.document_problems(b.docs, b.files, b.meta, b.info, records(b))
     assert any(fragment in p.message for p in found), found
 
 
@@ -263,7 +278,7 @@ def test_study_check_fires(full, edit):
 def test_adaptive_outcome_and_selftest_on_extended(extended):
     b = edited(extended, _adaptive_edit)
     assert any("adaptive outcome's round count" in p.message
-               for p in cx.document_problems(b.docs, b.files, b.meta, b.info))
+               for p in cx.document_problems(b.docs, b.files, b.meta, b.info, records(b)))
     b = edited(extended, lambda c: c.docs.pop("selftest"))
     assert any("selftest.json is missing" in p.message for p in cx.study_problems(b.study, b.docs, b.binding))
     b = edited(extended, lambda c: c.docs["timings"]["blocks"][4]["protocol"]["adaptive"].update(max_rounds=50))
@@ -376,4 +391,4 @@ def test_imported_results_give_no_problem_but_are_still_checked(imported):
     b = edited(imported, lambda c: c.docs["timings"]["blocks"][0]["protocol"].update(warmups=1))
     assert any("protocol is not the study's" in p.message for p in cx.study_problems(b.study, b.docs, b.binding))
     b = edited(imported, _swap_rounds)
-    assert any("random.Random" in p.message for p in cx.document_problems(b.docs, b.files, b.meta, b.info))
+    assert any("random.Random" in p.message for p in cx.document_problems(b.docs, b.files, b.meta, b.info, records(b)))

@@ -8,33 +8,34 @@ import re
 import struct
 from typing import Any, Iterator, Mapping
 
+from kbrepro.bundle import documents
 from kbrepro.bundle import evidence as pd
 
 
 _d, _l = pd.as_dict, pd.as_list
 
 
-#: where each document lies in the bag (the packer's layout, bundle/documents.py DOC_PATHS)
-class DocFiles(dict):
-    """Bag path of a document by name: ours and any study's (``data/results/<name>.json``)."""
+class _DocFiles(dict):
+    """Bag path of a document by name, ours and any study's, from the one registry
+    (:func:`kbrepro.bundle.documents.bag_path`); ``.get`` gives ``default`` for a name no
+    document may have."""
 
     def __missing__(self, name: str) -> str:
-        return f"data/results/{name}.json"
+        return documents.bag_path(name)
 
     def get(self, name, default=None):  # noqa: D401 (dict API)
-        return self[name] if isinstance(name, str) and re.match(r"^[a-z][a-z0-9_-]{0,40}$", name) else default
+        try:
+            return self[name]
+        except (KeyError, TypeError):
+            return default
 
 
-DOC_FILE = DocFiles({"environment": "data/environment.json", "claims": "data/claims.json"})
+DOC_FILE = _DocFiles()
 
-
-#: documents a measured run of any study writes whatever its profile (harness/run.py); the
-#: witness (a study with one), selftest (``extras.self_test``) and the study's own documents
-#: are checked against the study
-MEASURED_REQUIRED = ("run", "environment", "compile", "correctness", "timings")
-
-
-IMPORTED_REQUIRED = ("run", "environment", "compile", "correctness", "timings")
+#: documents a run of any study writes whatever its profile and source (harness/run.py; the
+#: registry's required ones); the witness (a study with one), selftest (``extras.self_test``)
+#: and the study's own documents are checked against the study
+MEASURED_REQUIRED = IMPORTED_REQUIRED = documents.REQUIRED
 
 
 ZERO_BITS = ("0x00000000", "0x80000000")

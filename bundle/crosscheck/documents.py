@@ -8,9 +8,10 @@ import hashlib
 import math
 import re
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import Mapping
 
 from kbrepro.model.problems import Problem
+from kbrepro.model.documents import Records
 from kbrepro.model.timing_rules import arm_orders
 from kbrepro.bundle import derived_facts
 from kbrepro.bundle import evidence as pd
@@ -22,7 +23,7 @@ _cut, _p, _d, _l, _is_int, _num = pd.cut, pd.problem, pd.as_dict, pd.as_list, pd
 
 
 def document_problems(documents: Mapping[str, dict], files: Mapping[str, bytes], meta: Mapping,
-                      bag_info: Mapping[str, str]) -> list[Problem]:
+                      bag_info: Mapping[str, str], records: Records) -> list[Problem]:
     """Tier 3 (documents): contradictions between the documents, ``bundle.json`` and
     ``bag-info.txt``.
 
@@ -30,7 +31,9 @@ def document_problems(documents: Mapping[str, dict], files: Mapping[str, bytes],
     ``"witness"``, ``"correctness"``, ``"timings"``, ``"selftest"``, a study's own,
     ``"claims"``); ``files``: every file of the bag by path relative to the bag root
     (``"data/results/run.json"``, ``"bag-info.txt"``, ...), bytes; ``meta``: parsed
-    ``data/bundle.json``; ``bag_info``: ``bag-info.txt`` fields. Returns Problems (:class:`kbrepro.model.problems.Problem`)
+    ``data/bundle.json``; ``bag_info``: ``bag-info.txt`` fields; ``records``: the typed records of
+    the same documents (:mod:`kbrepro.model.documents`, ``"bundle"`` for bundle.json), as
+    :func:`kbrepro.bundle.documents.load` built them. Returns Problems (:class:`kbrepro.model.problems.Problem`)
     (module docstring); raises nothing.
 
     Checks: every ``data/results/*.json`` (not ``results/originals/``) and
@@ -56,9 +59,9 @@ def document_problems(documents: Mapping[str, dict], files: Mapping[str, bytes],
     measured = is_measured(meta)
     out += _listing_problems(documents, files, meta, measured)
     out += _bag_info_problems(meta, bag_info)
-    out += _meta_problems(documents, files, meta, measured)
-    out += _time_problems(documents, meta)
-    out += _environment_problems(documents)
+    out += _meta_problems(records, files, measured)
+    out += _time_problems(records)
+    out += _environment_problems(records)
     out += _round_problems(documents)
     out += _eligibility_problems(documents, measured)
     return out + derived_facts.document_problems(documents)
@@ -111,55 +114,54 @@ def _bag_info_problems(meta, info) -> list[Problem]:
     return out
 
 
-def _meta_problems(documents, files, meta, measured) -> list[Problem]:
+def _meta_problems(records: Records, files, measured) -> list[Problem]:
     out = []
-    run = _d(documents.get("run"))
-    env = _d(_d(documents.get("environment")).get("fields"))
-    status = run.get("status")
-    source = meta.get("source")
-    if source == "measured" and (status != "complete" or run.get("imported") is not None):
+    meta, run, env = records.bundle, records.run, records.environment
+    if meta is None or run is None:  # (the listing's problem: a document every run writes is missing)
+        return out
+    if meta.source == "measured" and (run.status != "complete" or run.imported is not None):
         out.append(_p("data/bundle.json", "$.source", "bundle.json says measured, run.json says otherwise",
-                      expected="status 'complete', imported null", found=f"status {status!r}"))
-    if source == "imported" and status != "imported":
+                      expected="status 'complete', imported null", found=f"status {run.status!r}"))
+    if meta.source == "imported" and run.status != "imported":
         out.append(_p("data/bundle.json", "$.source", "bundle.json says imported, run.json's status is not 'imported'",
-                      expected="imported", found=status))
-    rs, ms = _d(run.get("study")), _d(meta.get("study"))
+                      expected="imported", found=run.status))
+    rs, ms = run.study, meta.study
     for key in ("name", "profile"):
-        if key in rs and rs.get(key) != ms.get(key):
+        if getattr(rs, key) != getattr(ms, key):
             out.append(_p("data/bundle.json", f"$.study.{key}", f"bundle.json's study {key} differs from run.json's",
-                          expected=rs.get(key), found=ms.get(key)))
-    if rs.get("sha256") is not None and rs.get("sha256") != ms.get("sha256"):
+                          expected=getattr(rs, key), found=getattr(ms, key)))
+    if rs.sha256 is not None and rs.sha256 != ms.sha256:
         out.append(_p("data/bundle.json", "$.study.sha256", "bundle.json's study sha256 differs from run.json's",
-                      expected=rs.get("sha256"), found=ms.get("sha256")))
-    study_file = f"data/{ms.get('file')}"
-    if ms.get("file") is not None and study_file in files:
+                      expected=rs.sha256, found=ms.sha256))
+    study_file = f"data/{ms.file}"
+    if study_file in files:
         got = hashlib.sha256(files[study_file]).hexdigest()
-        if got != ms.get("sha256"):
+        if got != ms.sha256:
             out.append(_p("data/bundle.json", "$.study.sha256", "the bundled study file's sha256 differs from "
-                          "bundle.json's", expected=got, found=ms.get("sha256")))
-    elif ms.get("file") is not None:
+                          "bundle.json's", expected=got, found=ms.sha256))
+    else:
         out.append(_p(study_file, None, "the study file bundle.json names is not in the bag"))
-    prod = _d(meta.get("product"))
-    for key, field in (("version", "product_version"), ("commit", "product_commit")):
-        if field in env and _d(env.get(field)).get("value") != prod.get(key):
+    for key, name in (("version", "product_version"), ("commit", "product_commit")):
+        if env is not None and name in env.fields and env.value(name) != getattr(meta.product, key):
             out.append(_p("data/bundle.json", f"$.product.{key}", f"bundle.json's product {key} differs from "
-                          f"environment.json's {field}", expected=_d(env.get(field)).get("value"), found=prod.get(key)))
-    mkb, rkb = _d(meta.get("kernelbench")), _d(run.get("kernelbench"))
-    if rkb.get("commit") is not None and mkb.get("commit") != rkb.get("commit"):
+                          f"environment.json's {name}", expected=env.value(name), found=getattr(meta.product, key)))
+    mkb, rkb = meta.kernelbench, run.kernelbench
+    if rkb is not None and mkb.commit != rkb.commit:
         out.append(_p("data/bundle.json", "$.kernelbench.commit", "bundle.json's KernelBench commit differs from "
-                      "run.json's", expected=rkb.get("commit"), found=mkb.get("commit")))
-    if mkb.get("files_included") and isinstance(rkb.get("files"), list) and mkb.get("files") != rkb.get("files"):
+                      "run.json's", expected=rkb.commit, found=mkb.commit))
+    if mkb.files_included and rkb is not None and rkb.files is not None and mkb.files != rkb.files:
         out.append(_p("data/bundle.json", "$.kernelbench.files", "bundle.json's KernelBench files differ from the "
-                      "files run.json says the run used", expected=rkb.get("files"), found=mkb.get("files")))
-    if measured and mkb.get("files_included") is False:
+                      "files run.json says the run used", expected=rkb.files, found=mkb.files))
+    if measured and mkb.files_included is False:
         out.append(_p("data/bundle.json", "$.kernelbench.files_included",
                       "a measured bundle must include the KernelBench files its run used", expected=True, found=False))
     return out
 
 
-def _parse_utc(s: Any) -> float | None:
-
-    if not isinstance(s, str):
+def _parse_utc(s: str | None) -> float | None:
+    """Seconds since the epoch of a UTC time stamp the schema let through (its pattern allows
+    a 13th month), else None."""
+    if s is None:
         return None
     try:
         return datetime.strptime(s, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
@@ -167,76 +169,67 @@ def _parse_utc(s: Any) -> float | None:
         return None
 
 
-def _time_problems(documents, meta) -> list[Problem]:
+def _time_problems(records: Records) -> list[Problem]:
     out = []
-    run = _d(documents.get("run"))
+    meta, run = records.bundle, records.run
+    if meta is None or run is None:
+        return out
     f = DOC_FILE["run"]
-    start, end = _parse_utc(run.get("started_utc")), _parse_utc(run.get("finished_utc"))
-    if run.get("started_utc") is not None and start is None:
-        out.append(_p(f, "$.started_utc", "not a UTC time stamp YYYY-MM-DDTHH:MM:SSZ", found=run.get("started_utc")))
-    if run.get("finished_utc") is not None and end is None:
-        out.append(_p(f, "$.finished_utc", "not a UTC time stamp YYYY-MM-DDTHH:MM:SSZ", found=run.get("finished_utc")))
+    start, end = _parse_utc(run.started_utc), _parse_utc(run.finished_utc)
+    if run.started_utc is not None and start is None:
+        out.append(_p(f, "$.started_utc", "not a UTC time stamp YYYY-MM-DDTHH:MM:SSZ", found=run.started_utc))
+    if run.finished_utc is not None and end is None:
+        out.append(_p(f, "$.finished_utc", "not a UTC time stamp YYYY-MM-DDTHH:MM:SSZ", found=run.finished_utc))
+    wall = run.wall_seconds
     if start is not None and end is not None:
         if end < start:
             out.append(_p(f, "$.finished_utc", "the run finished before it started",
-                          expected=f">= {run['started_utc']}", found=run["finished_utc"]))
-        wall = _num(run.get("wall_seconds"))
+                          expected=f">= {run.started_utc}", found=run.finished_utc))
         if wall is not None and wall > (end - start) + 2.0:
             out.append(_p(f, "$.wall_seconds", f"wall time {wall:.1f} s exceeds start..finish "
                           f"({end - start:.0f} s, whole seconds)", expected=f"<= {end - start + 2:.0f}", found=wall))
-        if wall is not None and wall < -0.0:
-            out.append(_p(f, "$.wall_seconds", "negative wall time", found=wall))
-    wall = _num(run.get("wall_seconds"))
-    secs = [_num(_d(s).get("seconds")) for s in _l(run.get("stages"))]
-    if any(s is not None and (s < 0 or not math.isfinite(s)) for s in secs):
-        out.append(_p(f, "$.stages", "a stage has a negative or non-finite duration"))
-    total = sum(s for s in secs if s is not None and math.isfinite(s) and s > 0)
+    total = sum(s.seconds for s in run.stages)
     if wall is not None and total > wall + 1.0:
         out.append(_p(f, "$.stages", f"the stages take {total:.1f} s, more than the run's wall time {wall:.1f} s",
                       expected=f"<= {wall + 1.0:.1f}", found=round(total, 3)))
     # the packer's default name is <study>-<profile or 'imported'>-<start stamp>
-    st = _d(run.get("study"))
-    label = "imported" if meta.get("source") == "imported" else st.get("profile")
-    prefix = f"{st.get('name')}-{label}-"
-    name = meta.get("name")
-    if isinstance(name, str) and name.startswith(prefix) and isinstance(run.get("started_utc"), str):
-        stamp = re.sub(r"[^0-9T]", "", run["started_utc"][:19]) or "undated"
-        if name[len(prefix):] != stamp:
+    label = "imported" if meta.source == "imported" else run.study.profile
+    prefix = f"{run.study.name}-{label}-"
+    if meta.name.startswith(prefix) and run.started_utc is not None:
+        stamp = re.sub(r"[^0-9T]", "", run.started_utc[:19]) or "undated"
+        if meta.name[len(prefix):] != stamp:
             out.append(_p("data/bundle.json", "$.name", "the bundle name's time stamp is not the run's start "
-                          "(run.json started_utc)", expected=prefix + stamp, found=name))
+                          "(run.json started_utc)", expected=prefix + stamp, found=meta.name))
     return out
 
 
-def _environment_problems(documents) -> list[Problem]:
+def _environment_problems(records: Records) -> list[Problem]:
     out = []
-    run = _d(documents.get("run"))
-    fields = _d(_d(documents.get("environment")).get("fields"))
-
-    def val(k):
-        return _d(fields.get(k)).get("value")
-
-    prec = _d(run.get("precision"))
-    if "float32_matmul_precision" in prec and val("float32_matmul_precision") is not None \
-            and prec["float32_matmul_precision"] != val("float32_matmul_precision"):
+    run, env = records.run, records.environment
+    if run is None or env is None:
+        return out
+    prec = run.precision or {}
+    want = env.value("float32_matmul_precision")
+    if "float32_matmul_precision" in prec and want is not None and prec["float32_matmul_precision"] != want:
         out.append(_p(DOC_FILE["environment"], "$.fields.float32_matmul_precision.value",
                       "environment.json's float32 matmul precision differs from run.json's",
-                      expected=prec["float32_matmul_precision"], found=val("float32_matmul_precision")))
-    cc = _d(run.get("compile_cache"))
-    envvars = val("env")
+                      expected=prec["float32_matmul_precision"], found=want))
+    cc = run.compile_cache or {}
+    envvars = env.value("env")
     if cc.get("set_by") == "environment" and isinstance(envvars, dict) and \
             envvars.get("CUDA_CACHE_DISABLE") != cc.get("CUDA_CACHE_DISABLE"):
         out.append(_p(DOC_FILE["environment"], "$.fields.env.value.CUDA_CACHE_DISABLE",
                       "run.json says CUDA_CACHE_DISABLE came from the environment; environment.json records another value",
                       expected=cc.get("CUDA_CACHE_DISABLE"), found=envvars.get("CUDA_CACHE_DISABLE")))
-    for i, v in enumerate(variants(documents)):
-        disabled = v.get("nvrtc_cache_disabled_by")
-        if isinstance(disabled, list) and "CUDA_CACHE_DISABLE=1" in disabled and cc and \
-                cc.get("CUDA_CACHE_DISABLE") != "1":
+    comp = records.compile
+    for i, v in enumerate(comp.variants if comp is not None else ()):
+        if "CUDA_CACHE_DISABLE=1" in v.nvrtc_cache_disabled_by and cc and cc.get("CUDA_CACHE_DISABLE") != "1":
             out.append(_p(DOC_FILE["compile"], f"$.variants[{i}].nvrtc_cache_disabled_by",
-                          f"{_cut(v.get('name'))}: says CUDA_CACHE_DISABLE=1 was in effect; run.json says it was not",
+                          f"{_cut(v.name)}: says CUDA_CACHE_DISABLE=1 was in effect; run.json says it was not",
                           expected=cc.get("CUDA_CACHE_DISABLE"), found="1"))
-    tv = val("torch_version")
-    pd = _d(_d(documents.get("correctness")).get("predicate_direction"))
+    tv = env.value("torch_version")
+    corr = records.correctness
+    pd = (corr.predicate_direction if corr is not None else None) or {}
     if tv is not None and pd.get("torch_version") is not None and pd["torch_version"] != tv:
         out.append(_p(DOC_FILE["correctness"], "$.predicate_direction.torch_version",
                       "the predicate witness ran under another torch than environment.json records",

@@ -17,6 +17,7 @@ from kbrepro.harness import bounded, plugin
 from kbrepro.harness.kernelbench import load_lock, load_pin
 from kbrepro.harness.study import registry, studies_root
 from kbrepro.errors import ReproError
+from kbrepro.model.documents import Records
 from kbrepro.model.problems import TIER_CODES, Problem
 
 
@@ -37,8 +38,6 @@ MAX_TEXT = 200
 
 
 
-#: the largest result document the verifier parses (the committed extended timings.json is 2.3 MB)
-MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 
 
 def safe_text(value, limit: int = MAX_TEXT) -> str:
@@ -204,6 +203,9 @@ class Bundle:
     root: Path
     digest: str = ""
     documents: dict = field(default_factory=dict)
+    #: name -> typed record of each valid document of ours (``bundle`` for bundle.json;
+    #: :mod:`kbrepro.model.documents`), filled by tier 3 with ``documents``
+    records: Records = field(default_factory=Records)
     meta: dict = field(default_factory=dict)
     kernel_source_known: bool = False
     trusted: TrustedStudy | None = None

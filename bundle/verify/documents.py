@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 from kbrepro.bundle import crosscheck, validate
-from kbrepro.bundle.documents import DOC_PATHS, OUR_DOCUMENTS, REQUIRED
-from kbrepro.bundle.verify.core import Bundle, MAX_DOCUMENT_BYTES, Tier, bag_info, safe_text, schema_problem
+from kbrepro.bundle import documents as registry
+from kbrepro.bundle.documents import DOC_PATHS, MAX_DOCUMENT_BYTES, OUR_DOCUMENTS, REQUIRED
+from kbrepro.bundle.verify.core import Bundle, Tier, bag_info, safe_text
 from kbrepro.bundle.verify.study_definition import author_schemas, study_definition, study_document_names
 from kbrepro.errors import ReproError, UnreadableInputError
+from kbrepro.model.documents import Records
 from kbrepro.harness import jsonio
 
 
@@ -19,21 +21,22 @@ def parse_documents(b: Bundle, t: Tier) -> None:
     """The gate of tier 3: ``data/bundle.json`` against its schema, the study definition, the
     documents bundle.json lists against the verifier's own table, then each document read
     strictly (at most :data:`MAX_DOCUMENT_BYTES`), in the packer's canonical form and valid
-    against the verifier's schemas. Sets ``b.meta`` and ``b.documents`` (name -> document, the
-    valid ones); the tier's other checks run only when this adds no problem."""
+    against the verifier's schemas, each once through :func:`kbrepro.bundle.documents.load`.
+    Sets ``b.meta``, ``b.documents`` (name -> parsed document, the valid ones) and
+    ``b.records`` (name -> typed record, :mod:`kbrepro.model.documents`); the tier's other
+    checks run only when this adds no problem."""
     raw = b.files.get("data/bundle.json")
     if raw is None:
         t.fail("data/bundle.json", "missing bundle metadata")
         return
-    try:
-        meta = jsonio.loads_strict(raw, "data/bundle.json")
-    except UnreadableInputError as exc:
-        t.fail("data/bundle.json", exc.message)
-        return
-    for p in validate.schema_problems("bundle", meta):
-        schema_problem(t, "data/bundle.json", p)
+    # bundle.json is read as strict JSON, not required in the canonical form (formats 3 to 6
+    # were verified so)
+    loaded = registry.load("bundle", raw, canonical=False)
+    for p in loaded.problems:
+        t.add(p)
     if t.status == "FAIL":
         return
+    meta = loaded.doc
     b.meta = meta
     # which study judges the bundle is decided first: the schemas of its documents are the
     # verifier's own plus (for a study it ships) the study's, from the verifier's own folder
@@ -81,27 +84,21 @@ def parse_documents(b: Bundle, t: Tier) -> None:
         for n in REQUIRED:
             if n not in present:
                 t.fail(f"data/{DOC_PATHS[n]}", "a measured bundle must carry this document; it is missing")
-    docs = {}
+    docs, records = {}, {"bundle": loaded.record}
     for name in [n for n in known if n in present] + ["claims"]:
-        rel = "claims.json" if name == "claims" else DOC_PATHS[name]
-        data = b.files.get(f"data/{rel}")
+        path = registry.bag_path(name)
+        data = b.files.get(path)
         if data is None:
-            t.fail(f"data/{rel}", "missing")
+            t.fail(path, "missing")
             continue
-        try:
-            doc = jsonio.loads_strict(data, f"data/{rel}", max_bytes=MAX_DOCUMENT_BYTES)
-        except UnreadableInputError as exc:
-            t.fail(f"data/{rel}", exc.message)
-            continue
-        if jsonio.dumps(doc).encode("ascii") != data:
-            t.fail(f"data/{rel}", "not in the canonical JSON form the packer writes (sorted keys, two-space "
-                   "indent, ASCII)")
-            continue
-        problems = validate.schema_problems(name, doc, extra)
-        for p in problems:
-            schema_problem(t, f"data/{rel}", p)
-        if not problems:
-            docs[name] = doc
+        got = registry.load(name, data, extra)
+        for p in got.problems:
+            t.add(p)
+        if not got.problems:
+            docs[name] = got.doc
+            if got.record is not None:
+                records[name] = got.record
+    b.records = Records(**records)
     b.documents = docs
     if t.status == "PASS":
         t.details["documents"] = sorted(docs)
@@ -119,7 +116,8 @@ def consistency_check(b: Bundle, t: Tier) -> None:
 def agreement_check(b: Bundle, t: Tier) -> None:
     """The documents against each other, bundle.json and bag-info.txt
     (:func:`bundle.crosscheck.document_problems`)."""
-    for p in crosscheck.document_problems(b.documents, b.files, b.meta, bag_info(b.files.get("bag-info.txt", b""))):
+    for p in crosscheck.document_problems(b.documents, b.files, b.meta, bag_info(b.files.get("bag-info.txt", b"")),
+                                          b.records):
         t.add(p)
 
 
