@@ -227,9 +227,10 @@ class Protocol:
 
 @dataclass(frozen=True)
 class Round:
-    """One round: the arms' order and each arm's time per invocation (ms)."""
+    """One round: the arms' order and each arm's time per invocation (ms; positive: a zero
+    time is a broken timer, and a ratio's denominator, as timings.schema.json says)."""
 
-    times_ms: Mapping[str, NONNEG]
+    times_ms: Mapping[str, Annotated[float, Num(gt=0)]]
     order: Optional[Tuple[str, ...]] = None
     clocks: Optional[Mapping[str, Any]] = None
 

@@ -202,8 +202,6 @@ DOCUMENT_EDITS = {
     "torch version": (lambda c: c.docs["correctness"]["predicate_direction"].update(torch_version="2.0"),
                       "predicate witness ran under another torch"),
     "round order": (_swap_rounds, "is not the order random.Random(913) gives"),
-    "round time": (lambda c: c.docs["timings"]["blocks"][0]["rounds"][3]["times_ms"].update(eager=-1.0),
-                   "not a finite positive number"),
     "throttled": (lambda c: c.docs["timings"]["blocks"][0]["rounds"][0]["clocks"].update(throttled=True),
                   "'throttled' contradicts"),
     "eligibility": (lambda c: c.docs["correctness"]["tasks"]["81"]["eligible_for_timing"].update(nvrtc_ftz_true=False),

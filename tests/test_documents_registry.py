@@ -78,3 +78,18 @@ def test_each_step_of_a_load_reports_its_own_problem():
     rec, problems = strict.build(md.Protocol, {"mode": "graph", "warmups": 1, "rounds": 2, "invocations_per_pair": 1,
                                                "order_seed": None, "later": 1})
     assert rec is None and problems[0].code == EXTRA
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0])
+def test_a_round_time_that_is_not_positive_is_refused_when_the_timings_load(bad):
+    """Once the verifier's cross-check, now the schema's and the record's: a zero or negative
+    time is a broken timer (and the denominator of a ratio)."""
+    doc = json.loads((ROOT / "tests" / "fixtures" / "results-quick-h200" / "timings.json").read_text())
+    doc["blocks"][0]["rounds"][3]["times_ms"]["eager"] = bad
+    got = documents.load("timings", jsonio.dumps(doc).encode())
+    assert got.record is None and got.problems and got.problems[0].code == SCHEMA
+    from kbrepro.model import strict
+
+    rec, problems = strict.build(md.Timings, doc)
+    assert rec is None and "$.blocks[0].rounds[3].times_ms.eager" in problems[0].path
+

@@ -5,7 +5,6 @@ rounds and the eligibility of every timing block, each derived again from the do
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 from datetime import datetime, timezone
 from typing import Mapping
@@ -62,7 +61,7 @@ def document_problems(documents: Mapping[str, dict], files: Mapping[str, bytes],
     out += _meta_problems(records, files, measured)
     out += _time_problems(records)
     out += _environment_problems(records)
-    out += _round_problems(documents)
+    out += _round_problems(records)
     out += _eligibility_problems(documents, measured)
     return out + derived_facts.document_problems(documents)
 
@@ -237,40 +236,27 @@ def _environment_problems(records: Records) -> list[Problem]:
     return out
 
 
-def _round_problems(documents) -> list[Problem]:
-
+def _round_problems(records: Records) -> list[Problem]:
     out = []
     f = DOC_FILE["timings"]
-    for i, b in enumerate(_l(_d(documents.get("timings")).get("blocks"))):
-        if not isinstance(b, dict):
-            continue
-        arms = [a for a in _l(b.get("arms")) if isinstance(a, str)]
-        rounds = _l(b.get("rounds"))
-        proto = _d(b.get("protocol"))
-        bid = _cut(b.get("id"))
-        if len(set(arms)) != len(arms):
-            out.append(_p(f, f"$.blocks[{i}].arms", f"block {bid}: an arm is listed twice", found=arms))
-        seed = proto.get("order_seed")
-        orders = arm_orders(arms, seed) if _is_int(seed) else None
-        bad_order = bad_time = bad_thr = False
-        for j, r in enumerate(rounds):
-            r = _d(r)
-            order = r.get("order")
+    for i, b in enumerate(records.timings.blocks if records.timings is not None else ()):
+        bid = _cut(b.id)
+        if len(set(b.arms)) != len(b.arms):
+            out.append(_p(f, f"$.blocks[{i}].arms", f"block {bid}: an arm is listed twice", found=b.arms))
+        seed = b.protocol.order_seed
+        orders = arm_orders(list(b.arms), seed) if seed is not None else None
+        bad_order = bad_thr = False
+        for j, r in enumerate(b.rounds):
             if orders is not None:
                 want = next(orders)
+                order = list(r.order) if r.order is not None else None
                 if order != want and not bad_order:
                     bad_order = True
-                    msg = ("is not a permutation of the block's arms" if sorted(map(str, _l(order))) != sorted(arms)
+                    msg = ("is not a permutation of the block's arms" if sorted(order or ()) != sorted(b.arms)
                            else f"is not the order random.Random({seed}) gives")
                     out.append(_p(f, f"$.blocks[{i}].rounds[{j}].order", f"block {bid}: round {j}'s order {msg} "
                                   "(rounds reordered, dropped or inserted)", expected=want, found=order))
-            times = _d(r.get("times_ms"))
-            if not bad_time and any(_num(t) is None or not (math.isfinite(_num(t)) and _num(t) > 0)
-                                    for t in times.values()):
-                bad_time = True
-                out.append(_p(f, f"$.blocks[{i}].rounds[{j}].times_ms",
-                              f"block {bid}: a time is not a finite positive number of milliseconds"))
-            clk = _d(r.get("clocks"))
+            clk = r.clocks or {}
             if not bad_thr and "throttled" in clk and _is_int(clk.get("throttle_reasons")) \
                     and bool(clk["throttle_reasons"] & THROTTLE_MASK) != clk["throttled"]:
                 bad_thr = True
