@@ -60,10 +60,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from kbrepro import schemas
 from kbrepro.bundle.facts import BundleFacts
-from kbrepro.bundle.pack import ATTESTATIONS  # noqa: F401  (the tag file, named here for readers of this module)
+from kbrepro.bundle.pack import ATTESTATIONS
 from kbrepro.errors import InputPathError, OutputPathError, UnreadableInputError, UsageError
 from kbrepro.paths import check_input_file, prepare_output_dir
 from kbrepro.harness import jsonio
+from kbrepro.model import problems as P
+from kbrepro.model.problems import Problem
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -375,20 +377,20 @@ class Attestation:
     """What the verifier read from a bundle's attestation file. ``signed``: the file is there;
     ``keyid``: the key id the envelopes name (when they parse); ``checked``: every signature
     verified with the key given (other problems may still fail the bundle); ``statements``: the statements (when they parse);
-    ``problems``: ``(kind, message)``, ``kind`` one of ``malformed``, ``wrong_key``,
-    ``bad_signature``, ``payload_altered``, ``unsigned``."""
+    ``problems``: each a :class:`~kbrepro.model.problems.Problem` of file
+    :data:`~kbrepro.bundle.pack.ATTESTATIONS` with a ``signature.*`` code."""
 
     signed: bool
     keyid: str | None
     checked: bool
     statements: tuple
-    problems: tuple[tuple[str, str], ...]
+    problems: tuple[Problem, ...]
 
     @property
     def key_refused(self) -> bool:
         """Whether a ``--public-key`` was given and the signature is not that key's (another key
         id, or a signature that does not verify with it)."""
-        return any(kind in ("wrong_key", "bad_signature") for kind, _ in self.problems)
+        return any(p.code in (P.SIGNATURE_WRONG_KEY, P.SIGNATURE_BAD) for p in self.problems)
 
     def line(self) -> str:
         """``signed by key id <hex>, checked with --public-key`` / ``..., NOT the --public-key
@@ -462,6 +464,11 @@ def _statement(body: bytes, n: int) -> dict:
     return st
 
 
+def _problem(code: str, message: str) -> Problem:
+    """A problem of the attestations file (:data:`~kbrepro.bundle.pack.ATTESTATIONS`)."""
+    return Problem(code, None, message, file=ATTESTATIONS)
+
+
 def read(raw: bytes | None, payload_sha256: Mapping[str, str], key: PublicKey | None) -> Attestation:
     """Check a bundle's attestation file ``raw`` (None: the bundle is not signed) as hostile
     input: exactly two envelopes in the packer's exact form (size-bounded strict JSON, the
@@ -471,36 +478,37 @@ def read(raw: bytes | None, payload_sha256: Mapping[str, str], key: PublicKey | 
     ``data/...`` -> sha256 of its bytes as read). The statements' predicates are compared
     with the documents later (:func:`disagreements`)."""
     if raw is None:
-        probs = (("unsigned", "not signed: --public-key asks for a signature this bundle does not carry"),) if key else ()
+        probs = (_problem(P.SIGNATURE_MISSING, "not signed: --public-key asks for a signature this bundle does not "
+                          "carry"),) if key else ()
         return Attestation(False, None, False, (), probs)
-    probs: list[tuple[str, str]] = []
+    probs: list[Problem] = []
 
     def bad(kind, msg):
-        probs.append((kind, msg))
+        probs.append(_problem(kind, msg))
         return Attestation(True, None, False, (), tuple(probs))
 
     if len(raw) > MAX_ATTESTATION_BYTES:
-        return bad("malformed", f"larger than {MAX_ATTESTATION_BYTES} bytes")
+        return bad(P.SIGNATURE_MALFORMED, f"larger than {MAX_ATTESTATION_BYTES} bytes")
     if not raw.endswith(b"\n") or b"\r" in raw:
-        return bad("malformed", "not JSON Lines ending in LF (the envelope was altered)")
+        return bad(P.SIGNATURE_MALFORMED, "not JSON Lines ending in LF (the envelope was altered)")
     lines = raw[:-1].split(b"\n")
     if len(lines) != 2:
-        return bad("malformed", f"{len(lines)} lines; a signed bundle carries exactly two envelopes (provenance, "
+        return bad(P.SIGNATURE_MALFORMED, f"{len(lines)} lines; a signed bundle carries exactly two envelopes (provenance, "
                    "test result)")
     parsed = []
     for n, line in enumerate(lines, 1):
         try:
             parsed.append(_envelope_fields(line, n))
         except ValueError as exc:
-            return bad("malformed", f"the envelope is malformed (altered after signing?): {exc}")
+            return bad(P.SIGNATURE_MALFORMED, f"the envelope is malformed (altered after signing?): {exc}")
     keyids = {k for _, k, _ in parsed}
     if len(keyids) != 1:
-        return bad("malformed", "the two envelopes name different key ids")
+        return bad(P.SIGNATURE_MALFORMED, "the two envelopes name different key ids")
     keyid = keyids.pop()
     checked = False
     if key is not None:
         if keyid != key.keyid:
-            probs.append(("wrong_key", f"signed by key id {keyid}, not by the --public-key given (key id {key.keyid}): "
+            probs.append(_problem(P.SIGNATURE_WRONG_KEY, f"signed by key id {keyid}, not by the --public-key given (key id {key.keyid}): "
                           "the wrong key, or not the signer's"))
         else:
             bad_sigs = []
@@ -510,7 +518,7 @@ def read(raw: bytes | None, payload_sha256: Mapping[str, str], key: PublicKey | 
                 except InvalidSignature:
                     bad_sigs.append(n)
             if bad_sigs:
-                probs.append(("bad_signature", f"the signature of envelope {', '.join(map(str, bad_sigs))} does not "
+                probs.append(_problem(P.SIGNATURE_BAD, f"the signature of envelope {', '.join(map(str, bad_sigs))} does not "
                               f"verify with key id {keyid}: the envelope was altered after it was signed"))
             else:
                 checked = True
@@ -519,11 +527,11 @@ def read(raw: bytes | None, payload_sha256: Mapping[str, str], key: PublicKey | 
         try:
             stmts.append(_statement(body, n))
         except ValueError as exc:
-            probs.append(("malformed", f"the envelope is malformed (altered after signing?): {exc}"))
+            probs.append(_problem(P.SIGNATURE_MALFORMED, f"the envelope is malformed (altered after signing?): {exc}"))
             return Attestation(True, keyid, False, (), tuple(probs))
     if stmts[0]["subject"] != stmts[1]["subject"]:
-        probs.append(("malformed", "the two statements name different subjects"))
-    probs += [("payload_altered", m) for m in subject_problems(stmts[0]["subject"], payload_sha256)]
+        probs.append(_problem(P.SIGNATURE_MALFORMED, "the two statements name different subjects"))
+    probs += [_problem(P.SIGNATURE_PAYLOAD, m) for m in subject_problems(stmts[0]["subject"], payload_sha256)]
     return Attestation(True, keyid, checked, tuple(stmts), tuple(probs))
 
 

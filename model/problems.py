@@ -31,6 +31,12 @@ STUDY_CHECK = "study.check"    # a study plug-in's own check (its crosscheck or 
 #: codes of a document against its schema
 SCHEMA = "document.schema"     # a document fails its schema, or is not the document it names
 UNKNOWN_VERSION = "document.unknown_version"  # a schema_version this verifier does not read
+#: codes of a signed bundle's attestations (bundle/attest.py)
+SIGNATURE_MALFORMED = "signature.malformed"    # the envelopes are not the packer's exact form
+SIGNATURE_WRONG_KEY = "signature.wrong_key"    # signed by another key than the --public-key given
+SIGNATURE_BAD = "signature.bad"                # a signature does not verify with the key it names
+SIGNATURE_PAYLOAD = "signature.payload_altered"  # the signed subjects are not the payload in the archive
+SIGNATURE_MISSING = "signature.missing"        # --public-key given, the bundle is not signed
 #: codes of the verifier's tiers, for a problem a tier finds itself (DESIGN.md section 6)
 ARCHIVE = "bundle.archive"       # tier 1: the archive is unreadable, unsafe or of an unknown format
 MANIFEST = "bundle.manifest"     # tier 2: a file missing, extra or with another hash; another digest

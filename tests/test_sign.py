@@ -172,6 +172,8 @@ def test_a_wrong_key_fails_with_its_own_message(signed):
     msgs = _problems(rep)
     assert any("not by the --public-key given" in m and signed["kid"] in m for m in msgs), msgs
     assert not any("altered" in m for m in msgs), msgs
+    # the problem's code says what it is, for scripts (never the wording)
+    assert [p.code for t in rep.tiers for p in t.problems] == ["signature.wrong_key"]
     r = _run("verify_bundle.py", signed["cli"], "--level", "static", "--public-key", signed["other_pub"])
     assert r.returncode == 1 and "the wrong key, or not the signer's" in r.stdout
     # the signature line says the key given refused it, never "not checked" (a key was given)

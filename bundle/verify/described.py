@@ -9,6 +9,7 @@ from typing import Mapping
 from kbrepro.bundle import attest, crate, facts, pack
 from kbrepro.bundle.facts import CRATE_FILE
 from kbrepro.bundle.verify.core import Bundle, Tier
+from kbrepro.model.problems import SIGNATURE_PAYLOAD
 
 
 def crate_check(b: Bundle, t: Tier) -> None:
@@ -37,7 +38,7 @@ def statements_check(b: Bundle, t: Tier, docs: Mapping, claims_doc: Mapping) -> 
     att = b.attestation
     if att is None or not att.signed or not att.statements:
         return
-    if any(kind == "payload_altered" for kind, _ in att.problems):
+    if any(p.code == SIGNATURE_PAYLOAD for p in att.problems):
         return  # tier 2 said it: the payload is not what was signed (its file digests would only repeat that)
     payload = b.payload
     f = facts.bundle_facts(b.meta, docs, payload)
