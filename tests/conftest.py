@@ -34,6 +34,33 @@ def pytest_addoption(parser):
                           "250 tasks; .ci/run runs it with -n auto)")
 
 
+#: the memory one worker of the CPU sweep may take at its peak (the largest pinned tasks'
+#: inputs at their own size, built on the CPU), bytes
+SWEEP_WORKER_BYTES = 6 << 30
+
+
+def _available_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto`` for the sweep: one worker per core, but no more than the memory available
+    holds at :data:`SWEEP_WORKER_BYTES` each (64 workers of a large machine ran it out of
+    memory); the other suites keep xdist's own choice."""
+    if not config.getoption("--sweep"):
+        return None
+    cores = os.cpu_count() or 1
+    avail = _available_bytes()
+    return cores if avail is None else max(1, min(cores, avail // SWEEP_WORKER_BYTES))
+
+
 def pytest_collection_modifyitems(config, items):
     # the sweep's items run with --sweep alone; the other slow items with --slow (.ci/run runs both)
     off = [i for i in items if ("sweep" in i.keywords and not config.getoption("--sweep"))

@@ -27,3 +27,25 @@ def test_every_package_folder_is_listed_in_pyproject():
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     assert _package_folders() - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
     assert listed - _package_folders() == set(), "pyproject.toml lists packages that have no folder"
+
+
+def test_the_sweep_takes_no_more_workers_than_the_memory_holds(monkeypatch):
+    """``-n auto`` on a large machine started one sweep worker per core and ran out of memory:
+    the hook caps the workers by the memory available (the other suites keep xdist's choice)."""
+    import conftest
+
+    class Config:
+        def __init__(self, sweep):
+            self.sweep = sweep
+
+        def getoption(self, name):
+            return self.sweep
+
+    monkeypatch.setattr(conftest.os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(conftest, "_available_bytes", lambda: 100 << 30)
+    assert conftest.pytest_xdist_auto_num_workers(Config(True)) == 100 // 6
+    monkeypatch.setattr(conftest, "_available_bytes", lambda: 1 << 30)
+    assert conftest.pytest_xdist_auto_num_workers(Config(True)) == 1
+    monkeypatch.setattr(conftest, "_available_bytes", lambda: None)
+    assert conftest.pytest_xdist_auto_num_workers(Config(True)) == 64
+    assert conftest.pytest_xdist_auto_num_workers(Config(False)) is None
