@@ -82,21 +82,32 @@ def build_payload(kind: BundleKind, contents: Contents, bundle_format: int, sign
     return dataclasses.replace(bag, summary=summary.encode())
 
 
-def write_bundle(bag: pack.Bag, out: Path) -> tuple[int, str]:
+def unpublished_paths(out: Path) -> tuple[Path, Path]:
+    """Where a bundle for ``out`` and its digest file lie until they are published
+    (:mod:`kbrepro.bundle.publish`): hidden names beside ``out``, ``.<name>.verifying.tar``."""
+    out = Path(out)
+    return tuple(p.with_name(f".{p.name}.verifying{out.suffix}")
+                 for p in (out, out.with_name(out.name + pack.DIGEST_SUFFIX)))
+
+
+def write_bundle(bag: pack.Bag, out: Path, unpublished: bool = False) -> tuple[int, str]:
     """Write ``bag`` to the archive ``out`` and its digest to ``<out>.sha256-digest``, together
     (:func:`kbrepro.harness.jsonio.atomic_write_all`): a failure or an interruption leaves both
     as they were (an earlier archive and its digest included), never one new and one old.
+    ``unpublished``: write them under :func:`unpublished_paths` instead, leaving whatever is at
+    ``out`` as it is until :func:`kbrepro.bundle.publish.publish` puts them in its place.
     Returns ``(archive size in bytes, bundle digest)``. Raises OutputPathError (2) where either
     cannot be written, UsageError for an archive name that is neither .tar nor .tar.gz."""
     digest = bag.digest()
     data = pack.archive_bytes(bag, out)
     line = f"bundle digest (sha256 of {bag.name}/tagmanifest-sha256.txt): {digest}\n".encode()
+    paths = unpublished_paths(out) if unpublished else (out, out.with_name(out.name + pack.DIGEST_SUFFIX))
     try:
-        jsonio.atomic_write_all([(out, data), (out.with_name(out.name + pack.DIGEST_SUFFIX), line)])
+        jsonio.atomic_write_all([(paths[0], data), (paths[1], line)])
     except OSError as exc:
         raise OutputPathError(f"cannot write {out}: {(exc.strerror or type(exc).__name__).lower()}; "
                               "nothing was written", "choose another --out") from exc
     return len(data), digest
 
 
-__all__ = ["Contents", "build_payload", "write_bundle", "describe_and_sign", "json_roundtrip"]
+__all__ = ["Contents", "build_payload", "write_bundle", "unpublished_paths", "describe_and_sign", "json_roundtrip"]

@@ -14,6 +14,7 @@ import statistics
 from typing import Mapping
 
 from kbrepro import inert
+from kbrepro.bundle import kinds
 from kbrepro.bundle.kinds import KIND
 from kbrepro.errors import UsageError
 from kbrepro.harness import jsonio, stats
@@ -57,14 +58,16 @@ def excluded_compiled(record: Mapping) -> list[str]:
             and ((base[a].get("compare") or {}).get("official") or {}).get("pass") is not True]
 
 
-def default_claims(doc: Mapping) -> dict:
+def default_claims(doc: Mapping, format_version: int | None = None) -> dict:
     """The default claims spec (schemas/claims-spec.schema.json) of a ``candidates.json``
     document: per candidate (``K<i>``), in this order: (a) it passes every named check that can
     decide; (b) it passes the official check on every case, re-drawn weights and extra shapes
     included; (c) it is faster than eager PyTorch (warm L2, paired per-round ratios, 95%
     bootstrap interval of the median); (d) it is faster than the fastest correct compiled
     baseline; (e) the same against eager with a cold L2; (f) bit identity, phrased as the data
-    say. (c) to (f) require (a) and (b): a speed-up of a candidate that was caught means nothing."""
+    say. (c) to (f) require (a) and (b): a speed-up of a candidate that was caught means nothing.
+    ``format_version``: the candidate bundle format; from :data:`kinds.DECIDING_SINCE` on, (a)
+    says how many of the checks decide, before it how many there are."""
     claims = []
     pred = doc.get("predicate") or {}
     atol, rtol = pred.get("atol"), pred.get("rtol")
@@ -72,8 +75,16 @@ def default_claims(doc: Mapping) -> dict:
         n = rec["name"]
         k = f"K{i + 1}"
         q = _q(n)
+        verdicts = [v for v in rec.get("verdicts") or [] if isinstance(v, dict)]
+        if isinstance(format_version, int) and format_version >= kinds.DECIDING_SINCE:
+            undecided = sum(v.get("passed") is None for v in verdicts)
+            counted = (f"{len(verdicts) - undecided} of its {len(verdicts)} checks decide here; the "
+                       f"{undecided} that cannot {'is' if undecided == 1 else 'are'} listed, not counted" if undecided
+                       else f"all {len(verdicts)} of its checks decide here")
+        else:
+            counted = f"{len(rec.get('verdicts') or [])} checks; one that cannot decide is listed, not counted"
         claims.append({"id": f"{k}a", "sentence": f"{n} passes every named check against cheating that can decide "
-                       f"({len((rec.get('verdicts') or []))} checks; one that cannot decide is listed, not counted).",
+                       f"({counted}).",
                        "checks": [{"kind": "all_equal", "select": f"{q}.verdicts[?passed != null].passed",
                                    "equals": True}]})
         shapes = any(c.get("kind") == "extra_shape" for c in (rec.get("observations") or {}).get("cases") or []

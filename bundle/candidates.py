@@ -460,7 +460,7 @@ def candidate_contents(files: Mapping[str, bytes], *, extra_claims: Mapping | No
                          + ", ".join(moved[:4]))
         r["verdicts"] = derived
     files = {**files, "results/candidates.json": jsonio.dumps(doc).encode()}
-    spec = merge_claims(default_claims(doc), extra_claims)
+    spec = merge_claims(default_claims(doc, bundle_format), extra_claims)
     spec_raw = spec_yaml(spec)
     payload = dict(files)
     payload["inputs/claims.yaml"] = spec_raw
@@ -510,14 +510,15 @@ def build_payload(files: Mapping[str, bytes], *, extra_claims: Mapping | None = 
 
 def pack_results(results_dir: Path, out: Path | None = None, *, claims_path: str | None = None,
                  name: str | None = None, allow_failing: bool = False, bundle_format: int | None = None,
-                 sign: str | None = None) -> MadeCandidates:
+                 sign: str | None = None, unpublished: bool = False) -> MadeCandidates:
     """Validate and pack a candidate results folder into ``out``. A candidate caught by a check,
     or a default correctness claim (``K<n>a``, ``K<n>b``) that fails, raises
     InvalidResultsError (exit 1) with the results left in place, unless ``allow_failing``:
     then the bundle is written and says so in its claims. A speed claim that fails is a
     result, packed as such.
     Nothing is written unless everything succeeds (archive, then its digest file).
-    ``bundle_format`` and ``sign`` (a PEM private key file): as :func:`build_payload`."""
+    ``bundle_format`` and ``sign`` (a PEM private key file): as :func:`build_payload`;
+    ``unpublished``: as :func:`bundle.make.make_from_results`."""
     t0 = time.perf_counter()
     key = load_key(sign)
     if bundle_format is not None:
@@ -558,7 +559,7 @@ def pack_results(results_dir: Path, out: Path | None = None, *, claims_path: str
                                   f"to pack a failing study anyway, run 'python make_bundle.py pack {results_dir} "
                                   "--allow-failing'")
     out = check_out_path(Path(out) if out else Path(f"{meta['name']}.tar"))
-    size, digest = assemble.write_bundle(bag, out)
+    size, digest = assemble.write_bundle(bag, out, unpublished)
     return MadeCandidates(out, bag.name, digest, size, claims_doc["summary"], bad, time.perf_counter() - t0,
                           tuple(meta["notes"]), key.public.keyid if key else None)
 

@@ -17,16 +17,17 @@ FORMAT = "kbrepro-candidate-bundle"
 KIND = "kernelbench-candidates"
 #: the candidate bundle format this packer writes: 3 adds the RO-Crate metadata file and,
 #: when signed, the attestations (as study format 4 does); 2 is the format before them
-FORMAT_VERSION = 5
-FORMAT_VERSIONS = (2, 3, 4, 5)
+FORMAT_VERSION = 6
+FORMAT_VERSIONS = (2, 3, 4, 5, 6)
 #: the version of results/candidates.json this product writes: 2, timing protocol 2 (issue 27:
 #: fresh inputs for every timed invocation, every timed output checked, the clock over two
 #: lengths); the verifier reads 1 and 2
 SCHEMA_VERSION = 2
 #: the results/candidates.json schema versions each candidate bundle format holds: 4 is 3's
 #: layout holding timing protocol 2 (issue 27); 5 is 4 whose REPORT.md and summary.txt say
-#: first where and at which sizes the candidates ran, and write differences as a person does
-DOC_VERSIONS = {2: (1,), 3: (1,), 4: (2,), 5: (2,)}
+#: first where and at which sizes the candidates ran, and write differences as a person does; 6
+#: is 5 whose first claim of a candidate says how many of its checks decide (:data:`DECIDING_SINCE`)
+DOC_VERSIONS = {2: (1,), 3: (1,), 4: (2,), 5: (2,), 6: (2,)}
 
 
 def format_for(doc_version: int, asked: int | None) -> int:
@@ -45,6 +46,9 @@ def format_for(doc_version: int, asked: int | None) -> int:
 CRATE_SINCE = 3
 #: the first candidate bundle format whose REPORT.md and summary.txt use ``report.readable``'s words
 READABLE_SINCE = 5
+#: the first candidate bundle format whose claim K<i>a says how many checks decide (format 5 said
+#: "20 checks" where 8 of them could not decide on a CPU)
+DECIDING_SINCE = 6
 
 
 @dataclass(frozen=True)
@@ -82,4 +86,4 @@ CANDIDATES = BundleKind("candidates", FORMAT, FORMAT_VERSIONS, FORMAT_VERSION, C
 BY_FORMAT = {k.format: k for k in (STUDY, CANDIDATES)}
 
 
-__all__ = ["BundleKind", "STUDY", "CANDIDATES", "BY_FORMAT", "FORMAT", "KIND", "FORMAT_VERSION", "FORMAT_VERSIONS", "SCHEMA_VERSION", "DOC_VERSIONS", "CRATE_SINCE", "format_for"]
+__all__ = ["BundleKind", "STUDY", "CANDIDATES", "BY_FORMAT", "FORMAT", "KIND", "FORMAT_VERSION", "FORMAT_VERSIONS", "SCHEMA_VERSION", "DOC_VERSIONS", "CRATE_SINCE", "DECIDING_SINCE", "format_for"]

@@ -57,6 +57,8 @@ class MadeBundle:
     notes: tuple[str, ...] = field(default_factory=tuple)
     #: the key id of the key that signed the bundle (None: not signed)
     signed_by: str | None = None
+    #: the results folder packed
+    results: Path | None = None
 
 
 def _why(exc: OSError) -> str:
@@ -354,7 +356,7 @@ def check_out_path(out: Path, what: str = "--out") -> Path:
 def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench: str | None = None,
                       study_path: str | None = None, claims_path: str | None = None, name: str | None = None,
                       with_plots: bool = True, pool=None, bundle_format: int = pack.FORMAT_VERSION,
-                      sign: str | None = None) -> MadeBundle:
+                      sign: str | None = None, unpublished: bool = False) -> MadeBundle:
     """Validate and pack ``results_dir`` into ``out`` (default ``<bundle name>.tar``), in
     ``bundle_format`` (4; 3 for the layout before RO-Crate and signatures), signed with the
     Ed25519 private key of the PEM file ``sign`` if given (:mod:`bundle.attest`).
@@ -367,7 +369,9 @@ def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench
     digest cannot be written, the archive is removed again. A pool from
     :func:`start_workers` (started while a study runs) validates the documents and draws the
     figures if given; else the documents are validated in this process and worker processes
-    are started only to draw the figures.
+    are started only to draw the figures. ``unpublished``: the archive and its digest are
+    written under hidden names (:func:`bundle.assemble.unpublished_paths`) for
+    :func:`bundle.publish.publish` to verify and put in place, and ``out`` is left as it is.
     """
     t0 = time.perf_counter()
     _check_name(name)
@@ -414,10 +418,10 @@ def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench
         workers.close()
     bag = assemble.build_payload(STUDY, contents, bundle_format, key)
     meta, claims_doc = contents.meta, contents.claims
-    size, digest = assemble.write_bundle(bag, out)
+    size, digest = assemble.write_bundle(bag, out, unpublished)
     return MadeBundle(path=out, name=bag.name, digest=digest, size_bytes=size, claims_summary=claims_doc["summary"],
                       pack_seconds=time.perf_counter() - t0, notes=tuple(meta["notes"]),
-                      signed_by=key.public.keyid if key else None)
+                      signed_by=key.public.keyid if key else None, results=Path(results_dir))
 
 
 def load_key(sign: str | None):
@@ -433,7 +437,7 @@ def run_and_make(out: Path | None, *, study_path: str | None, profile: str, kern
                  results_dir: Path | None, cache_dir: Path | None, claims_path: str | None,
                  progress: Callable[[dict], None] | None = None, name: str | None = None,
                  with_plots: bool = True, bundle_format: int = pack.FORMAT_VERSION,
-                 sign: str | None = None, prefetcher=None) -> tuple[MadeBundle, dict]:
+                 sign: str | None = None, prefetcher=None, unpublished: bool = False) -> tuple[MadeBundle, dict]:
     """Run the study on this GPU into ``results_dir`` (default ``results/<study>-<profile>-<UTC>``)
     and pack it. Returns ``(MadeBundle, run document)``. ``out`` is checked before the run.
     ``prefetcher``: model builds already under way (``harness.run.early_prefetch``), handed to
@@ -472,7 +476,8 @@ def run_and_make(out: Path | None, *, study_path: str | None, profile: str, kern
                             binding=binding, prefetcher=prefetcher)
         stage = "pack"
         made = make_from_results(rdir, out, kernelbench=kernelbench, study_path=study_path, claims_path=claims_path,
-                                 name=name, with_plots=with_plots, pool=pool, bundle_format=bundle_format, sign=sign)
+                                 name=name, with_plots=with_plots, pool=pool, bundle_format=bundle_format, sign=sign,
+                                 unpublished=unpublished)
     except KeyboardInterrupt as exc:
         if isinstance(exc, Interrupted):
             raise

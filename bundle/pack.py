@@ -39,11 +39,12 @@ FORMAT_NAME = "kbrepro-bundle"
 #: the study bundle format this packer writes: 4 adds the RO-Crate metadata file to the payload
 #: and, when signed, the attestation tag file; 5 gives in REPORT.md's timing tables the rounds
 #: each block holds (``report.ROUNDS_HELD_SINCE``); 6 writes differences as a person does
-#: ("2.0x slower", "1 comparison": ``report.readable``)
-FORMAT_VERSION = 6
+#: ("2.0x slower", "1 comparison": ``report.readable``); 7 gives the ratios of a timing block
+#: without an eager arm to its first arm (``report.RATIO_BASE_SINCE``)
+FORMAT_VERSION = 7
 #: every study bundle format the verifier reads (3: before RO-Crate and signing; the committed
 #: examples are format 3, and ``make_bundle.py --bundle-format 3`` still writes it)
-FORMAT_VERSIONS = (3, 4, 5, 6)
+FORMAT_VERSIONS = (3, 4, 5, 6, 7)
 #: the first study bundle format whose REPORT.md and summary.txt use ``report.readable``'s words
 READABLE_SINCE = 6
 #: the suffix of the file beside an archive that holds its bundle digest (``x.tar.sha256-digest``)

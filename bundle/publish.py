@@ -1,7 +1,9 @@
 """Publishing a bundle the packer just wrote: it is verified at ``--level static`` with the
 verifier's own code while it and its digest file lie under hidden names, and they take their
-final names only after the verification finished (:func:`verify_unpublished`); a bundle whose
-self-verification did not finish is never left under its final name.
+final names only after the verification finished (:func:`verify_unpublished`, then
+:func:`put_in_place`); a bundle whose self-verification did not finish, or that fails it, is
+never left under its final name, and an earlier bundle of that name stays as it was until the
+new one replaces it.
 """
 from __future__ import annotations
 
@@ -9,10 +11,12 @@ import os
 from pathlib import Path
 from typing import Callable
 
+from kbrepro.bundle.assemble import unpublished_paths
 from kbrepro.bundle.pack import DIGEST_SUFFIX
 from kbrepro.bundle.verify.checklist import verify_archive
 from kbrepro.cli.edge import status
 from kbrepro.errors import Interrupted, InvalidResultsError
+from kbrepro.process import deferred_sigint
 
 
 def predict_verification(path: Path, public_key=None) -> tuple[str, str]:
@@ -34,33 +38,51 @@ def predict_verification(path: Path, public_key=None) -> tuple[str, str]:
     return rep.verdict, f"{rep.verdict} at --level static{signed} (replay on a GPU: --level replay)"
 
 
-def verify_unpublished(path: Path, public_key=None) -> tuple[str, str]:
-    """:func:`predict_verification` of the bundle this packer just wrote at ``path``, with the
-    bundle and its digest file under hidden names (``.<name>.verifying.tar``) until it has
-    finished, then back under their names: a bundle whose self-verification did not finish
-    (Ctrl-C, SIGTERM, an error) is never left under its final name. Where it does not finish,
-    both files are removed and the exception propagates (a Ctrl-C or SIGTERM as
-    :class:`~kbrepro.errors.Interrupted` saying so)."""
+def verify_unpublished(path: Path, public_key=None, results_dir: Path | None = None) -> tuple[str, str]:
+    """:func:`predict_verification` of the bundle this packer just wrote for ``path``, under its
+    hidden names (:func:`bundle.assemble.unpublished_paths`: written there, or moved there
+    from ``path`` first); it stays there for :func:`publish` to put in place or remove. A
+    Ctrl-C, SIGTERM or error here removes the hidden files and propagates (a Ctrl-C as
+    :class:`~kbrepro.errors.Interrupted` saying what is at ``path``: an earlier bundle of
+    that name is left as it was, and ``results_dir`` is named to pack again)."""
     path = Path(path)
     files = [path, path.with_name(path.name + DIGEST_SUFFIX)]
-    hidden = [p.with_name(f".{p.name}.verifying{path.suffix}") for p in files]
+    hidden = list(unpublished_paths(path))
     try:
-        for a, b in zip(files, hidden):
-            if a.exists():
-                os.replace(a, b)
-        verdict, line = predict_verification(hidden[0], public_key)
+        if not hidden[0].exists():  # written under its final name (a library caller's bundle)
+            for a, b in zip(files, hidden):
+                if a.exists():
+                    os.replace(a, b)
+        return predict_verification(hidden[0], public_key)
     except BaseException as exc:
         for p in hidden:
-            remove_bundle(p)
-        remove_bundle(path)
+            _unlink(p)
         if isinstance(exc, KeyboardInterrupt):
-            raise Interrupted(f"the bundle was removed before its self-verification finished ({path.name} is not "
-                              "there); the results are kept: pack them again with 'make_bundle.py pack DIR'") from None
+            there = (f"the earlier {path.name} is left as it was" if path.exists() else f"{path.name} is not there")
+            raise Interrupted(f"the new bundle was removed before its self-verification finished ({there}); the "
+                              f"results are kept: pack them again with 'make_bundle.py pack "
+                              f"{results_dir if results_dir is not None else 'RESULTS'}'") from None
         raise
-    for a, b in zip(files, hidden):
-        if b.exists():
+
+
+def _unlink(p: Path) -> None:
+    try:
+        p.unlink()
+    except OSError:
+        pass
+
+
+def put_in_place(path: Path) -> bool:
+    """Move the verified bundle and its digest file from their hidden names to ``path`` and
+    ``<path>.sha256-digest``, together (Ctrl-C and SIGTERM held for the two renames). Returns
+    whether an earlier bundle was there (it is replaced)."""
+    path = Path(path)
+    files = [path, path.with_name(path.name + DIGEST_SUFFIX)]
+    replaced = path.exists()
+    with deferred_sigint():
+        for b, a in zip(unpublished_paths(path), files):
             os.replace(b, a)
-    return verdict, line
+    return replaced
 
 
 def remove_bundle(path: Path) -> None:
@@ -73,18 +95,23 @@ def remove_bundle(path: Path) -> None:
 
 
 def publish(path: Path, *, signed: bool, allow_failing: bool, public_key=None, own_run: bool = False,
-            echo: Callable[[str], None] = print) -> str:
-    """Verify the bundle just written at ``path`` (:func:`verify_unpublished`), ``echo`` its
-    ``verify:`` line, and keep it, or remove it with its digest file and raise
-    InvalidResultsError: a bundle that fails is kept only with ``allow_failing``, a signed one
-    never (a signature never goes on a failing bundle). ``own_run``: the results are the
-    command's own run, so a failure is a defect of ours. Returns the verdict."""
+            echo: Callable[[str], None] = print, results_dir: Path | None = None) -> str:
+    """Verify the bundle just written for ``path`` (:func:`verify_unpublished`), ``echo`` its
+    ``verify:`` line, and put it in place (replacing an earlier bundle of that name, and
+    saying so), or remove it with its digest file and raise InvalidResultsError, leaving an
+    earlier bundle at ``path`` as it was: a bundle that fails is kept only with
+    ``allow_failing``, a signed one never (a signature never goes on a failing bundle). ``own_run``: the results are the
+    command's own run, so a failure is a defect of ours; ``results_dir``: the results packed
+    (named where they must be packed again). Returns the verdict."""
     with status(f"verifying {Path(path).name}, just written"):
-        verdict, line = verify_unpublished(path, public_key)
+        verdict, line = verify_unpublished(path, public_key, results_dir)
     echo(f"verify:  {line}")
     if verdict != "FAIL" or (allow_failing and not signed):
+        if put_in_place(path):
+            echo(f"note:    replaced the earlier {Path(path).name} and its digest file")
         return verdict
-    remove_bundle(path)
+    for p in unpublished_paths(path):
+        _unlink(p)
     if signed:
         raise InvalidResultsError("the signed bundle would fail verification (the verify: line above says where); "
                                   "it was removed, the results are kept: a signature never goes on a failing bundle",
@@ -96,4 +123,4 @@ def publish(path: Path, *, signed: bool, allow_failing: bool, public_key=None, o
                               else "fix the results, or pass --allow-failing to keep a bundle that fails")
 
 
-__all__ = ["publish", "predict_verification", "verify_unpublished", "remove_bundle"]
+__all__ = ["publish", "predict_verification", "verify_unpublished", "put_in_place", "remove_bundle"]

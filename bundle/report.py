@@ -16,6 +16,10 @@ from kbrepro.harness.timing import throttled
 #: it, an adaptive block's protocol column gave the rule's minimum: "10 rounds" for a block
 #: that ran 400); the verifier renders each format's own text
 ROUNDS_HELD_SINCE = 5
+#: from this study bundle format on, a timing block without an eager arm (ftz_cost: the two
+#: NVRTC builds) gives its ratios to its first arm, and the table's header says "base", not
+#: "eager" (format 6 headed an empty column "t(eager)" for such blocks)
+RATIO_BASE_SINCE = 7
 
 
 def _fmt(v, digits: int = 4) -> str:
@@ -240,12 +244,14 @@ def correctness_section(c: Mapping) -> str:
 def timing_section(t: Mapping, bundle_format: int | None = None) -> str:
     """The timing tables, one per block kind. ``bundle_format``: the bundle's format version;
     from :data:`ROUNDS_HELD_SINCE` on, the protocol column gives the rounds the block holds
-    (and an adaptive block its rule's bounds), before it the protocol's ``rounds``."""
+    (and an adaptive block its rule's bounds), before it the protocol's ``rounds``; from
+    :data:`RATIO_BASE_SINCE` on, a block without an eager arm gives its ratios to its first arm."""
     out = ["## Timings (float32; ms per invocation: median [q25, q75]; CUDA events or CUDA-graph replay, as the "
            "block's mode says; arms interleaved in every round)\n"]
     by_kind: dict[str, list] = {}
     for b in t.get("blocks", []):
         by_kind.setdefault(b.get("kind", "study"), []).append(b)
+    any_base = isinstance(bundle_format, int) and bundle_format >= RATIO_BASE_SINCE
     for kind, blocks in by_kind.items():
         rows = []
         for b in blocks:
@@ -257,6 +263,8 @@ def timing_section(t: Mapping, bundle_format: int | None = None) -> str:
                 s = stats.summary(stats.arm_samples(b, a))
                 cells.append(f"{a}: {s['median_ms']:.4f} [{s['q25_ms']:.4f}, {s['q75_ms']:.4f}]")
             base = next((a for a in b["arms"] if a == "eager" or a.startswith("eager_")), None)
+            if base is None and any_base:
+                base = b["arms"][0]
             ratios = []
             if base:
                 for a in b["arms"]:
@@ -270,6 +278,8 @@ def timing_section(t: Mapping, bundle_format: int | None = None) -> str:
                          f"{p.get('warmups', 'n/a')} warm-ups, {p.get('mode', b.get('mode', 'n/a'))}",
                          "<br>".join(cells), "<br>".join(ratios)])
         out.append(f"### {kind}\n\n" + _table(["block", "input shape", "protocol", "arms",
+                                                 "r = t(arm) / t(base) (paired median; base: the eager arm, else the "
+                                                 "block's first)" if any_base else
                                                  "r = t(arm) / t(eager) (paired median)"], rows))
     return "\n".join(out)
 

@@ -253,12 +253,12 @@ def study_cmd(study, profile, results_dir, cache_dir, no_plots, out, kernelbench
                                           cache_dir=Path(cache_dir) if cache_dir else None, claims_path=claims,
                                           progress=_progress, name=name, with_plots=not no_plots,
                                           bundle_format=STUDY.newest if bundle_format is None else bundle_format,
-                                          sign=sign, prefetcher=prefetcher)
+                                          sign=sign, prefetcher=prefetcher, unpublished=True)
     finally:
         if prefetcher is not None:
             prefetcher.close()
     _summary(made, f"; study run {run_doc['wall_seconds']:.1f} s; whole command {time.perf_counter() - t0:.1f} s",
-             allow_failing=allow_failing, public_key=key.public if key else None)
+             allow_failing=allow_failing, public_key=key.public if key else None, results_dir=made.results)
 
 
 @main.command("pack")
@@ -312,8 +312,10 @@ def pack_cmd(results, from_results, study, no_plots, out, kernelbench, claims, n
             make.check_out_path(Path(out))
         with status(f"packing {folder}"):
             made = bc.pack_results(Path(folder), Path(out) if out else None, claims_path=claims, name=name,
-                                   allow_failing=allow_failing, bundle_format=bundle_format, sign=sign)
-        _summary(made, public_key=key.public if key else None, allow_failing=allow_failing, own_run=True)
+                                   allow_failing=allow_failing, bundle_format=bundle_format, sign=sign,
+                                   unpublished=True)
+        _summary(made, public_key=key.public if key else None, allow_failing=allow_failing, own_run=True,
+                 results_dir=Path(folder))
         return
     _refuse_signed_failing(sign, allow_failing)
     bundle_format = STUDY.newest if bundle_format is None else bundle_format
@@ -322,8 +324,8 @@ def pack_cmd(results, from_results, study, no_plots, out, kernelbench, claims, n
     with status(f"packing {folder}"):
         made = make.make_from_results(Path(folder), Path(out) if out else None, kernelbench=kernelbench,
                                       study_path=study, claims_path=claims, name=name, with_plots=not no_plots,
-                                      bundle_format=bundle_format, sign=sign)
-    _summary(made, allow_failing=allow_failing, public_key=key.public if key else None)
+                                      bundle_format=bundle_format, sign=sign, unpublished=True)
+    _summary(made, allow_failing=allow_failing, public_key=key.public if key else None, results_dir=Path(folder))
 
 
 @main.command("candidates")
@@ -422,9 +424,9 @@ def candidates_cmd(candidates, candidate_dir, tasks, sizes, extra_shapes, profil
                           extra_shapes=shapes, sizes=size_map, device=device)
     with status(f"packing {rdir}"):
         made = bc.pack_results(rdir, Path(out) if out else None, claims_path=claims, name=name,
-                               allow_failing=allow_failing, bundle_format=bundle_format, sign=sign)
+                               allow_failing=allow_failing, bundle_format=bundle_format, sign=sign, unpublished=True)
     _summary(made, own_run=True, extra=f"; whole command {time.perf_counter() - t0:.1f} s; results in {rdir}",
-             public_key=key.public if key else None, allow_failing=allow_failing)
+             public_key=key.public if key else None, allow_failing=allow_failing, results_dir=rdir)
 
 
 @main.command("keygen")
@@ -498,7 +500,8 @@ def _progress(event: dict) -> None:
     click.echo(f"[{event['elapsed_s']:7.1f}s] {mark} {event['stage']:<20} {event['message']}", err=True)
 
 
-def _summary(made, extra: str = "", allow_failing: bool = False, public_key=None, own_run: bool = False) -> None:
+def _summary(made, extra: str = "", allow_failing: bool = False, public_key=None, own_run: bool = False,
+             results_dir: Path | None = None) -> None:
     """What was packed (a candidate bundle: what its checks caught), then one line: whether
     ``verify_bundle.py`` will pass the bundle (its static tiers, run here; for a signed bundle
     with the signer's public key). A bundle that would fail is removed again (exit 1, the
@@ -520,7 +523,7 @@ def _summary(made, extra: str = "", allow_failing: bool = False, public_key=None
     # nothing then names a bundle that is not there
     try:
         publish.publish(made.path, signed=bool(made.signed_by), allow_failing=allow_failing, public_key=public_key,
-                        own_run=own_run, echo=lines.append)
+                        own_run=own_run, echo=lines.append, results_dir=results_dir)
     except Interrupted:
         raise
     except ReproError:  # removed as failing: what was packed, and the verify: line that says where it fails

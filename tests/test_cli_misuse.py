@@ -721,8 +721,9 @@ def test_make_interrupted_exits_130_and_leaves_nothing(tmp_path, kb, delay):
     left = tree(out_dir)
     if code == 130:  # before packing, or during the self-verification (the bundle then removed)
         assert err.splitlines() in (["interrupted; nothing was written"],
-                                    ["interrupted; the bundle was removed before its self-verification finished "
-                                     "(x.tar is not there); the results are kept: pack them again with 'make_bundle.py pack DIR'"]), err
+                                    ["interrupted; the new bundle was removed before its self-verification finished "
+                                     "(x.tar is not there); the results are kept: pack them again with "
+                                     f"'make_bundle.py pack {RESULTS}'"]), err
         assert left == []
     else:  # it finished before the signal came
         assert code == 0, err
@@ -1128,9 +1129,9 @@ def test_ctrl_c_at_any_moment_of_a_signed_pack_keeps_the_promise(tmp_path, kb, s
     assert took < 1.5, f"{took:.2f} s from Ctrl-C to exit"
     assert tree(out_dir) == [], "files were left after the interrupt"
     assert err.splitlines()[-1] in ("interrupted; nothing was written",
-                                    "interrupted; the bundle was removed before its self-verification finished "
+                                    "interrupted; the new bundle was removed before its self-verification finished "
                                     "(x.tar is not there); the results are kept: pack them again with "
-                                    "'make_bundle.py pack DIR'"), err
+                                    f"'make_bundle.py pack {RESULTS}'"), err
 
 
 @pytest.mark.slow

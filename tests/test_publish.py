@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from kbrepro.bundle import pack, publish
-from kbrepro.errors import Interrupted
+from kbrepro.bundle import assemble, pack, publish
+from kbrepro.errors import Interrupted, InvalidResultsError
 
 
 def _files(tmp_path):
@@ -28,7 +28,7 @@ def test_a_finished_verification_puts_both_files_back(tmp_path, monkeypatch):
         return "PASS", "PASS at --level static"
 
     monkeypatch.setattr(publish, "predict_verification", verify)
-    assert publish.verify_unpublished(b) == ("PASS", "PASS at --level static")
+    assert publish.publish(b, signed=False, allow_failing=False, echo=lambda s: None) == "PASS"
     assert seen["visible"] == [] and seen["path"].name.startswith(".") and seen["bytes"] == b"bundle bytes"
     assert sorted(x.name for x in tmp_path.iterdir()) == ["x.tar", "x.tar.sha256-digest"]
     assert b.read_bytes() == b"bundle bytes" and d.read_text() == "digest\n"
@@ -44,10 +44,53 @@ def test_an_unfinished_verification_leaves_nothing(tmp_path, monkeypatch, exc):
     monkeypatch.setattr(publish, "predict_verification", verify)
     want = Interrupted if isinstance(exc, KeyboardInterrupt) else RuntimeError
     with pytest.raises(want) as got:
-        publish.verify_unpublished(b)
+        publish.verify_unpublished(b, results_dir=tmp_path / "res")
     assert list(tmp_path.iterdir()) == []
     if want is Interrupted:
-        assert "removed before its self-verification finished" in got.value.kept
+        assert "removed before its self-verification finished (x.tar is not there)" in got.value.kept
+        assert f"'make_bundle.py pack {tmp_path / 'res'}'" in got.value.kept
+
+
+def _written_unpublished(tmp_path):
+    """An earlier bundle at x.tar, and a new one the packer wrote for it, unpublished."""
+    b, d = _files(tmp_path)
+    new, new_digest = assemble.unpublished_paths(b)
+    new.write_bytes(b"new bundle")
+    new_digest.write_text("new digest\n")
+    return b, d
+
+
+@pytest.mark.parametrize("verdict,allow", [("INTERRUPT", False), ("FAIL", False), ("ERROR", False)])
+def test_an_earlier_bundle_of_that_name_stays_until_the_new_one_verified(tmp_path, monkeypatch, verdict, allow):
+    """A newcomer's finding: Ctrl-C while pack verified its own output deleted the earlier
+    bundle --out named, and its digest file; the new one now waits under hidden names."""
+    b, d = _written_unpublished(tmp_path)
+
+    def verify(p, key=None):
+        assert b.read_bytes() == b"bundle bytes"  # the earlier one, still in place while verifying
+        if verdict == "INTERRUPT":
+            raise KeyboardInterrupt
+        if verdict == "ERROR":
+            raise RuntimeError("boom")
+        return "FAIL", "FAIL in tier 3"
+
+    monkeypatch.setattr(publish, "predict_verification", verify)
+    with pytest.raises((Interrupted, InvalidResultsError, RuntimeError)) as got:
+        publish.publish(b, signed=False, allow_failing=allow, echo=lambda s: None)
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["x.tar", "x.tar.sha256-digest"]
+    assert b.read_bytes() == b"bundle bytes" and d.read_text() == "digest\n"
+    if verdict == "INTERRUPT":
+        assert "(the earlier x.tar is left as it was)" in got.value.kept
+
+
+def test_a_new_bundle_that_verified_replaces_the_earlier_one_and_says_so(tmp_path, monkeypatch):
+    b, d = _written_unpublished(tmp_path)
+    monkeypatch.setattr(publish, "predict_verification", lambda p, key=None: ("PASS", "PASS at --level static"))
+    said = []
+    assert publish.publish(b, signed=False, allow_failing=False, echo=said.append) == "PASS"
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["x.tar", "x.tar.sha256-digest"]
+    assert b.read_bytes() == b"new bundle" and d.read_text() == "new digest\n"
+    assert said[-1] == "note:    replaced the earlier x.tar and its digest file"
 
 
 def test_a_terminal_sees_the_packing_and_the_self_verification_going_on(tmp_path):

@@ -60,8 +60,9 @@ def packed(tmp_path_factory):
     new = make.make_from_results(RESULTS, d / "f4.tar", kernelbench=kb, with_plots=False, bundle_format=4)
     old = make.make_from_results(RESULTS, d / "f3.tar", kernelbench=kb, with_plots=False, bundle_format=3)
     latest = make.make_from_results(RESULTS, d / "f5.tar", kernelbench=kb, with_plots=False, bundle_format=5)
-    six = make.make_from_results(RESULTS, d / "f6.tar", kernelbench=kb, with_plots=False)
-    return {"dir": d, "new": new, "old": old, "latest": latest, "six": six}
+    six = make.make_from_results(RESULTS, d / "f6.tar", kernelbench=kb, with_plots=False, bundle_format=6)
+    seven = make.make_from_results(RESULTS, d / "f7.tar", kernelbench=kb, with_plots=False)
+    return {"dir": d, "new": new, "old": old, "latest": latest, "six": six, "seven": seven}
 
 
 def _crate(path: Path) -> dict:
@@ -104,9 +105,8 @@ def test_format_5_changes_only_the_format_number_for_results_without_adaptive_bl
 
 
 def test_format_6_changes_only_the_reports_words(packed):
-    """Format 6 (the default) writes REPORT.md's differences as a person does (issue 31); the
-    documents, claims and figures' data are those of format 5."""
-    assert pack.FORMAT_VERSION == 6
+    """Format 6 writes REPORT.md's differences as a person does (issue 31); the documents,
+    claims and figures' data are those of format 5."""
     _, five = _members(packed["latest"].path)
     _, six = _members(packed["six"].path)
     changed = sorted(k for k in six if k.startswith("data/") and six[k] != five.get(k))
@@ -116,6 +116,21 @@ def test_format_6_changes_only_the_reports_words(packed):
     assert "cupy_default faster by 39 to 40 % (worst of 18" in old
     assert "cupy_default 1.6x to 1.7x faster (worst of 18" in new
     assert verify_archive(packed["six"].path, level="static").verdict == "PASS"
+
+
+def test_format_7_changes_only_the_ratio_column_of_blocks_without_an_eager_arm(packed):
+    """Format 7 (the default) gives the ratios of a block without an eager arm (ftz_cost) to its
+    first arm; format 6 headed that column "t(eager)" and left it empty (a newcomer's finding)."""
+    assert pack.FORMAT_VERSION == 7
+    _, six = _members(packed["six"].path)
+    _, seven = _members(packed["seven"].path)
+    changed = sorted(k for k in seven if k.startswith("data/") and seven[k] != six.get(k))
+    assert changed == ["data/REPORT.md", "data/bundle.json", CRATE] and sorted(six) == sorted(seven)
+    old, new = six["data/REPORT.md"].decode(), seven["data/REPORT.md"].decode()
+    assert "| 81.ftz_cost.graph |" in new and "nvrtc_ftz_false/nvrtc_ftz_true 0.995 |" in new
+    assert "nvrtc_ftz_false/nvrtc_ftz_true" not in old.split("### ftz_cost")[1]
+    assert [ln for ln in old.splitlines() if "t(eager)" in ln] and not [ln for ln in new.splitlines() if "t(eager)" in ln]
+    assert verify_archive(packed["seven"].path, level="static").verdict == "PASS"
 
 
 def test_the_crate_describes_the_bundle_its_files_the_study_the_software_and_the_gpu(packed):
