@@ -251,31 +251,41 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
             raise OutputPathError(f"cannot write --json {json_out}: {(exc.strerror or type(exc).__name__).lower()}; "
                                   "no report was written and no verdict is given",
                                   "choose another --json path and verify again") from exc
+    # every file asked for is written even when the reader of stdout stopped reading (| head):
+    # the terminal lines are then dropped, the files and the verdict's exit code are not
     try:
         print_report(rep, verbose)
-        if html_out:
-            _write_html(rep, Path(html_out))
-        if show_report or plots_dir:
-            from kbrepro.errors import Interrupted
-            from kbrepro.process import imports_done, sigint_seen
+    except BrokenPipeError:
+        _stdout_gone()
+    if html_out:
+        _write_html(rep, Path(html_out))
+    if show_report or plots_dir:
+        from kbrepro.errors import Interrupted
+        from kbrepro.process import imports_done, sigint_seen
 
-            imports_done()  # drawing figures takes seconds: Ctrl-C and SIGTERM stop it (issue 31)
-            try:
-                _show(Path(archive), rep, show_report, plots_dir)
-            except Exception as exc:
-                if not sigint_seen():  # (an error a Ctrl-C caused is the interrupt's, as below)
-                    raise
-                raise Interrupted("the verdict above stands" + (f" and --json {json_out} is written" if json_out else "")
-                                  + (f"; no figure was kept in {plots_dir}" if plots_dir else "")) from exc
-            except KeyboardInterrupt:
-                raise Interrupted("the verdict above stands" + (f" and --json {json_out} is written" if json_out else "")
-                                  + (f"; no figure was kept in {plots_dir}" if plots_dir else "")) from None
-            work_done()
-    except BrokenPipeError:  # the reader stopped reading (| head): the verdict's exit code all the same
-        fd = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(fd, sys.stdout.fileno())  # nothing left to flush into a closed pipe at exit
-        os.close(fd)
+        imports_done()  # drawing figures takes seconds: Ctrl-C and SIGTERM stop it (issue 31)
+        try:
+            _show(Path(archive), rep, show_report, plots_dir)
+        except Exception as exc:
+            if not sigint_seen():  # (an error a Ctrl-C caused is the interrupt's, as below)
+                raise
+            raise Interrupted("the verdict above stands" + (f" and --json {json_out} is written" if json_out else "")
+                              + (f"; --html {html_out} is written" if html_out else "")
+                              + (f"; no figure was kept in {plots_dir}" if plots_dir else "")) from exc
+        except KeyboardInterrupt:
+            raise Interrupted("the verdict above stands" + (f" and --json {json_out} is written" if json_out else "")
+                              + (f"; --html {html_out} is written" if html_out else "")
+                              + (f"; no figure was kept in {plots_dir}" if plots_dir else "")) from None
+        work_done()
     sys.exit(rep.exit_code)
+
+
+def _stdout_gone() -> None:
+    """The reader of stdout stopped reading (``| head``): stdout goes to the null device from
+    here on (nothing left to flush into a closed pipe at exit)."""
+    fd = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(fd, sys.stdout.fileno())
+    os.close(fd)
 
 
 def _write_html(rep, out: Path) -> None:
@@ -303,52 +313,69 @@ def _write_html(rep, out: Path) -> None:
 def _show(archive: Path, rep, show_report: bool, plots_dir: str | None) -> None:
     """REPORT.md and summary.txt, or the figures drawn from data/plots/*.json, of a bundle whose
     verification did not fail (their bytes were compared with the verifier's own)."""
-    from kbrepro.paths import prepare_output_dir
-
     if rep.verdict == "FAIL":
         click.echo("not shown: the bundle failed verification, so its report and figures are not the data's", err=True)
         return
     files = rep.files  # the bytes verified, never a second read of a file that may have changed since
-    if show_report:
-        click.echo("\n---- REPORT.md (verified: the verifier renders the same bytes from the records) ----\n")
-        click.echo(rendered_markdown(terminal_text(files.get("data/REPORT.md", b""))))
-        if any(p.startswith("renderings/") for p in files):
-            click.echo("(its figures link to renderings/, outside the digest: their data are verified, their pixels "
-                       "only with --check-renderings)")
-        if "summary.txt" in files:
-            click.echo("---- summary.txt (five lines for a post; the verifier writes the same) ----")
-            click.echo(terminal_text(files["summary.txt"]), nl=False)
-            first = files["summary.txt"].split(b"\n", 1)[0].decode("ascii", "replace")
-            named = re.fullmatch(r"kbrepro bundle ([A-Za-z0-9][A-Za-z0-9._-]{0,79}): digest sha256:[0-9a-f]{64}", first)
-            packed_as = f"{named.group(1)}.tar" if named else None
-            if packed_as and archive.name != packed_as:
-                click.echo(f"(its check line names the file the packer wrote, {short(packed_as, 100)}; this copy is "
-                           f"{short(archive.name, 100)})")
+    try:
+        if show_report:
+            _print_report_files(archive, files)
+    except BrokenPipeError:
+        _stdout_gone()
     if plots_dir:
-        from kbrepro.bundle import plots as plots_mod
-        from kbrepro.harness import jsonio
+        _draw_plots(files, plots_dir)
 
-        out, created = prepare_output_dir(plots_dir, "--plots")
-        drawn: list[Path] = []
-        try:
-            for p in sorted(files):
-                if p.startswith("data/plots/") and p.endswith(".json"):
-                    name = p[len("data/plots/"):-len(".json")]
-                    png = plots_mod.render(name, jsonio.loads_strict(files[p], p))
-                    drawn.append(Path(out) / f"{name}.png")  # (before it is written: an interrupt may land in between)
-                    jsonio.atomic_write_bytes(drawn[-1], png)
-        except BaseException:  # no half set of figures: those drawn are removed, and a folder made here (a
-            # Ctrl-C can also surface as another exception, raised by a library's cleanup it cut short)
-            for f in drawn:
-                try:
-                    f.unlink()
-                except OSError:
-                    pass
-            remove_created(created)
-            raise
-        n = len(drawn)
-        click.echo(f"plots: {n} figures drawn from their verified data into {plots_dir} "
-                   f"(matplotlib {plots_mod.renderer_versions()['matplotlib']})")
+
+def _print_report_files(archive: Path, files) -> None:
+    """REPORT.md laid out for the terminal, then summary.txt (stdout)."""
+    click.echo("\n---- REPORT.md (verified: the verifier renders the same bytes from the records) ----\n")
+    click.echo(rendered_markdown(terminal_text(files.get("data/REPORT.md", b""))))
+    if any(p.startswith("renderings/") for p in files):
+        click.echo("(its figures link to renderings/, outside the digest: their data are verified, their pixels "
+                   "only with --check-renderings)")
+    if "summary.txt" in files:
+        click.echo("---- summary.txt (five lines for a post; the verifier writes the same) ----")
+        click.echo(terminal_text(files["summary.txt"]), nl=False)
+        first = files["summary.txt"].split(b"\n", 1)[0].decode("ascii", "replace")
+        named = re.fullmatch(r"kbrepro bundle ([A-Za-z0-9][A-Za-z0-9._-]{0,79}): digest sha256:[0-9a-f]{64}", first)
+        packed_as = f"{named.group(1)}.tar" if named else None
+        if packed_as and archive.name != packed_as:
+            click.echo(f"(its check line names the file the packer wrote, {short(packed_as, 100)}; this copy is "
+                       f"{short(archive.name, 100)})")
+
+
+def _draw_plots(files, plots_dir: str) -> None:
+    """The figures drawn from the verified data/plots/*.json into ``plots_dir`` (none of a
+    half set is left; a bundle without figures: said, and no folder made). Its line goes to
+    stderr, beside the other files' lines."""
+    from kbrepro.bundle import plots as plots_mod
+    from kbrepro.harness import jsonio
+    from kbrepro.paths import prepare_output_dir
+
+    if not any(p.startswith("data/plots/") and p.endswith(".json") for p in files):
+        click.echo(f"plots: this bundle has no figures; nothing was drawn and {plots_dir} was not made", err=True)
+        return
+    out, created = prepare_output_dir(plots_dir, "--plots")
+    drawn: list[Path] = []
+    try:
+        for p in sorted(files):
+            if p.startswith("data/plots/") and p.endswith(".json"):
+                name = p[len("data/plots/"):-len(".json")]
+                png = plots_mod.render(name, jsonio.loads_strict(files[p], p))
+                drawn.append(Path(out) / f"{name}.png")  # (before it is written: an interrupt may land in between)
+                jsonio.atomic_write_bytes(drawn[-1], png)
+    except BaseException:  # no half set of figures: those drawn are removed, and a folder made here (a
+        # Ctrl-C can also surface as another exception, raised by a library's cleanup it cut short)
+        for f in drawn:
+            try:
+                f.unlink()
+            except OSError:
+                pass
+        remove_created(created)
+        raise
+    n = len(drawn)
+    click.echo(f"plots: {n} figures drawn from their verified data into {plots_dir} "
+               f"(matplotlib {plots_mod.renderer_versions()['matplotlib']})", err=True)
 
 
 def _empty(folder: Path) -> None:

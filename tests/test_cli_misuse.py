@@ -1145,3 +1145,26 @@ def test_a_reader_that_stops_reading_gets_the_verdicts_exit_code():
     p.stdout.close()
     err = p.stderr.read().decode()
     assert p.wait(timeout=120) == 0 and err == "", err
+
+
+def test_a_reader_that_stops_reading_still_gets_every_file_asked_for(tmp_path):
+    """A newcomer's finding: ``verify_bundle.py B --html F | head -1`` exited 0 without writing
+    F (an older F kept its content): the files asked for are written whether or not stdout is
+    still read, and their lines go to stderr."""
+    html = tmp_path / "h.html"
+    html.write_text("keep")
+    p = subprocess.Popen([sys.executable, str(ROOT / "verify_bundle.py"), str(BUNDLE), "--level", "static",
+                          "--html", str(html), "--show-report"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.readline()
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 0, err
+    assert html.read_text().startswith("<!DOCTYPE html>") and f"html    {html}" in err
+
+
+def test_plots_of_a_bundle_without_figures_makes_no_folder(tmp_path):
+    cand = next((ROOT / "examples").glob("candidates-quick-*.tar"))
+    r = subprocess.run([sys.executable, str(ROOT / "verify_bundle.py"), str(cand), "--level", "static", "--plots",
+                        str(tmp_path / "figs")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "this bundle has no figures" in r.stderr and not (tmp_path / "figs").exists()
