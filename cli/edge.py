@@ -25,6 +25,32 @@ def status(text: str) -> Iterator[Callable[[str], None] | None]:
         yield st.update
 
 
+def stream_gone(err: bool = False) -> None:
+    """The reader of stdout (``err``: stderr) stopped reading (``| head``): that stream goes to
+    the null device from here on, so nothing is left to flush into a closed pipe."""
+    import os
+
+    stream = sys.stderr if err else sys.stdout
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, stream.fileno())
+        os.close(fd)
+    except (OSError, ValueError):
+        pass
+
+
+def echo(message: str = "", err: bool = False, nl: bool = True) -> None:
+    """``click.echo`` that outlives a reader who stopped reading (``make_bundle.py ... 2>&1 |
+    head``): from the first broken pipe on, the lines of that stream are dropped and the
+    command carries on; its files and its exit code are not the reader's to change."""
+    import click
+
+    try:
+        click.echo(message, err=err, nl=nl)
+    except BrokenPipeError:
+        stream_gone(err)
+
+
 class _Escape(BaseException):
     """Carries a KeyboardInterrupt past click (which would turn it into 'Aborted!', exit 1)."""
 
@@ -54,6 +80,7 @@ class EdgeMixin:
 
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        _quiet_interrupts_in_callbacks()
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
             code = rv if isinstance(rv, int) else 0
@@ -112,6 +139,22 @@ class EdgeMixin:
             _internal(exc)
             code = 1
         return code
+
+
+def _quiet_interrupts_in_callbacks() -> None:
+    """A Ctrl-C that lands in a callback Python cannot raise from (an import lock's weakref
+    callback, a finalizer) is printed by the interpreter as "Exception ignored in ..." with a
+    traceback; the edge says ``interrupted; ...`` itself, so such a KeyboardInterrupt is
+    dropped (any other unraisable exception is printed as before)."""
+    default = sys.unraisablehook
+
+    def hook(unraisable):
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+            return
+        default(unraisable)
+
+    if getattr(sys.unraisablehook, "__name__", "") != "hook":
+        sys.unraisablehook = hook
 
 
 def _internal(exc: BaseException) -> None:

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import click
 
-from kbrepro.cli.edge import EdgeMixin, status
-from kbrepro.errors import EnvironmentUnavailableError, UsageError
+from kbrepro.cli.edge import EdgeMixin, echo, status
+from kbrepro.errors import EnvironmentUnavailableError, Interrupted, UsageError
 
 # ---------------------------------------------------------------------------------------------
 # the options, each written once; a subcommand names the ones it takes
@@ -409,16 +409,24 @@ def candidates_cmd(candidates, candidate_dir, tasks, sizes, extra_shapes, profil
     t0 = time.perf_counter()
 
     def say(m):
-        click.echo(f"[{time.perf_counter() - t0:7.1f}s] {m}", err=True)
+        echo(f"[{time.perf_counter() - t0:7.1f}s] {m}", err=True)
 
     if eng is not None:
         from kbrepro.bundle import shard
 
         rdir.mkdir(parents=True, exist_ok=True)
-        _, failed = shard.run_sharded(paired, profile=profile, kernelbench=kernelbench, results_dir=rdir,
-                                      engine=eng, device=device, sizes=size_map, extra_shapes=shapes, progress=say)
+        try:
+            _, failed = shard.run_sharded(paired, profile=profile, kernelbench=kernelbench, results_dir=rdir,
+                                          engine=eng, device=device, sizes=size_map, extra_shapes=shapes, progress=say)
+        except KeyboardInterrupt as exc:
+            if isinstance(exc, Interrupted) or not any(rdir.iterdir()):
+                raise
+            # the cases that finished are kept in their folder; the shard command runs the rest
+            raise Interrupted(f"the sharded run stopped; its folder {rdir} is kept with the cases that finished: "
+                              f"run the rest with 'python -m kbrepro.bundle.shard run {rdir}', then pack it with "
+                              f"'python make_bundle.py pack {rdir}'") from None
         for f in failed:
-            click.echo(f"failed:  case {f['id']} ({f['candidate']} on {f['task']}): {f['error']}", err=True)
+            echo(f"failed:  case {f['id']} ({f['candidate']} on {f['task']}): {f['error']}", err=True)
     else:
         bc.run_candidates(paired, profile=profile, kernelbench=kernelbench, results_dir=rdir, progress=say,
                           extra_shapes=shapes, sizes=size_map, device=device)
@@ -442,9 +450,9 @@ def keygen_cmd(folder, keygen_dir) -> None:
                          "e.g. python make_bundle.py keygen keys/")
     priv, pub, kid = attest.write_key_pair(folder if folder is not None else keygen_dir,
                                            "FOLDER" if folder is not None else "--keygen")
-    click.echo(f"private key: {priv}  (mode 0600; keep it, never share it; sign with --sign {priv})")
-    click.echo(f"public key:  {pub}  (give it to readers: verify_bundle.py X.tar --public-key {pub})")
-    click.echo(f"key id:      {kid}  (sha256 of the public key's DER SubjectPublicKeyInfo)")
+    echo(f"private key: {priv}  (mode 0600; keep it, never share it; sign with --sign {priv})")
+    echo(f"public key:  {pub}  (give it to readers: verify_bundle.py X.tar --public-key {pub})")
+    echo(f"key id:      {kid}  (sha256 of the public key's DER SubjectPublicKeyInfo)")
 
 
 @main.command("selftest")
@@ -497,7 +505,7 @@ def _refuse_signed_failing(sign, allow_failing) -> None:
 
 def _progress(event: dict) -> None:
     mark = {"start": ">", "end": "=", "step": " "}.get(event["event"], " ")
-    click.echo(f"[{event['elapsed_s']:7.1f}s] {mark} {event['stage']:<20} {event['message']}", err=True)
+    echo(f"[{event['elapsed_s']:7.1f}s] {mark} {event['stage']:<20} {event['message']}", err=True)
 
 
 def _summary(made, extra: str = "", allow_failing: bool = False, public_key=None, own_run: bool = False,
@@ -528,7 +536,7 @@ def _summary(made, extra: str = "", allow_failing: bool = False, public_key=None
         raise
     except ReproError:  # removed as failing: what was packed, and the verify: line that says where it fails
         for line in lines:
-            click.echo(line)
+            echo(line)
         raise
     for line in lines:
-        click.echo(line)
+        echo(line)

@@ -24,7 +24,7 @@ import click
 
 from kbrepro.errors import EnvironmentUnavailableError, UnreadableInputError, UsageError
 from kbrepro.paths import remove_created
-from kbrepro.cli.edge import EdgeMixin, status
+from kbrepro.cli.edge import EdgeMixin, status, stream_gone
 from kbrepro.cli.render import claims_tail, print_report, rendered_markdown, short, terminal_text
 
 
@@ -281,11 +281,7 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
 
 
 def _stdout_gone() -> None:
-    """The reader of stdout stopped reading (``| head``): stdout goes to the null device from
-    here on (nothing left to flush into a closed pipe at exit)."""
-    fd = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(fd, sys.stdout.fileno())
-    os.close(fd)
+    stream_gone(err=False)
 
 
 def _write_html(rep, out: Path) -> None:

@@ -1168,3 +1168,52 @@ def test_plots_of_a_bundle_without_figures_makes_no_folder(tmp_path):
                         str(tmp_path / "figs")], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "this bundle has no figures" in r.stderr and not (tmp_path / "figs").exists()
+
+
+@pytest.mark.slow
+def test_an_interrupted_sharded_run_names_its_folder_and_how_it_resumes(tmp_path):
+    """A newcomer's finding: Ctrl-C in a --shards run said "nothing was written", kept the
+    results folder, and the same command then refused it as not empty. The line now says what is
+    kept and the shard command that runs the rest (which resumes it)."""
+    from kbrepro.harness.kernelbench import resolve_checkout
+
+    kb = resolve_checkout(None)
+    task = next((kb / "KernelBench" / "level1").glob("88_*.py"), None) if (kb / "KernelBench").is_dir() else None
+    if task is None:
+        pytest.skip("needs the KernelBench submodule")
+    src = task.read_text().replace("class Model(", "class ModelNew(").replace("super(Model, self)", "super(ModelNew, self)")
+    (tmp_path / "cands").mkdir()
+    (tmp_path / "cands" / "1_88.py").write_text(src)
+    res = tmp_path / "res"
+    p = subprocess.Popen([sys.executable, str(ROOT / "make_bundle.py"), "--candidate-dir", str(tmp_path / "cands"),
+                          "--profile", "quick", "--shards", "2", "--device", "cpu", "--size", "batch_size=64",
+                          "--size", "dim=256", "--results-dir", str(res), "--out", str(tmp_path / "x.tar")],
+                         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    first = p.stderr.readline()  # "[ 0.0s] 1 case(s), 1 to run on engine local": the run has begun
+    os.killpg(p.pid, signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert "case(s)" in first, first + err
+    if p.returncode == 0:  # (the case finished before the signal came)
+        return
+    assert p.returncode == 130 and "Traceback" not in err, err
+    assert err.splitlines()[-1] == (
+        f"interrupted; the sharded run stopped; its folder {res} is kept with the cases that finished: run the rest "
+        f"with 'python -m kbrepro.bundle.shard run {res}', then pack it with 'python make_bundle.py pack {res}'"), err
+    r = subprocess.run([sys.executable, "-m", "kbrepro.bundle.shard", "run", str(res)], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert (res / "shard.json").is_file() and not (tmp_path / "x.tar").exists()
+
+
+@pytest.mark.slow
+def test_make_outlives_a_reader_that_stopped_reading(tmp_path, kb):
+    """A newcomer's finding: ``make_bundle.py ... 2>&1 | head -2`` exited 1 silently with no
+    bundle (the progress line that met the closed pipe stopped the run). The lines are dropped
+    from then on, the command finishes, the bundle is there and the exit code is its own."""
+    p = subprocess.Popen([sys.executable, str(ROOT / "make_bundle.py"), "pack", str(RESULTS), "--out",
+                          str(tmp_path / "x.tar"), "--kernelbench", str(kb)], cwd=tmp_path, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT)
+    first = p.stdout.readline()
+    p.stdout.close()
+    assert p.wait(timeout=300) == 0, first
+    assert sorted(x.name for x in tmp_path.iterdir() if x.name.startswith("x.")) == ["x.tar", "x.tar.sha256-digest"]
