@@ -489,6 +489,13 @@ def _walk_tar(stream, out: ArchiveContents, archive: str) -> None:
         if len(hdr) < BLOCK:
             if offset == 0 and not hdr:
                 raise UnreadableInputError(f"{archive} is an empty archive", "bundles are made by make_bundle.py")
+            if offset == 0 and hdr.startswith(b"bundle digest (sha256 of "):
+                raise UnreadableInputError(f"{archive} is the digest file beside a bundle, not the bundle",
+                                           "verify the .tar beside it, and pass this file to --expect-digest")
+            if offset == 0 and hdr[257:262] != b"ustar":  # shorter than one tar header
+                raise UnreadableInputError(f"{archive} is not a tar archive: it is shorter than one tar header "
+                                           f"({len(hdr)} bytes)", "bundles are .tar or .tar.gz files made by "
+                                           "make_bundle.py")
             _problem(out, archive, _truncated("it ends without its end-of-archive blocks"
                                               + (" (inside a header block)" if hdr else "")))
             return
