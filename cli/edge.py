@@ -7,7 +7,7 @@ import contextlib
 import sys
 from typing import Callable, Iterator
 
-from kbrepro.errors import EnvironmentUnavailableError, ReproError
+from kbrepro.errors import EnvironmentUnavailableError, ReproError, UsageError
 from kbrepro.process import INTERRUPTED_EXIT, interrupted_exit, sigint_seen, stderr_line as _err
 
 DEBUG_ENV = "KBREPRO_DEBUG"
@@ -23,6 +23,45 @@ def status(text: str) -> Iterator[Callable[[str], None] | None]:
 
     with Console(stderr=True, highlight=False).status(text, spinner="line") as st:
         yield st.update
+
+
+#: the two entry points' commands, by tool: an option of the other tool is named as such
+TOOLS = {"make_bundle.py": "kbrepro.cli.make", "verify_bundle.py": "kbrepro.cli.verify"}
+
+
+def _spellings(cmd) -> dict[str, list[str]]:
+    """Every option spelling of ``cmd`` (a click command or group) -> the subcommands that take
+    it ([] for a plain command)."""
+    import click
+
+    out: dict[str, list[str]] = {}
+    subs = cmd.commands.items() if isinstance(cmd, click.Group) else [(None, cmd)]
+    for name, c in subs:
+        for p in c.params:
+            if isinstance(p, click.Option):
+                for o in (*p.opts, *p.secondary_opts):
+                    out.setdefault(o, [])
+                    if name is not None:
+                        out[o].append(name)
+    return out
+
+
+def other_tools_option(option: str, this_tool: str):
+    """A UsageError naming the other entry point that takes ``option`` (one this tool does not
+    know), or None where no tool takes it."""
+    import importlib
+
+    for tool, module in TOOLS.items():
+        if tool == this_tool:
+            continue
+        # (the other entry point's command, imported only for this usage error: the two import
+        # each other nowhere else)
+        subs = _spellings(importlib.import_module(module).main).get(option.split("=", 1)[0])
+        if subs is not None:
+            where = f" ({', '.join(subs)})" if subs else ""
+            return UsageError(f"{option.split('=', 1)[0]} is an option of {tool}{where}, not of {this_tool}",
+                              f"see 'python {tool}{' ' + subs[0] if len(subs) == 1 else ''} --help'")
+    return None
 
 
 def stream_gone(err: bool = False) -> None:

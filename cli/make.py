@@ -26,7 +26,7 @@ from pathlib import Path
 
 import click
 
-from kbrepro.cli.edge import EdgeMixin, echo, status
+from kbrepro.cli.edge import EdgeMixin, echo, other_tools_option, status
 from kbrepro.errors import EnvironmentUnavailableError, Interrupted, UsageError
 
 # ---------------------------------------------------------------------------------------------
@@ -153,6 +153,9 @@ class _Group(EdgeMixin, click.Group):
         if any(h in rest[: rest.index("--")] if "--" in rest else h in rest for h in ctx.help_option_names):
             return super().parse_args(ctx, [sub, "--help"])  # --help wins: the subcommand's own help
         if unknown:  # suggested from every spelling of every subcommand, the older ones included
+            other = other_tools_option(unknown, "make_bundle.py")
+            if other is not None:
+                raise other
             raise click.NoSuchOption(unknown, possibilities=difflib.get_close_matches(unknown, list(table), 3, 0.6),
                                      ctx=ctx)
         twice = [o for o in dict.fromkeys(given) if not table[o][1] and given.count(o) > 1]

@@ -24,7 +24,7 @@ import click
 
 from kbrepro.errors import EnvironmentUnavailableError, UnreadableInputError, UsageError
 from kbrepro.paths import remove_created
-from kbrepro.cli.edge import EdgeMixin, status, stream_gone
+from kbrepro.cli.edge import EdgeMixin, other_tools_option, status, stream_gone
 from kbrepro.cli.render import claims_tail, print_report, rendered_markdown, short, terminal_text
 
 
@@ -38,7 +38,19 @@ def _tier_status(name: str):
 
 
 class _Command(EdgeMixin, click.Command):
-    """Errors, Ctrl-C and unexpected exceptions become one line and an exit code (kbrepro.errors)."""
+    """Errors, Ctrl-C and unexpected exceptions become one line and an exit code (kbrepro.errors);
+    an option of make_bundle.py is named as such (click would suggest a look-alike of ours)."""
+
+    def parse_args(self, ctx, args):
+        own = {o for p in self.params if isinstance(p, click.Option) for o in (*p.opts, *p.secondary_opts)}
+        for a in args:
+            if a == "--":
+                break
+            if a.startswith("--") and a.split("=", 1)[0] not in own and a.split("=", 1)[0] not in ctx.help_option_names:
+                other = other_tools_option(a, "verify_bundle.py")
+                if other is not None:
+                    raise other
+        return super().parse_args(ctx, args)
 
 
 #: Options that act on replay only; refused at --level fast and static.
@@ -169,7 +181,9 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
             plots_mod.renderer_versions()
         except ImportError as exc:
             raise EnvironmentUnavailableError(f"{'--plots' if plots_dir else '--check-renderings'} needs matplotlib, "
-                                              "which is not installed", "pip install 'kbrepro[plots]'") from exc
+                                              "which is not installed",
+                                              "pip install matplotlib (in a clone of the project: "
+                                              "pip install -e '.[plots]')") from exc
     if profile is not None:
         names = study_profiles()
         if profile not in names:

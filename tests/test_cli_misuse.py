@@ -1217,3 +1217,21 @@ def test_make_outlives_a_reader_that_stopped_reading(tmp_path, kb):
     p.stdout.close()
     assert p.wait(timeout=300) == 0, first
     assert sorted(x.name for x in tmp_path.iterdir() if x.name.startswith("x.")) == ["x.tar", "x.tar.sha256-digest"]
+
+
+@pytest.mark.parametrize("tool,args,line", [
+    ("verify_bundle.py", ["x.tar", "--task", "1/88"], "error: --task is an option of make_bundle.py (candidates), not of "
+                                                      "verify_bundle.py"),
+    ("verify_bundle.py", ["x.tar", "--device=cpu"], "error: --device is an option of make_bundle.py (candidates), not "
+                                                    "of verify_bundle.py"),
+    ("make_bundle.py", ["pack", "r", "--level", "static"], "error: --level is an option of verify_bundle.py, not of "
+                                                           "make_bundle.py"),
+    ("make_bundle.py", ["--expect-digest", "abc"], "error: --expect-digest is an option of verify_bundle.py, not of "
+                                                   "make_bundle.py"),
+])
+def test_an_option_of_the_other_tool_is_named_as_such(tool, args, line):
+    """A newcomer's finding: click suggested a look-alike ('--task' -> '--plots', '--level' ->
+    '--device'); an option of the other entry point now says which tool takes it."""
+    r = subprocess.run([sys.executable, str(ROOT / tool), *args], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.splitlines()[0] == line, r.stderr
+    assert "Did you mean" not in r.stderr
