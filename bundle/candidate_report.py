@@ -89,12 +89,15 @@ def default_claims(doc: Mapping, format_version: int | None = None) -> dict:
                                    "equals": True}]})
         shapes = any(c.get("kind") == "extra_shape" for c in (rec.get("observations") or {}).get("cases") or []
                      if isinstance(c, dict))
+        deciding = isinstance(format_version, int) and format_version >= kinds.DECIDING_SINCE
+        # (format 6 on: a candidate that never ran has no checked case to speak of)
+        ran = not deciding or any(isinstance(c, dict) for c in (rec.get("observations") or {}).get("cases") or [])
         claims.append({"id": f"{k}b", "sentence": f"{n} passes torch.allclose(reference, candidate, atol={atol:g}, "
                        f"rtol={rtol:g}) on every case: seeds x input distributions, re-drawn weights"
-                       + (" and extra shapes." if shapes else " (no extra shape: the reference itself raised at every "
-                                                                  "one tried, so none was checked)." if (
-                           rec.get("config") or {}).get("no_extra_shape") else
-                           " (no extra shape: the task has no batch size to vary)."),
+                       + (" and extra shapes." if shapes else " (no extra shape: the candidate did not run)." if not ran
+                          else " (no extra shape: the reference itself raised at every one tried, so none was "
+                               "checked)." if (rec.get("config") or {}).get("no_extra_shape") else
+                          " (no extra shape: the task has no batch size to vary)."),
                        "checks": [{"kind": "all_equal", "select": f"{q}.verdicts[?(name == 'official_allclose' || "
                                    "name == 'redrawn_weights_correct' || name == 'other_shapes_correct') && "
                                    "passed != null].passed", "equals": True}]})
@@ -125,9 +128,9 @@ def default_claims(doc: Mapping, format_version: int | None = None) -> dict:
                                    (c.get("compare") or {}).get("element_count") for c in cases)
         sel = f"{q}.observations.cases[*].[compare.bit_identical_count == compare.element_count][]"
         claims.append({"id": f"{k}f", "requires": [f"{k}b"],
-                       "sentence": f"{n} is bit-identical to PyTorch in every checked case." if same else
+                       "sentence": f"{n} is bit-identical to PyTorch in every checked case." if same or not ran else
                        f"{n} is not bit-identical to PyTorch: at least one checked case differs in bits.",
-                       "checks": [{"kind": "all_equal", "select": sel, "equals": True}] if same else
+                       "checks": [{"kind": "all_equal", "select": sel, "equals": True}] if same or not ran else
                        [{"kind": "compare", "select": f"[length({q}.observations.cases[?compare.bit_identical_count "
                                                       "!= compare.element_count])]", "op": ">=", "value": 1}]})
     return {"schema": "kbrepro/claims-spec", "schema_version": 1, "study": KIND,

@@ -554,9 +554,10 @@ def pack_results(results_dir: Path, out: Path | None = None, *, claims_path: str
                                   f"{f0['id']}', then pack with 'make_bundle.py pack {results_dir}'; or pass --allow-failing "
                                   "to pack the cases that finished")
     if (bad or failing) and not allow_failing:
-        what = "; ".join(f"{k} caught by {', '.join(v)}" for k, v in bad.items()) or f"claims {', '.join(failing)} fail"
+        what = "; ".join(f"{k} did not run" if v == ["ran"] else f"{k} caught by {', '.join(v)}"
+                         for k, v in bad.items()) or f"claims {', '.join(failing)} fail"
         raise InvalidResultsError(f"{what}; the results stay in {results_dir}",
-                                  f"to pack a failing study anyway, run 'python make_bundle.py pack {results_dir} "
+                                  f"to pack them anyway, run 'python make_bundle.py pack {results_dir} "
                                   "--allow-failing'")
     out = check_out_path(Path(out) if out else Path(f"{meta['name']}.tar"))
     size, digest = assemble.write_bundle(bag, out, unpublished)

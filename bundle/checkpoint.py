@@ -191,6 +191,8 @@ def summary_line(rec: Mapping) -> str:
     caught = [v["name"] for v in vs if v.get("passed") is False]
     open_ = [v["name"] for v in vs if v.get("passed") is None]
     head = f"{rec.get('name')}: finished in {float(rec.get('seconds') or 0):.1f} s; "
+    if caught == ["ran"]:  # it never ran (its build or its first call raised): nothing was caught
+        return head + "DID NOT RUN (its build or first call failed; the 'ran' check says why)"
     if caught:
         return head + f"CAUGHT by {', '.join(caught[:4])}" + (f" (+{len(caught) - 4})" if len(caught) > 4 else "")
     return head + (f"passed {len(vs) - len(open_)} checks, {len(open_)} undecided"

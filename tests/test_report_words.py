@@ -144,3 +144,23 @@ def test_worst_first_means_nearest_to_failing_first():
     assert "95 a/b" in new.split("\n| C9 |")[1].split("\n")[0]  # what decides it: the nearest to failing
     old = report.claims_section(claims, None, False)
     assert old.index("| 53 |") < old.index("| 81 |") < old.index("| 95 |")  # the order format 5 wrote
+
+
+def test_a_candidate_that_never_ran_is_not_said_to_differ_nor_to_lack_a_batch_size():
+    """A newcomer's finding (candidate format 5): a candidate that never built was said to have
+    had no extra shape because "the task has no batch size to vary", and to be "not
+    bit-identical: at least one checked case differs" although no case ran. Format 6 says what
+    happened; format 5 keeps its words."""
+    from kbrepro.bundle import checkpoint
+
+    rec = {"name": "broken", "verdicts": [{"name": "ran", "passed": False, "detail": "SyntaxError"}],
+           "observations": {"cases": []}, "config": {}, "blocks": []}
+    doc = {"predicate": {"atol": 1e-4, "rtol": 1e-4}, "candidates": [rec]}
+    new = {c["id"]: c for c in candidate_report.default_claims(doc, 6)["claims"]}
+    assert new["K1b"]["sentence"].endswith("(no extra shape: the candidate did not run).")
+    assert new["K1f"]["sentence"] == "broken is bit-identical to PyTorch in every checked case."
+    assert new["K1a"]["sentence"].endswith("(all 1 of its checks decide here).")
+    old = {c["id"]: c for c in candidate_report.default_claims(doc, 5)["claims"]}
+    assert "no batch size to vary" in old["K1b"]["sentence"] and "differs in bits" in old["K1f"]["sentence"]
+    assert checkpoint.summary_line({**rec, "seconds": 1.0}).endswith("DID NOT RUN (its build or first call failed; "
+                                                                     "the 'ran' check says why)")

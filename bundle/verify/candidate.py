@@ -294,8 +294,11 @@ def tier_provenance(b, t) -> None:
                        expected={"ftz_counts": counts, "sass_says_ftz": sass_says_ftz(counts)},
                        found={"ftz_counts": bin_.get("ftz_counts"), "sass_says_ftz": bin_.get("sass_says_ftz")})
     t.details["provenance_files"] = n
-    t.details["checked"] = [f"{n} provenance files against their hashes",
-                            "FTZ evidence counted again from the SASS"]
+    sass = sum(1 for r in doc["candidates"] for bin_ in (r.get("provenance") or {}).get("binaries") or []
+               if isinstance(bin_, dict) and bin_.get("sass_file"))
+    t.details["checked"] = ([f"{n} provenance files against their hashes"] if n else
+                            ["no provenance files (the candidates built no GPU code here)"]) + (
+        [f"FTZ evidence counted again from the SASS of {sass} binar{'y' if sass == 1 else 'ies'}"] if sass else [])
 
 
 def claims_check(b, t) -> None:
@@ -366,8 +369,9 @@ def claims_check(b, t) -> None:
         t.notes.append("claims that do not hold: " + ", ".join(f"{c['id']} {c['verdict']}" for c in mine["claims"]
                                                               if c["verdict"] != "holds"))
     for k, v in t.details["caught"].items():
-        t.notes.append(f"candidate {k} was CAUGHT by {', '.join(v)} (the bundle is genuine; the candidate cheats "
-                       "or is wrong)")
+        t.notes.append(f"candidate {k} did not run (its build or first call failed; the bundle is genuine)"
+                       if v == ["ran"] else f"candidate {k} was CAUGHT by {', '.join(v)} (the bundle is genuine; the "
+                       "candidate cheats or is wrong)")
 
 
 def _median_ratios(doc: dict) -> dict[tuple[str, str, str], float]:

@@ -245,7 +245,7 @@ def verify_archive(path: Path, *, level: str = "auto", profile: str | None = Non
     try:
         root = extract_checked(Path(path), tmp, contents)
         b = Bundle(name=contents.top or "", files=contents.files, root=root, digest=rep.digest or "", partial=partial,
-                   attestation=rep.signature)
+                   attestation=rep.signature, renderings_drawn_again=o.check_renderings)
         is_candidates = bag_info(contents.files.get("bag-info.txt", b"")).get("Bundle-Format") == kinds.FORMAT
         _kind_tiers(CANDIDATES if is_candidates else STUDY, b, tier, last, o, failed)
         return finish()

@@ -218,6 +218,8 @@ class Bundle:
     renderings: tuple | None = None
     #: the attestations read in tier 2 (:class:`bundle.attest.Attestation`)
     attestation: object | None = None
+    #: whether --check-renderings asked for the renderings to be drawn again (tier 5 does it)
+    renderings_drawn_again: bool = False
 
     @property
     def payload(self) -> dict[str, bytes]:

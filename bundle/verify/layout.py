@@ -131,8 +131,9 @@ def _renderings(b: Bundle, t: Tier, figures: Mapping) -> None:
         return
     b.renderings = (pngs, renderer)
     t.notes.append(f"{len(pngs)} renderings drawn by matplotlib {renderer['matplotlib']}: outside the digest, their "
-                   "data are verified; their pixels are compared only with --check-renderings (--plots DIR draws "
-                   "them here)")
+                   "data are verified; " + ("their pixels are drawn again and compared below (--check-renderings)"
+                                            if b.renderings_drawn_again else "their pixels are compared only with "
+                                            "--check-renderings (--plots DIR draws them here)"))
 
 
 def rendered_again(b: Bundle, t: Tier) -> None:
