@@ -177,7 +177,7 @@ def check_key_pair_paths(folder) -> tuple[Path, Path]:
     priv, pub = Path(folder) / PRIVATE_KEY_FILE, Path(folder) / PUBLIC_KEY_FILE
     for p in (priv, pub):
         if os.path.lexists(p):
-            raise OutputPathError(f"{p} exists; a key is never overwritten", "choose another folder for --keygen")
+            raise OutputPathError(f"{p} exists; a key is never overwritten", "choose another folder for the keys (make_bundle.py keygen DIR)")
     return priv, pub
 
 
@@ -215,7 +215,7 @@ def write_key_pair(folder, what: str = "--keygen") -> tuple[Path, Path, str]:
             except OSError:
                 pass
         raise OutputPathError(f"cannot write the key pair into {folder}: {(exc.strerror or type(exc).__name__).lower()}"
-                              "; nothing was kept", "choose another folder for --keygen") from exc
+                              "; nothing was kept", "choose another folder for the keys (make_bundle.py keygen DIR)") from exc
     return priv, pub, key_id(key.public_key())
 
 

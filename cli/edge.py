@@ -7,7 +7,7 @@ import contextlib
 import sys
 from typing import Callable, Iterator
 
-from kbrepro.errors import EnvironmentUnavailableError, ReproError, UsageError
+from kbrepro.errors import EnvironmentUnavailableError, OutputPathError, ReproError, UsageError
 from kbrepro.process import INTERRUPTED_EXIT, interrupted_exit, sigint_seen, stderr_line as _err
 
 DEBUG_ENV = "KBREPRO_DEBUG"
@@ -170,6 +170,20 @@ class EdgeMixin:
                      "(README, 'On a fresh machine')")
                 code = EnvironmentUnavailableError.exit_code
             else:  # a part of this product that does not import: a defect
+                _internal(exc)
+                code = 1
+        except OSError as exc:
+            if os.environ.get(DEBUG_ENV) == "1":
+                raise
+            import errno
+
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS):
+                # the machine's disk or a stream it was told to write to, not a defect of ours
+                where = f" ({exc.filename})" if exc.filename else " (a file or the terminal's output)"
+                _err(f"error: cannot write{where}: {(exc.strerror or type(exc).__name__).lower()}")
+                _err("  -> free some space or write elsewhere, then run the command again")
+                code = OutputPathError.exit_code
+            else:
                 _internal(exc)
                 code = 1
         except Exception as exc:

@@ -1235,3 +1235,17 @@ def test_an_option_of_the_other_tool_is_named_as_such(tool, args, line):
     r = subprocess.run([sys.executable, str(ROOT / tool), *args], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and r.stderr.splitlines()[0] == line, r.stderr
     assert "Did you mean" not in r.stderr
+
+
+def test_an_output_the_disk_cannot_take_is_one_line_not_an_internal_error():
+    """A newcomer's finding: ``verify_bundle.py B > /dev/full`` said "internal error ... please
+    report" (exit 1, which reads as a failed verification): a full disk is the machine's, not a
+    defect; one line, the next step, exit 2."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, str(ROOT / "verify_bundle.py"), str(BUNDLE), "--level", "static"],
+                           stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.splitlines() == ["error: cannot write (a file or the terminal's output): no space left on device",
+                                     "  -> free some space or write elsewhere, then run the command again"], r.stderr
