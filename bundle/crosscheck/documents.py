@@ -57,7 +57,7 @@ def document_problems(documents: Mapping[str, dict], files: Mapping[str, bytes],
     out: list[Problem] = []
     measured = is_measured(meta)
     out += _listing_problems(documents, files, meta, measured)
-    out += _bag_info_problems(meta, bag_info)
+    out += _bag_info_problems(records, bag_info)
     out += _meta_problems(records, files, measured)
     out += _time_problems(records)
     out += _environment_problems(records)
@@ -96,15 +96,16 @@ def _listing_problems(documents, files, meta, measured) -> list[Problem]:
     return out
 
 
-def _bag_info_problems(meta, info) -> list[Problem]:
+def _bag_info_problems(records: Records, info) -> list[Problem]:
     out = []
-    study = _d(meta.get("study"))
-    pairs = (("External-Identifier", meta.get("name"), "$.name"),
-             ("Bundle-Format", meta.get("format"), "$.format"),
-             ("Bundle-Format-Version", None if meta.get("format_version") is None else str(meta.get("format_version")),
-              "$.format_version"),
-             ("Source", meta.get("source"), "$.source"),
-             ("Study", f"{study.get('name')} ({study.get('profile')})", "$.study"))
+    meta = records.bundle
+    if meta is None:
+        return [_p("data/bundle.json", None, "bundle.json is not a valid record; bag-info.txt cannot be compared with it")]
+    pairs = (("External-Identifier", meta.name, "$.name"),
+             ("Bundle-Format", meta.format, "$.format"),
+             ("Bundle-Format-Version", str(meta.format_version), "$.format_version"),
+             ("Source", meta.source, "$.source"),
+             ("Study", f"{meta.study.name} ({meta.study.profile})", "$.study"))
     for key, want, path in pairs:
         got = info.get(key)
         if got != want:
