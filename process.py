@@ -67,7 +67,7 @@ def _on_sigint(signum, frame):
     callback (a module lock's, a WeakKeyDictionary's during garbage collection), where CPython
     would only print "Exception ignored" and a traceback and go on: there the signal is sent
     again 50 ms later, once the callback has returned. Any other place where an exception
-    cannot propagate (a ``__del__``) is caught by :func:`_unraisable`."""
+    cannot propagate (a ``__del__``) is caught by :func:`unraisable_hook`."""
     _SIGINT_SEEN["seen"] = True
     name = frame.f_code.co_filename if frame is not None else ""
     if name.startswith("<frozen importlib") or name.endswith(("weakref.py", "_weakrefset.py")):
@@ -80,7 +80,7 @@ def _on_sigint(signum, frame):
     raise KeyboardInterrupt
 
 
-def _unraisable(info) -> None:
+def unraisable_hook(info) -> None:
     """``sys.unraisablehook`` of a command: a KeyboardInterrupt our handler raised where it could
     not propagate (a ``__del__``, a callback during garbage collection) is not printed as
     "Exception ignored" with a traceback: the interrupt is sent again 50 ms later (from a timer
@@ -118,7 +118,7 @@ def imports_done() -> None:
     into exit 143."""
     import signal
 
-    sys.unraisablehook = _unraisable
+    sys.unraisablehook = unraisable_hook
     signal.signal(signal.SIGINT, _on_sigint)
     signal.signal(signal.SIGTERM, _on_sigterm)
 
@@ -312,27 +312,47 @@ def die_with_parent(sig: int, parent: int | None = None) -> None:
 
 
 class deferred_sigint:
-    """``with deferred_sigint(): import torch``: a Ctrl-C during the block waits until it ends.
-    torch's import runs C++ (pybind11) that aborts the process (SIGABRT) when a
-    KeyboardInterrupt surfaces inside it; blocked, the signal is delivered right after, as a
-    clean KeyboardInterrupt the CLI edge turns into exit 130. Only the main thread can block."""
+    """``with deferred_sigint(): import torch``: a Ctrl-C (or SIGTERM) during the block waits
+    until it ends. torch's import runs C++ (pybind11) that aborts the process (SIGABRT) when a
+    KeyboardInterrupt surfaces inside it, and a pair of renames must not be cut in two; held,
+    the signal is acted on right after the block, as a clean KeyboardInterrupt the CLI edge turns
+    into exit 130 (143). The main thread blocks both signals and, since the kernel may deliver
+    them to another thread of the process (whose C handler still has Python run the handler in
+    the main thread), also swaps in handlers that only note them; the noted signal is raised again
+    in this thread once the handlers are back. In another thread the block does nothing (only the main thread
+    handles signals)."""
+
+    _SIGNALS = ("SIGINT", "SIGTERM")
 
     def __enter__(self):
         import signal
         import threading
 
-        self._blocked = hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
-        if self._blocked:
+        self._held = threading.current_thread() is threading.main_thread()
+        self._noted: list[int] = []
+        self._saved = {}
+        if not self._held:
+            return self
+        if hasattr(signal, "pthread_sigmask"):
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        for name in self._SIGNALS:
+            sig = getattr(signal, name)
+            self._saved[sig] = signal.signal(sig, lambda signum, frame: self._noted.append(signum))
         return self
 
     def __exit__(self, *exc) -> bool:
-        if self._blocked:
-            import signal
+        if not self._held:
+            return False
+        import signal
 
+        for sig, handler in self._saved.items():
+            signal.signal(sig, handler)
+        if hasattr(signal, "pthread_sigmask"):
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+        for sig in dict.fromkeys(self._noted):  # to this thread, once each: the handler back in place acts on it
+            signal.raise_signal(sig)
         return False
 
 
 __all__ = ["INTERRUPTED_EXIT", "TERMINATED_EXIT", "interrupted_exit", "require_installed", "stderr_line", "guard_early_interrupt", "imports_done", "work_done", "run_main",
-           "ignore_sigint_from_now", "deferred_sigint", "sigint_seen", "die_with_parent"]
+           "ignore_sigint_from_now", "deferred_sigint", "sigint_seen", "die_with_parent", "unraisable_hook"]

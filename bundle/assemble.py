@@ -102,9 +102,20 @@ def write_bundle(bag: pack.Bag, out: Path, unpublished: bool = False) -> tuple[i
     data = pack.archive_bytes(bag, out)
     line = f"bundle digest (sha256 of {bag.name}/tagmanifest-sha256.txt): {digest}\n".encode()
     paths = unpublished_paths(out) if unpublished else (out, out.with_name(out.name + pack.DIGEST_SUFFIX))
+    if unpublished:  # a hidden pair left by an earlier run that was killed: ours to replace, never a folder
+        for p in paths:
+            if p.is_dir() and not p.is_symlink():
+                raise OutputPathError(f"{p} is a folder in the way of the bundle's hidden name beside --out; nothing "
+                                      "was written", f"remove {p}, or choose another --out")
     try:
         jsonio.atomic_write_all([(paths[0], data), (paths[1], line)])
     except OSError as exc:
+        if unpublished:  # (a second rename that failed leaves the first's hidden file: removed too)
+            for p in paths:
+                try:
+                    p.unlink()
+                except OSError:
+                    pass
         raise OutputPathError(f"cannot write {out}: {(exc.strerror or type(exc).__name__).lower()}; "
                               "nothing was written", "choose another --out") from exc
     return len(data), digest

@@ -8,7 +8,7 @@ import sys
 from typing import Callable, Iterator
 
 from kbrepro.errors import EnvironmentUnavailableError, OutputPathError, ReproError, UsageError
-from kbrepro.process import INTERRUPTED_EXIT, interrupted_exit, sigint_seen, stderr_line as _err
+from kbrepro.process import INTERRUPTED_EXIT, interrupted_exit, sigint_seen, stderr_line as _err, unraisable_hook
 
 DEBUG_ENV = "KBREPRO_DEBUG"
 @contextlib.contextmanager
@@ -119,7 +119,9 @@ class EdgeMixin:
 
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        _quiet_interrupts_in_callbacks()
+        # a Ctrl-C inside a callback Python cannot raise from (an import lock's) is sent again
+        # once it returned, never printed as "Exception ignored" with a traceback
+        sys.unraisablehook = unraisable_hook
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
             code = rv if isinstance(rv, int) else 0
@@ -181,7 +183,8 @@ class EdgeMixin:
                 # the machine's disk or a stream it was told to write to, not a defect of ours
                 where = f" ({exc.filename})" if exc.filename else " (a file or the terminal's output)"
                 _err(f"error: cannot write{where}: {(exc.strerror or type(exc).__name__).lower()}")
-                _err("  -> free some space or write elsewhere, then run the command again")
+                _err("  -> free some space or write elsewhere; what the command finished before this is kept "
+                     "(its own lines above say what)")
                 code = OutputPathError.exit_code
             else:
                 _internal(exc)
@@ -192,22 +195,6 @@ class EdgeMixin:
             _internal(exc)
             code = 1
         return code
-
-
-def _quiet_interrupts_in_callbacks() -> None:
-    """A Ctrl-C that lands in a callback Python cannot raise from (an import lock's weakref
-    callback, a finalizer) is printed by the interpreter as "Exception ignored in ..." with a
-    traceback; the edge says ``interrupted; ...`` itself, so such a KeyboardInterrupt is
-    dropped (any other unraisable exception is printed as before)."""
-    default = sys.unraisablehook
-
-    def hook(unraisable):
-        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
-            return
-        default(unraisable)
-
-    if getattr(sys.unraisablehook, "__name__", "") != "hook":
-        sys.unraisablehook = hook
 
 
 def _internal(exc: BaseException) -> None:

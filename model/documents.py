@@ -21,10 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal, Mapping, Optional, Tuple
 
-from kbrepro.model.scalars import COUNT, ENC, RELPATH, SHA1, SHA256, UTC
+from kbrepro.model.scalars import COUNT, ENC, POSITIVE_MS, RELPATH, SECONDS, SHA1, SHA256, UTC
 from kbrepro.model.strict import Num
 
-NONNEG = Annotated[float, Num(ge=0)]
 
 
 # ------------------------------------------------------------------------ bundle.json
@@ -102,7 +101,7 @@ class RunStudy:
 class Stage:
     _open: ClassVar[bool] = True
     name: str
-    seconds: NONNEG
+    seconds: SECONDS
 
 
 @dataclass(frozen=True)
@@ -116,7 +115,8 @@ class RunKernelBench:
 
 @dataclass(frozen=True)
 class Run:
-    """``results/run.json``: what was run, when (UTC), how long each stage took (s), its status."""
+    """``results/run.json``: what was run, when (UTC), how long each stage took (s, at most
+    1e7: 100 days, model/scalars.py), its status."""
 
     _open: ClassVar[bool] = True
     schema: Literal["kbrepro/run"]
@@ -126,7 +126,7 @@ class Run:
     started_utc: Optional[UTC]
     stages: Tuple[Stage, ...]
     finished_utc: Optional[UTC] = None
-    wall_seconds: Optional[NONNEG] = None
+    wall_seconds: Optional[SECONDS] = None
     failure: Optional[Mapping[str, Any]] = None
     imported: Any = None
     kernelbench: Optional[RunKernelBench] = None
@@ -227,10 +227,11 @@ class Protocol:
 
 @dataclass(frozen=True)
 class Round:
-    """One round: the arms' order and each arm's time per invocation (ms; positive: a zero
-    time is a broken timer, and a ratio's denominator, as timings.schema.json says)."""
+    """One round: the arms' order and each arm's time per invocation (ms; positive, as
+    timings.schema.json says: a zero time is a broken timer, and a ratio's denominator; and
+    within 1 ns to 1e8 ms, the bounds of a candidate's times, model/scalars.py)."""
 
-    times_ms: Mapping[str, Annotated[float, Num(gt=0)]]
+    times_ms: Mapping[str, POSITIVE_MS]
     order: Optional[Tuple[str, ...]] = None
     clocks: Optional[Mapping[str, Any]] = None
 

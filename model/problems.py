@@ -65,6 +65,20 @@ def verdict_exit(verdict: str, codes) -> int:
     return VERDICT_EXIT[verdict]
 
 
+def _finite(v):
+    """``v`` with every non-finite float written as the strings ``"inf"``, ``"-inf"``, ``"nan"``
+    (as jsonio.enc_float does): a report quotes a forged value that JSON cannot hold as a number."""
+    if isinstance(v, float) and v != v:
+        return "nan"
+    if isinstance(v, float) and v in (float("inf"), float("-inf")):
+        return "inf" if v > 0 else "-inf"
+    if isinstance(v, (list, tuple)):
+        return [_finite(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    return v
+
+
 @dataclass(frozen=True)
 class Problem:
     """What is wrong, and where. ``code``: one of the module's codes; ``path``: a JSON path
@@ -90,9 +104,9 @@ class Problem:
         ``file``, ``path``, ``message``, ``expected`` and ``found`` where given, and ``code``."""
         out = {"file": self.file, "path": self.path, "message": self.message}
         if self.expected is not None:
-            out["expected"] = self.expected
+            out["expected"] = _finite(self.expected)
         if self.found is not None:
-            out["found"] = self.found
+            out["found"] = _finite(self.found)
         out["code"] = self.code
         return out
 

@@ -1248,4 +1248,19 @@ def test_an_output_the_disk_cannot_take_is_one_line_not_an_internal_error():
                            stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
     assert r.returncode == 2, r.stderr
     assert r.stderr.splitlines() == ["error: cannot write (a file or the terminal's output): no space left on device",
-                                     "  -> free some space or write elsewhere, then run the command again"], r.stderr
+                                     "  -> free some space or write elsewhere; what the command finished before this "
+                                     "is kept (its own lines above say what)"], r.stderr
+
+
+@pytest.mark.slow
+def test_a_folder_in_the_way_of_the_hidden_name_is_named_and_nothing_is_left(tmp_path, kb):
+    """Red team: a folder at the digest's hidden name (left by an earlier run that was killed)
+    made pack say "cannot write x.tar: is a directory" and leave a 2 MB hidden archive."""
+    (tmp_path / "x.tar").write_text("earlier")
+    hidden = tmp_path / ".x.tar.sha256-digest.verifying.tar"
+    hidden.mkdir()
+    r = subprocess.run([sys.executable, str(ROOT / "make_bundle.py"), "pack", str(RESULTS), "--out",
+                        str(tmp_path / "x.tar"), "--kernelbench", str(kb)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and f"{hidden} is a folder in the way" in r.stderr, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".x.tar.sha256-digest.verifying.tar", "x.tar"]
+    assert (tmp_path / "x.tar").read_text() == "earlier"

@@ -196,6 +196,10 @@ DOCUMENT_EDITS = {
     "kernelbench commit": (lambda c: c.meta["kernelbench"].update(commit="a" * 40), "KernelBench commit differs"),
     "name stamp": (lambda c: c.docs["run"].update(started_utc="2026-12-01T01:20:06Z"), "time stamp is not the run's"),
     "wall time": (lambda c: c.docs["run"].update(wall_seconds=999.0), "exceeds start..finish"),
+    # red team: a measured run without its times passed, every time check skipped
+    "no start": (lambda c: c.docs["run"].update(started_utc=None), "a measured run always records started_utc"),
+    "no finish": (lambda c: c.docs["run"].update(finished_utc=None, wall_seconds=None),
+                  "a measured run always records finished_utc"),
     "stage time": (lambda c: c.docs["run"]["stages"][3].update(seconds=100.0), "more than the run's wall time"),
     "precision env": (lambda c: c.docs["environment"]["fields"]["float32_matmul_precision"].update(value="high"),
                       "float32 matmul precision differs from run.json"),

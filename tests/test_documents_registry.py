@@ -93,3 +93,24 @@ def test_a_round_time_that_is_not_positive_is_refused_when_the_timings_load(bad)
     rec, problems = strict.build(md.Timings, doc)
     assert rec is None and "$.blocks[0].rounds[3].times_ms.eager" in problems[0].path
 
+
+@pytest.mark.parametrize("edit,where", [
+    (lambda d: d["stages"][0].update(seconds=1e308), "$.stages[0].seconds"),
+    (lambda d: d.update(wall_seconds=1e308), "$.wall_seconds"),
+])
+def test_a_duration_past_any_run_is_refused_by_the_record(edit, where):
+    """Red team: stages of 1e308 s added up to inf, which the JSON report could not hold
+    (internal error with --json); a duration is at most 1e7 s (model/scalars.py SECONDS)."""
+    doc = _run_doc()
+    edit(doc)
+    got = documents.load("run", jsonio.dumps(doc).encode())
+    assert got.record is None and [p.path for p in got.problems] == [where]
+
+
+def test_a_non_finite_value_quoted_by_a_problem_is_written_as_a_string():
+    from kbrepro.model.problems import CONTRADICTS, Problem
+
+    doc = Problem(CONTRADICTS, "$.x", "m", expected=[1.0, float("inf")], found={"a": float("nan")}).to_doc()
+    assert doc["expected"] == [1.0, "inf"] and doc["found"] == {"a": "nan"}
+    json.dumps(doc, allow_nan=False)
+

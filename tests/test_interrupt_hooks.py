@@ -14,7 +14,7 @@ from kbrepro import process
 def test_an_unraisable_keyboard_interrupt_is_delivered_again_not_printed(monkeypatch):
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # the re-sent Ctrl-C waits here, to be read
     try:
-        process._unraisable(types.SimpleNamespace(exc_type=KeyboardInterrupt, exc_value=KeyboardInterrupt(),
+        process.unraisable_hook(types.SimpleNamespace(exc_type=KeyboardInterrupt, exc_value=KeyboardInterrupt(),
                                                   exc_traceback=None, err_msg=None, object=None))
         got = signal.sigtimedwait({signal.SIGINT}, 5)
     finally:
@@ -24,7 +24,7 @@ def test_an_unraisable_keyboard_interrupt_is_delivered_again_not_printed(monkeyp
     monkeypatch.setattr(sys, "__unraisablehook__", seen.append)
     info = types.SimpleNamespace(exc_type=ValueError, exc_value=ValueError("x"), exc_traceback=None, err_msg=None,
                                  object=None)
-    process._unraisable(info)
+    process.unraisable_hook(info)
     assert seen == [info]  # anything else: Python's own hook
 
 
@@ -53,3 +53,34 @@ except KeyboardInterrupt:
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.stdout.strip() == "stopped", (p.stdout, p.stderr)
     assert "Exception ignored" not in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_a_held_interrupt_waits_for_the_block_even_with_another_thread_alive():
+    """Red team: the kernel may deliver a process-directed SIGINT to any thread that does not
+    block it, and Python then runs the handler in the main thread inside the block that was to
+    hold it (a pair of renames cut in two). Now the block notes it and raises it right after."""
+    import subprocess
+    import sys
+
+    code = """
+import os, signal, threading, time
+from kbrepro.process import deferred_sigint, imports_done
+imports_done()
+alive = threading.Event()
+threading.Thread(target=lambda: alive.wait(5), daemon=True).start()
+threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT)).start()
+t0 = time.time()
+try:
+    with deferred_sigint():
+        while time.time() - t0 < 0.6:
+            pass
+        print("held", flush=True)
+    time.sleep(2)
+    print("lost", flush=True)
+except KeyboardInterrupt:
+    print(f"after {time.time() - t0:.1f}", flush=True)
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    lines = r.stdout.split()
+    assert lines[0] == "held" and lines[1] == "after", r.stdout + r.stderr
+    assert 0.6 <= float(lines[2]) < 1.0, r.stdout

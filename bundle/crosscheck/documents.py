@@ -9,7 +9,7 @@ import re
 from datetime import datetime, timezone
 from typing import Mapping
 
-from kbrepro.model.problems import Problem
+from kbrepro.model.problems import INCOMPLETE, Problem
 from kbrepro.model.documents import Records
 from kbrepro.model.timing_rules import arm_orders
 from kbrepro.bundle import derived_facts
@@ -175,6 +175,11 @@ def _time_problems(records: Records) -> list[Problem]:
     if meta is None or run is None:
         return out
     f = DOC_FILE["run"]
+    if meta.source == "measured":  # a finished run of ours records when it ran: missing, nothing can be checked
+        for key in ("started_utc", "finished_utc", "wall_seconds"):
+            if getattr(run, key) is None:
+                out.append(Problem(INCOMPLETE, f"$.{key}", f"a measured run always records {key}; it is missing or "
+                                   "null, so the run's times cannot be checked", file=f))
     start, end = _parse_utc(run.started_utc), _parse_utc(run.finished_utc)
     if run.started_utc is not None and start is None:
         out.append(_p(f, "$.started_utc", "not a UTC time stamp YYYY-MM-DDTHH:MM:SSZ", found=run.started_utc))
