@@ -20,8 +20,9 @@ def _stat(path):
         return None, exc
 
 
-def check_input_file(path, what: str, hint: str | None = None):
-    """``path`` as a readable regular file; returns it as a Path. Raises InputPathError."""
+def check_input_file(path, what: str, hint: str | None = None, folder_hint: str | None = None):
+    """``path`` as a readable regular file; returns it as a Path. Raises InputPathError, whose next
+    step is ``hint`` (``folder_hint`` where ``path`` is a folder)."""
     import os
     import stat
     from pathlib import Path
@@ -34,7 +35,7 @@ def check_input_file(path, what: str, hint: str | None = None):
             raise InputPathError(f"{what} {p} does not exist", hint)
         raise InputPathError(f"cannot read {what} {p}: {_why(err)}", hint)
     if stat.S_ISDIR(st.st_mode):
-        raise InputPathError(f"{what} {p} is a folder, not a file", hint)
+        raise InputPathError(f"{what} {p} is a folder, not a file", folder_hint or hint)
     if not stat.S_ISREG(st.st_mode):
         raise InputPathError(f"{what} {p} is not a regular file (a FIFO, socket or device)", hint)
     if not os.access(p, os.R_OK):

@@ -114,7 +114,8 @@ def pair_candidates(candidates: Sequence[str], tasks: Sequence[str], pin) -> lis
         raise UsageError(f"{len(candidates)} --candidate and {len(tasks)} --task",
                          "give one --task for all candidates or one per --candidate, in order")
     for c in candidates:
-        check_input_file(c, "--candidate")
+        check_input_file(c, "--candidate", folder_hint="a folder of candidates named <level>_<task>.py is "
+                         "--candidate-dir FOLDER")
     pairs = [(Path(c), t) for c, t in zip(candidates, tasks if len(tasks) == len(candidates)
                                           else list(tasks) * len(candidates))]
     for _, t in pairs:

@@ -194,7 +194,9 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
         expect_digest = parse_expected_digest(expect_digest)
     # 2. inputs (exit 3)
     try:
-        check_input_file(archive, "ARCHIVE", "check the path of the bundle (.tar or .tar.gz)")
+        check_input_file(archive, "ARCHIVE", "check the path of the bundle (.tar or .tar.gz)",
+                         folder_hint="give the bundle's .tar or .tar.gz file; an unpacked bundle is not verified "
+                         "(its bytes could have changed since it was packed)")
     except UnreadableInputError as exc:  # the messages scripts and tests know, for what the path is
         if not os.path.lexists(archive):
             raise UnreadableInputError(f"no archive at {archive}", exc.hint) from None
