@@ -156,8 +156,9 @@ class _Group(EdgeMixin, click.Group):
             other = other_tools_option(unknown, "make_bundle.py")
             if other is not None:
                 raise other
+            # (a subcommand given: its own context, so the next step is its --help, not the group's)
             raise click.NoSuchOption(unknown, possibilities=difflib.get_close_matches(unknown, list(table), 3, 0.6),
-                                     ctx=ctx)
+                                     ctx=ctx if legacy else click.Context(self.commands[sub], info_name=sub, parent=ctx))
         twice = [o for o in dict.fromkeys(given) if not table[o][1] and given.count(o) > 1]
         if twice:
             raise UsageError(f"{twice[0]} given {given.count(twice[0])} times; it takes one value",

@@ -1264,3 +1264,9 @@ def test_a_folder_in_the_way_of_the_hidden_name_is_named_and_nothing_is_left(tmp
     assert r.returncode == 2 and f"{hidden} is a folder in the way" in r.stderr, r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [".x.tar.sha256-digest.verifying.tar", "x.tar"]
     assert (tmp_path / "x.tar").read_text() == "earlier"
+
+
+def test_an_unknown_option_of_a_subcommand_points_to_that_subcommands_help():
+    r = subprocess.run([sys.executable, str(ROOT / "make_bundle.py"), "pack", "r", "--levl"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.splitlines()[-1] == "  -> see 'make_bundle.py pack --help'", r.stderr
