@@ -208,6 +208,9 @@ DOCUMENT_EDITS = {
     "round order": (_swap_rounds, "is not the order random.Random(913) gives"),
     "throttled": (lambda c: c.docs["timings"]["blocks"][0]["rounds"][0]["clocks"].update(throttled=True),
                   "'throttled' contradicts"),
+    # red team: a boolean throttle_reasons skipped the check; a flag that cannot be derived fails
+    "throttle reasons": (lambda c: c.docs["timings"]["blocks"][0]["rounds"][0]["clocks"].update(throttle_reasons=True),
+                         "without the non-negative integer throttle_reasons"),
     "eligibility": (lambda c: c.docs["correctness"]["tasks"]["81"]["eligible_for_timing"].update(nvrtc_ftz_true=False),
                     "timing eligibility does not follow"),
     "arms": (lambda c: c.docs["timings"]["blocks"][2]["arms"].remove("torchscript_tail"), "the arms are not the eligible"),

@@ -263,7 +263,16 @@ def _round_problems(records: Records) -> list[Problem]:
                     out.append(_p(f, f"$.blocks[{i}].rounds[{j}].order", f"block {bid}: round {j}'s order {msg} "
                                   "(rounds reordered, dropped or inserted)", expected=want, found=order))
             clk = r.clocks or {}
-            if not bad_thr and "throttled" in clk and _is_int(clk.get("throttle_reasons")) \
+            if not bad_thr and "throttled" in clk and not (_is_int(clk.get("throttle_reasons"))
+                                                           and clk["throttle_reasons"] >= 0
+                                                           and type(clk["throttled"]) is bool):
+                # (fail closed: a flag the verifier cannot derive again is not believed)
+                bad_thr = True
+                out.append(_p(f, f"$.blocks[{i}].rounds[{j}].clocks",
+                              f"block {bid}: 'throttled' is recorded without the non-negative integer "
+                              "throttle_reasons it follows from", found={k: clk.get(k) for k in
+                                                                        ("throttled", "throttle_reasons")}))
+            if not bad_thr and "throttled" in clk \
                     and bool(clk["throttle_reasons"] & THROTTLE_MASK) != clk["throttled"]:
                 bad_thr = True
                 out.append(_p(f, f"$.blocks[{i}].rounds[{j}].clocks.throttled",
