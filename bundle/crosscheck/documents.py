@@ -56,7 +56,7 @@ def document_problems(documents: Mapping[str, dict], files: Mapping[str, bytes],
     """
     out: list[Problem] = []
     measured = is_measured(meta)
-    out += _listing_problems(documents, files, meta, measured)
+    out += _listing_problems(records, files, measured)
     out += _bag_info_problems(records, bag_info)
     out += _meta_problems(records, files, measured)
     out += _time_problems(records)
@@ -66,11 +66,13 @@ def document_problems(documents: Mapping[str, dict], files: Mapping[str, bytes],
     return out + derived_facts.document_problems(documents)
 
 
-def _listing_problems(documents, files, meta, measured) -> list[Problem]:
+def _listing_problems(records: Records, files, measured) -> list[Problem]:
+    if records.bundle is None:
+        return [_p("data/bundle.json", None, "bundle.json is not a valid record; its documents cannot be listed")]
     out = []
-    listed = _d(meta.get("documents"))
+    listed = records.bundle.documents
     for rel, schema in sorted(listed.items()):
-        name = str(schema).split("/", 1)[-1]
+        name = schema.split("/", 1)[-1]
         want = DOC_FILE.get(name)
         if want is not None and want != f"data/{rel}":
             out.append(_p("data/bundle.json", f'$.documents["{_cut(rel)}"]',
@@ -86,7 +88,7 @@ def _listing_problems(documents, files, meta, measured) -> list[Problem]:
         if is_doc and path not in listed_paths:
             out.append(_p(path, None, f"{path} is in the bag but not listed in bundle.json's documents "
                                       "(an unlisted document is never checked)"))
-    listed_names = {str(s).split("/", 1)[-1] for s in listed.values()}
+    listed_names = {s.split("/", 1)[-1] for s in listed.values()}
     required = MEASURED_REQUIRED if measured else IMPORTED_REQUIRED
     for name in required:
         if name not in listed_names:
