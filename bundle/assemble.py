@@ -90,6 +90,16 @@ def unpublished_paths(out: Path) -> tuple[Path, Path]:
                  for p in (out, out.with_name(out.name + pack.DIGEST_SUFFIX)))
 
 
+def remove_unpublished(out: Path) -> None:
+    """Remove the hidden pair :func:`unpublished_paths` names for ``out`` (what is missing is
+    passed over)."""
+    for p in unpublished_paths(out):
+        try:
+            p.unlink()
+        except OSError:
+            pass
+
+
 def write_bundle(bag: pack.Bag, out: Path, unpublished: bool = False) -> tuple[int, str]:
     """Write ``bag`` to the archive ``out`` and its digest to ``<out>.sha256-digest``, together
     (:func:`kbrepro.harness.jsonio.atomic_write_all`): a failure or an interruption leaves both
@@ -111,14 +121,10 @@ def write_bundle(bag: pack.Bag, out: Path, unpublished: bool = False) -> tuple[i
         jsonio.atomic_write_all([(paths[0], data), (paths[1], line)])
     except OSError as exc:
         if unpublished:  # (a second rename that failed leaves the first's hidden file: removed too)
-            for p in paths:
-                try:
-                    p.unlink()
-                except OSError:
-                    pass
+            remove_unpublished(out)
         raise OutputPathError(f"cannot write {out}: {(exc.strerror or type(exc).__name__).lower()}; "
                               "nothing was written", "choose another --out") from exc
     return len(data), digest
 
 
-__all__ = ["Contents", "build_payload", "write_bundle", "unpublished_paths", "describe_and_sign", "json_roundtrip"]
+__all__ = ["Contents", "build_payload", "write_bundle", "unpublished_paths", "remove_unpublished", "describe_and_sign", "json_roundtrip"]

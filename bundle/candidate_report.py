@@ -76,7 +76,8 @@ def default_claims(doc: Mapping, format_version: int | None = None) -> dict:
         k = f"K{i + 1}"
         q = _q(n)
         verdicts = [v for v in rec.get("verdicts") or [] if isinstance(v, dict)]
-        if isinstance(format_version, int) and format_version >= kinds.DECIDING_SINCE:
+        deciding = isinstance(format_version, int) and format_version >= kinds.DECIDING_SINCE
+        if deciding:
             undecided = sum(v.get("passed") is None for v in verdicts)
             counted = (f"{len(verdicts) - undecided} of its {len(verdicts)} checks decide here; the "
                        f"{undecided} that cannot {'is' if undecided == 1 else 'are'} listed, not counted" if undecided
@@ -89,7 +90,6 @@ def default_claims(doc: Mapping, format_version: int | None = None) -> dict:
                                    "equals": True}]})
         shapes = any(c.get("kind") == "extra_shape" for c in (rec.get("observations") or {}).get("cases") or []
                      if isinstance(c, dict))
-        deciding = isinstance(format_version, int) and format_version >= kinds.DECIDING_SINCE
         # (format 6 on: a candidate that never ran has no checked case to speak of)
         ran = not deciding or any(isinstance(c, dict) for c in (rec.get("observations") or {}).get("cases") or [])
         claims.append({"id": f"{k}b", "sentence": f"{n} passes torch.allclose(reference, candidate, atol={atol:g}, "

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from kbrepro.bundle.assemble import unpublished_paths
+from kbrepro.bundle.assemble import remove_unpublished, unpublished_paths
 from kbrepro.bundle.pack import DIGEST_SUFFIX
 from kbrepro.bundle.verify.checklist import verify_archive
 from kbrepro.cli.edge import status
@@ -55,21 +55,13 @@ def verify_unpublished(path: Path, public_key=None, results_dir: Path | None = N
                     os.replace(a, b)
         return predict_verification(hidden[0], public_key)
     except BaseException as exc:
-        for p in hidden:
-            _unlink(p)
+        remove_unpublished(path)
         if isinstance(exc, KeyboardInterrupt):
             there = (f"the earlier {path.name} is left as it was" if path.exists() else f"{path.name} is not there")
             raise Interrupted(f"the new bundle was removed before its self-verification finished ({there}); the "
                               f"results are kept: pack them again with 'make_bundle.py pack "
                               f"{results_dir if results_dir is not None else 'RESULTS'}'") from None
         raise
-
-
-def _unlink(p: Path) -> None:
-    try:
-        p.unlink()
-    except OSError:
-        pass
 
 
 def put_in_place(path: Path) -> bool:
@@ -83,15 +75,6 @@ def put_in_place(path: Path) -> bool:
         for b, a in zip(unpublished_paths(path), files):
             os.replace(b, a)
     return replaced
-
-
-def remove_bundle(path: Path) -> None:
-    """Remove an archive this packer wrote and its digest file beside it."""
-    for p in (Path(path), Path(path).with_name(Path(path).name + DIGEST_SUFFIX)):
-        try:
-            p.unlink()
-        except OSError:
-            pass
 
 
 def publish(path: Path, *, signed: bool, allow_failing: bool, public_key=None, own_run: bool = False,
@@ -110,8 +93,7 @@ def publish(path: Path, *, signed: bool, allow_failing: bool, public_key=None, o
         if put_in_place(path):
             echo(f"note:    replaced the earlier {Path(path).name} and its digest file")
         return verdict
-    for p in unpublished_paths(path):
-        _unlink(p)
+    remove_unpublished(path)
     if signed:
         raise InvalidResultsError("the signed bundle would fail verification (the verify: line above says where); "
                                   "it was removed, the results are kept: a signature never goes on a failing bundle",
@@ -123,4 +105,4 @@ def publish(path: Path, *, signed: bool, allow_failing: bool, public_key=None, o
                               else "fix the results, or pass --allow-failing to keep a bundle that fails")
 
 
-__all__ = ["publish", "predict_verification", "verify_unpublished", "put_in_place", "remove_bundle"]
+__all__ = ["publish", "predict_verification", "verify_unpublished", "put_in_place"]

@@ -272,7 +272,7 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
     try:
         print_report(rep, verbose)
     except BrokenPipeError:
-        _stdout_gone()
+        stream_gone()
     if html_out:
         _write_html(rep, Path(html_out))
     if show_report or plots_dir:
@@ -294,10 +294,6 @@ def main(ctx, archive, level, profile, json_out, expect_digest, trust_bundle_cod
                               + (f"; no figure was kept in {plots_dir}" if plots_dir else "")) from None
         work_done()
     sys.exit(rep.exit_code)
-
-
-def _stdout_gone() -> None:
-    stream_gone(err=False)
 
 
 def _write_html(rep, out: Path) -> None:
@@ -333,7 +329,7 @@ def _show(archive: Path, rep, show_report: bool, plots_dir: str | None) -> None:
         if show_report:
             _print_report_files(archive, files)
     except BrokenPipeError:
-        _stdout_gone()
+        stream_gone()
     if plots_dir:
         _draw_plots(files, plots_dir)
 
