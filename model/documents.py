@@ -51,6 +51,13 @@ class FileRef:
 
 
 @dataclass(frozen=True)
+class CompleteCubinRef(FileRef):
+    """The complete cubin (every kernel of the module) and whether the loaded cubin is its prefix."""
+
+    loaded_is_prefix: Optional[bool] = None
+
+
+@dataclass(frozen=True)
 class MetaKernelBench:
     _open: ClassVar[bool] = True
     commit: SHA1
@@ -186,7 +193,7 @@ class Variant:
     arch: Optional[str] = None
     source: Optional[Mapping[str, Any]] = None
     cubin: Optional[FileRef] = None
-    cubin_complete: Optional[FileRef] = None
+    cubin_complete: Optional[CompleteCubinRef] = None
     ptx: Optional[FileRef] = None
     sass: Optional[FileRef] = None
     program_log: Optional[str] = None
@@ -223,6 +230,18 @@ class Protocol:
     calibration_ms: Optional[Annotated[float, Num(gt=0)]] = None
     io_bytes: Optional[Annotated[int, Num(ge=1)]] = None
     pool_bytes: Optional[Annotated[int, Num(ge=0, le=17179869184)]] = None
+
+    def to_doc(self) -> dict:
+        """The protocol as its JSON object: the required fields, and the optional ones that are
+        present (defs.schema.json allows null only for ``order_seed``, so an absent optional
+        field and a None one are the same)."""
+        required = ("mode", "warmups", "rounds", "invocations_per_pair", "order_seed")
+        out = {}
+        for k in self.__dataclass_fields__:
+            v = getattr(self, k)
+            if k in required or v is not None:
+                out[k] = dict(v) if isinstance(v, Mapping) else v
+        return out
 
 
 @dataclass(frozen=True)
@@ -280,6 +299,16 @@ class ValueRecord:
 
 
 @dataclass(frozen=True)
+class ReferenceCpu:
+    """The witness's reference computed on the CPU with denormals kept and flushed
+    (``torch.set_flush_denormal(True)``), one value per output element."""
+
+    keep: Tuple[ValueRecord, ...]
+    flush: Tuple[ValueRecord, ...]
+    flush_supported: Optional[bool] = None
+
+
+@dataclass(frozen=True)
 class Witness:
     """``results/witness.json``: the minimal FTZ witness, its inputs, each binary's outputs and
     verdicts, and the reference on the CPU with denormals kept and flushed."""
@@ -291,7 +320,7 @@ class Witness:
     inputs: Tuple[ValueRecord, ...]
     outputs: Mapping[str, Tuple[ValueRecord, ...]]
     verdicts: Mapping[str, Mapping[str, Any]]
-    reference_cpu: Mapping[str, Any]
+    reference_cpu: ReferenceCpu
     discriminates: bool
     discriminating_elements: Tuple[COUNT, ...]
     provenance: Any = None
@@ -299,19 +328,87 @@ class Witness:
 
 
 @dataclass(frozen=True)
+class Predicate:
+    """The correctness predicate: its tolerances (atol, rtol: absolute and relative, of the
+    inequality ``|reference - candidate| <= atol + rtol * |candidate|``), the official and the
+    legacy predicate's names and their definitions (argument order, inequality, scale)."""
+
+    _open: ClassVar[bool] = True
+    atol: Annotated[float, Num(ge=0)]
+    rtol: Annotated[float, Num(ge=0)]
+    official: Literal["allclose"]
+    legacy: Literal["legacy_reference_scaled"]
+    definitions: Optional[Mapping[str, Any]] = None
+
+
+@dataclass(frozen=True)
+class DirectionResult:
+    _open: ClassVar[bool] = True
+    allclose_reference_candidate: bool
+    allclose_candidate_reference: bool
+
+
+@dataclass(frozen=True)
+class PredicateDirection:
+    """The predicate-direction witness: one reference and one candidate value (numbers, or the
+    encoded non-finite strings) and what ``allclose`` gives in each argument order, per dtype."""
+
+    _open: ClassVar[bool] = True
+    reference: Any
+    candidate: Any
+    results: Mapping[str, DirectionResult]
+    atol: Any = None
+    rtol: Any = None
+    torch_version: Any = None
+
+
+#: a check's record is :func:`kbrepro.harness.checks.compare`'s output (defs.schema.json's
+#: ``check``); ``checks``: variant name -> check
+ChecksByVariant = Mapping[str, Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class ProgramCase:
+    """Which input a full-program case drew: the task, the seed, the distribution, the shape."""
+
+    task: int
+    seed: int
+    distribution: Literal["official_uniform", "normal", "uniform_x100", "uniform_x_minus100"]
+    shape: Optional[Tuple[COUNT, ...]] = None
+
+
+@dataclass(frozen=True)
+class FullProgramCase:
+    """One full-program correctness case: its input and every variant's check on it."""
+
+    case: ProgramCase
+    checks: ChecksByVariant
+
+
+@dataclass(frozen=True)
+class ExtraShapeCase:
+    """A correctness case at an extra shape (the case's keys are the study's: task, seed, size)."""
+
+    _open: ClassVar[bool] = True
+    case: Mapping[str, Any]
+    checks: ChecksByVariant
+
+
+@dataclass(frozen=True)
 class Correctness:
     """``results/correctness.json``: the predicate, the full-program cases, the per-task
-    controls (their shapes are the study's; read through :mod:`kbrepro.bundle.crosscheck`)."""
+    controls (task number as a string -> sections; their shapes are the study's, read
+    through :mod:`kbrepro.bundle.crosscheck.study`), the extra-shape cases."""
 
     _open: ClassVar[bool] = True
     schema: Literal["kbrepro/correctness"]
     schema_version: Literal[1]
-    predicate: Mapping[str, Any]
-    full_program: Tuple[Mapping[str, Any], ...]
-    tasks: Mapping[str, Any]
+    predicate: Predicate
+    full_program: Tuple[FullProgramCase, ...]
+    tasks: Mapping[str, Mapping[str, Any]]
     provenance: Any = None
-    extra_shapes: Any = None
-    predicate_direction: Optional[Mapping[str, Any]] = None
+    extra_shapes: Optional[Tuple[ExtraShapeCase, ...]] = None
+    predicate_direction: Optional[PredicateDirection] = None
 
 
 @dataclass(frozen=True)

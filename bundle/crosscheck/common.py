@@ -153,6 +153,6 @@ def norm(x: Any) -> Any:
     """JSON-shaped copy (tuples as lists) for comparisons."""
     if isinstance(x, (list, tuple)):
         return [norm(v) for v in x]
-    if isinstance(x, dict):
+    if isinstance(x, Mapping):  # a parsed document's dict, or a record's MappingProxyType
         return {str(k): norm(v) for k, v in x.items()}
     return x

@@ -236,11 +236,11 @@ def _environment_problems(records: Records) -> list[Problem]:
                           expected=cc.get("CUDA_CACHE_DISABLE"), found="1"))
     tv = env.value("torch_version")
     corr = records.correctness
-    pd = (corr.predicate_direction if corr is not None else None) or {}
-    if tv is not None and pd.get("torch_version") is not None and pd["torch_version"] != tv:
+    ptv = corr.predicate_direction.torch_version if corr is not None and corr.predicate_direction else None
+    if tv is not None and ptv is not None and ptv != tv:
         out.append(_p(DOC_FILE["correctness"], "$.predicate_direction.torch_version",
                       "the predicate witness ran under another torch than environment.json records",
-                      expected=tv, found=pd["torch_version"]))
+                      expected=tv, found=ptv))
     return out
 
 

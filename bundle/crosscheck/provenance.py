@@ -11,21 +11,25 @@ import re
 import struct
 from typing import Any, Mapping
 
+from kbrepro.model.documents import Records
 from kbrepro.model.problems import Problem
 from kbrepro.bundle import evidence as pd
 from kbrepro.bundle.scrub import _HOME, _UUID
 from kbrepro.bundle.crosscheck.common import (ARCH, DOC_FILE, ELF_MAGIC, EM_CUDA, PTX_RELEASE, PTX_TARGET,
-                                              SASS_TARGET, checks_of, f32_bits, is_measured, variants)
+                                              SASS_TARGET, checks_of, f32_bits)
 
 _cut, _p, _d, _l, _is_int, _num = pd.cut, pd.problem, pd.as_dict, pd.as_list, pd.is_int, pd.number
 
 
-def provenance_problems(documents: Mapping[str, dict], files: Mapping[str, bytes], meta: Mapping,
+def provenance_problems(documents: Mapping[str, dict], files: Mapping[str, bytes], records: Records,
                         binding=None) -> list[Problem]:
     """Tier 4 (provenance): contradictions the verifier derives from bytes and numbers.
 
-    ``documents``, ``files`` (bag-root relative paths -> bytes) and ``meta`` as for
-    :func:`document_problems`. Returns Problems (:class:`kbrepro.model.problems.Problem`); raises nothing.
+    ``records``: the typed records of the documents tier 3 passed (:mod:`kbrepro.model.documents`;
+    ``records.bundle`` is bundle.json); ``documents``: the same documents parsed, whose check
+    records (study-shaped) are walked for their arithmetic and handed to the study's own
+    checks; ``files``: bag-root relative paths -> bytes. Returns Problems
+    (:class:`kbrepro.model.problems.Problem`); raises nothing.
 
     Checks: the NVRTC release in each bundled PTX header (``// Cuda compilation tools,
     release X.Y``) equals the variant's ``nvrtc_version`` and environment.json's
@@ -47,10 +51,11 @@ def provenance_problems(documents: Mapping[str, dict], files: Mapping[str, bytes
     no person or machine.
     """
     out: list[Problem] = []
-    out += _binary_problems(documents, files)
-    out += _kernelbench_listed(documents, files, meta)
-    out += _witness_bits(documents)
-    out += check_arithmetic(documents)
+    out += _binary_problems(records, files)
+    out += _kernelbench_listed(records, files)
+    out += _witness_bits(records)
+    pred = records.correctness.predicate if records.correctness is not None else None
+    out += check_arithmetic(documents, *((float(pred.atol), float(pred.rtol)) if pred is not None else (None, None)))
     if binding is not None:
         try:
             out += pd.from_study(binding.provenance(documents, files), "provenance")
@@ -78,12 +83,14 @@ def cubin_sm(data: bytes) -> int | None:
     return (flags >> 8) & 0xFF if data[8] >= 8 else flags & 0xFF
 
 
-def _binary_problems(documents, files) -> list[Problem]:
+def _binary_problems(records: Records, files) -> list[Problem]:
+    """Each variant's NVRTC release, PTX target, cubins' ELF targets and sizes and SASS
+    target against each other and against environment.json's NVRTC and compute capability."""
     out = []
     f = DOC_FILE["compile"]
-    env = _d(_d(documents.get("environment")).get("fields"))
-    env_nvrtc = _d(env.get("nvrtc_version")).get("value")
-    env_cc = _d(env.get("compute_capability")).get("value")
+    env = records.environment
+    env_nvrtc = env.value("nvrtc_version") if env is not None else None
+    env_cc = env.value("compute_capability") if env is not None else None
     env_sm = None
     if isinstance(env_cc, str) and re.match(r"^\d+\.\d+$", env_cc):
         major, minor = env_cc.split(".")
@@ -91,23 +98,23 @@ def _binary_problems(documents, files) -> list[Problem]:
     elif env_cc is not None:
         out.append(_p(DOC_FILE["environment"], "$.fields.compute_capability.value",
                       "environment.json's compute capability is not of the form MAJOR.MINOR", found=_cut(env_cc)))
-    for i, v in enumerate(variants(documents)):
-        name = _cut(v.get("name"))
-        arch_sm = _sm(v.get("arch"))
-        ver = v.get("nvrtc_version")
-        ver_s = f"{ver[0]}.{ver[1]}" if isinstance(ver, list) and len(ver) == 2 else None
+    for i, v in enumerate(records.compile.variants if records.compile is not None else ()):
+        name = _cut(v.name)
+        arch_sm = _sm(v.arch)
+        ver = list(v.nvrtc_version) if v.nvrtc_version is not None else None
+        ver_s = f"{ver[0]}.{ver[1]}" if ver is not None and len(ver) == 2 else None
         if env_nvrtc is not None and ver_s is not None and env_nvrtc != ver_s:
             out.append(_p(f, f"$.variants[{i}].nvrtc_version", f"{name}: NVRTC {ver_s} in the compile record, "
                           f"{_cut(env_nvrtc)} in environment.json", expected=env_nvrtc, found=ver))
         if env_sm is not None and arch_sm is not None and env_sm != arch_sm:
-            out.append(_p(f, f"$.variants[{i}].arch", f"{name}: compiled for {_cut(v.get('arch'))}, environment.json's "
-                          f"GPU has compute capability {env_cc}", expected=f"sm_{env_sm}", found=v.get("arch")))
-        ptx_ref = _d(v.get("ptx"))
-        ptx = files.get(f"data/{ptx_ref.get('file')}") if ptx_ref.get("file") else None
+            out.append(_p(f, f"$.variants[{i}].arch", f"{name}: compiled for {_cut(v.arch)}, environment.json's "
+                          f"GPU has compute capability {env_cc}", expected=f"sm_{env_sm}", found=v.arch))
+        ptx_ref = v.ptx
+        ptx = files.get(f"data/{ptx_ref.file}") if ptx_ref is not None else None
         if ptx is not None:
             m = PTX_RELEASE.search(ptx[:4096])
             if m is None:
-                out.append(_p(f"data/{ptx_ref['file']}", None, f"{name}: the PTX header names no CUDA compilation "
+                out.append(_p(f"data/{ptx_ref.file}", None, f"{name}: the PTX header names no CUDA compilation "
                               "tools release"))
             else:
                 rel = [int(m.group(1)), int(m.group(2))]
@@ -121,87 +128,94 @@ def _binary_problems(documents, files) -> list[Problem]:
             t = PTX_TARGET.search(ptx)
             if t is not None and arch_sm is not None and _sm(t.group(1).decode()) != arch_sm:
                 out.append(_p(f, f"$.variants[{i}].arch", f"{name}: the bundled PTX targets {t.group(1).decode()}",
-                              expected=t.group(1).decode(), found=v.get("arch")))
-            if _is_int(ptx_ref.get("bytes")) and ptx_ref["bytes"] != len(ptx):
+                              expected=t.group(1).decode(), found=v.arch))
+            if ptx_ref.bytes is not None and ptx_ref.bytes != len(ptx):
                 out.append(_p(f, f"$.variants[{i}].ptx.bytes", f"{name}: PTX size differs from the file",
-                              expected=len(ptx), found=ptx_ref["bytes"]))
+                              expected=len(ptx), found=ptx_ref.bytes))
         blobs = {}
-        for key in ("cubin", "cubin_complete"):
-            ref = _d(v.get(key))
-            data = files.get(f"data/{ref.get('file')}") if ref.get("file") else None
+        for key, ref in (("cubin", v.cubin), ("cubin_complete", v.cubin_complete)):
+            data = files.get(f"data/{ref.file}") if ref is not None else None
             if data is None:
                 continue
             blobs[key] = data
-            if _is_int(ref.get("bytes")) and ref["bytes"] != len(data):
+            if ref.bytes is not None and ref.bytes != len(data):
                 out.append(_p(f, f"$.variants[{i}].{key}.bytes", f"{name}: {key} size differs from the file",
-                              expected=len(data), found=ref["bytes"]))
+                              expected=len(data), found=ref.bytes))
             sm = cubin_sm(data)
             if sm is None:
-                out.append(_p(f"data/{ref['file']}", None, f"{name}: {key} is not a CUDA ELF binary"))
+                out.append(_p(f"data/{ref.file}", None, f"{name}: {key} is not a CUDA ELF binary"))
                 continue
             if arch_sm is not None and sm != arch_sm:
                 out.append(_p(f, f"$.variants[{i}].arch", f"{name}: the bundled {key}'s ELF header targets sm_{sm}",
-                              expected=f"sm_{sm}", found=v.get("arch")))
+                              expected=f"sm_{sm}", found=v.arch))
             if env_sm is not None and sm != env_sm:
                 out.append(_p(DOC_FILE["environment"], "$.fields.compute_capability.value",
                               f"{name}: the bundled {key} targets sm_{sm}, environment.json's GPU is compute "
                               f"capability {env_cc}", expected=f"{sm // 10}.{sm % 10}", found=env_cc))
-        cc = _d(v.get("cubin_complete"))
-        if "cubin" in blobs and "cubin_complete" in blobs and isinstance(cc.get("loaded_is_prefix"), bool):
+        cc = v.cubin_complete
+        if "cubin" in blobs and "cubin_complete" in blobs and cc.loaded_is_prefix is not None:
             pre = blobs["cubin_complete"].startswith(blobs["cubin"])
-            if pre != cc["loaded_is_prefix"]:
+            if pre != cc.loaded_is_prefix:
                 out.append(_p(f, f"$.variants[{i}].cubin_complete.loaded_is_prefix", f"{name}: loaded_is_prefix "
-                              "does not follow from the two cubins", expected=pre, found=cc["loaded_is_prefix"]))
-        sref = _d(v.get("sass"))
-        sass = files.get(f"data/{sref.get('file')}") if sref.get("file") else None
+                              "does not follow from the two cubins", expected=pre, found=cc.loaded_is_prefix))
+        sass = files.get(f"data/{v.sass.file}") if v.sass is not None else None
         if sass is not None and arch_sm is not None:
             m = SASS_TARGET.search(sass[:4096].decode("utf-8", "replace"))
             if m is not None and _sm(m.group(1)) != arch_sm:
                 out.append(_p(f, f"$.variants[{i}].arch", f"{name}: the bundled SASS is code for {m.group(1)}",
-                              expected=m.group(1), found=v.get("arch")))
+                              expected=m.group(1), found=v.arch))
     return out
 
 
-def _kernelbench_listed(documents, files, meta) -> list[Problem]:
+def _kernelbench_listed(records: Records, files) -> list[Problem]:
+    """Every KernelBench file run.json lists as used is in the bundle (a measured bundle, or
+    one whose bundle.json says the files are included)."""
     out = []
-    mkb = _d(meta.get("kernelbench"))
-    if not (is_measured(meta) or mkb.get("files_included")):
+    meta, run = records.bundle, records.run
+    if meta is None or not (meta.source != "imported" or meta.kernelbench.files_included):
         return out  # imported: the post's checkout was never verified, nothing is carried
-    for j, rel in enumerate(_l(_d(_d(documents.get("run")).get("kernelbench")).get("files"))):
-        if isinstance(rel, str) and f"data/inputs/kernelbench/{rel}" not in files:
+    listed = run.kernelbench.files if run is not None and run.kernelbench is not None else None
+    for j, rel in enumerate(listed or ()):
+        if f"data/inputs/kernelbench/{rel}" not in files:
             out.append(_p(f"data/inputs/kernelbench/{_cut(rel)}", None,
                           f"KernelBench file {_cut(rel)} the run used (run.json $.kernelbench.files[{j}]) is not in the bundle"))
     return out
 
 
-def _witness_bits(documents) -> list[Problem]:
+def _witness_bits(records: Records) -> list[Problem]:
+    """Every witness value (inputs and outputs) is the float32 its recorded bits give."""
     out = []
-    wit = _d(documents.get("witness"))
+    wit = records.witness
     f = DOC_FILE["witness"]
-    rows = [("$.inputs", _l(wit.get("inputs")))] + [(f"$.outputs.{k}", _l(v)) for k, v in sorted(_d(wit.get("outputs")).items())]
+    if wit is None:
+        return out
+    rows = [("$.inputs", wit.inputs)] + [(f"$.outputs.{k}", v) for k, v in sorted(wit.outputs.items())]
     for path, recs in rows:
         for j, r in enumerate(recs):
-            r = _d(r)
-            x, bits = _num(r.get("value")), r.get("bits")
-            if x is None or not isinstance(bits, str):
-                continue
+            x, bits = r.value, r.bits
             if math.isnan(x):
                 ok = bool(re.match(r"^0x[0-9a-f]{8}$", bits)) and (int(bits, 16) & 0x7F800000) == 0x7F800000 \
                     and (int(bits, 16) & 0x007FFFFF) != 0
             else:
                 ok = f32_bits(x) == bits and struct.unpack("<f", struct.pack("<f", x))[0] == x
             if not ok:
-                out.append(_p(f, f"{path}[{j}]", f"witness value {r.get('value')!r} is not the float32 with bits "
+                out.append(_p(f, f"{path}[{j}]", f"witness value {_value_text(x)!r} is not the float32 with bits "
                               f"{_cut(bits)}", expected=f32_bits(x), found=bits))
     return out
 
 
-def check_arithmetic(documents) -> list[Problem]:
+def _value_text(x: float) -> float | str:
+    """A witness value as its document writes it (the non-finite ones as ``jsonio`` encodes them)."""
+    return x if math.isfinite(x) else "nan" if math.isnan(x) else "inf" if x > 0 else "-inf"
+
+
+def check_arithmetic(documents: Mapping[str, Any], atol: float | None, rtol: float | None) -> list[Problem]:
     """Bit identity, max abs error, worst ratios, failing and non-finite counts of one check
-    record must be consistent under harness/checks.py's definitions."""
+    record must be consistent under harness/checks.py's definitions. The check records are
+    found by walking every document's JSON (``documents``: they sit where the study or the
+    candidate record puts them); ``atol``, ``rtol``: the predicate's tolerances the document's
+    record gives (None: the checks that need them are not made)."""
     out = []
-    pred = _d(_d(documents.get("correctness")).get("predicate"))
-    atol, rtol = _num(pred.get("atol")), _num(pred.get("rtol"))
     for name in sorted(n for n in documents if n not in ("claims", "run", "environment", "compile", "timings")):
         f = DOC_FILE[name]
         for path, c in checks_of(documents.get(name)):

@@ -9,6 +9,7 @@ import math
 import re
 from typing import Any, Mapping
 
+from kbrepro.model.documents import Records
 from kbrepro.model.problems import Problem
 from kbrepro.model.study_rules import stage_plan
 from kbrepro.bundle import derived_facts
@@ -19,19 +20,21 @@ from kbrepro.harness.run_build import witness_flushes
 from kbrepro.harness.study import task_key, values
 from kbrepro.harness.timing import AdaptiveRule, TimingProtocol
 from kbrepro.kernels import compile as kc
-from kbrepro.bundle.crosscheck.common import (CUT, DOC_FILE, expected_ftz, f32_bits, ftz_from_options, is_imported,
-                                              norm, variants)
+from kbrepro.bundle.crosscheck.common import CUT, DOC_FILE, expected_ftz, f32_bits, ftz_from_options, norm
 
-_cut, _p, _d, _l, _is_int, _num = pd.cut, pd.problem, pd.as_dict, pd.as_list, pd.is_int, pd.number
+_cut, _p, _d, _num = pd.cut, pd.problem, pd.as_dict, pd.number
 
 
-def study_problems(study, documents: Mapping[str, dict], binding=None) -> list[Problem]:
+def study_problems(study, documents: Mapping[str, dict], records: Records, binding=None) -> list[Problem]:
     """Tier 3: the documents against the verifier's OWN resolved study.
 
     ``study``: a :class:`kbrepro.harness.study.StudyConfig` the verifier loaded from its own
     study folder (``studies/<name>``) with the profile the run recorded (never the bundle's
-    copy); ``documents`` as for :func:`document_problems`. Returns Problems (:class:`kbrepro.model.problems.Problem`); raises
-    nothing.
+    copy); ``records``: the typed records of the documents that passed their schemas
+    (:mod:`kbrepro.model.documents`), which the checks read; ``documents``: the same documents
+    parsed (name -> JSON), for the study's own documents and the study-shaped parts of
+    correctness.json, which have no record. Returns Problems
+    (:class:`kbrepro.model.problems.Problem`); raises nothing.
 
     Checks: study name and profile; (measured) the resolved definition run.json recorded
     equals the verifier's, key by key; the stage list; selftest.json present exactly when
@@ -61,13 +64,13 @@ def study_problems(study, documents: Mapping[str, dict], binding=None) -> list[P
     timing block's protocol must be the study's for its kind.
     """
     out: list[Problem] = []
-    imported = is_imported(documents)
-    out += _study_identity(study, documents, imported, binding)
-    out += _study_predicate(study, documents)
-    out += _study_variants(study, documents, imported)
-    out += _study_cases(study, documents, imported, binding)
-    out += _study_blocks(study, documents, imported, binding)
-    out += _study_witness(study, documents, imported)
+    imported = records.run is not None and records.run.status == "imported"
+    out += _study_identity(study, documents, records, imported, binding)
+    out += _study_predicate(study, records)
+    out += _study_variants(study, records, imported)
+    out += _study_cases(study, records, imported, binding)
+    out += _study_blocks(study, documents, records, imported, binding)
+    out += _study_witness(study, records, imported)
     if binding is not None:
         try:
             out += pd.from_study(binding.crosscheck(study, documents, imported), "crosscheck")
@@ -83,40 +86,42 @@ def _stages(study, binding=None) -> list[str]:
     return stage_plan(study.doc, study.tasks, list(binding.stage_names(study)) if binding is not None else [])
 
 
-def _study_identity(study, documents, imported, binding=None) -> list[Problem]:
+def _study_identity(study, documents, records: Records, imported, binding=None) -> list[Problem]:
     out = []
     f = DOC_FILE["run"]
-    run = _d(documents.get("run"))
-    rs = _d(run.get("study"))
-    if rs.get("name") != study.name:
-        out.append(_p(f, "$.study.name", "the run's study is not the verifier's", expected=study.name,
-                      found=rs.get("name")))
-    if rs.get("profile") != study.profile:
+    run = records.run
+    rs = run.study if run is not None else None
+    name, profile = (rs.name, rs.profile) if rs is not None else (None, None)
+    if name != study.name:
+        out.append(_p(f, "$.study.name", "the run's study is not the verifier's", expected=study.name, found=name))
+    if profile != study.profile:
         out.append(_p(f, "$.study.profile", "the run's profile differs from the one the verifier resolved",
-                      expected=study.profile, found=rs.get("profile")))
+                      expected=study.profile, found=profile))
     ex = study.doc.get("extras", {}) or {}
     if not imported:
-        resolved = _d(rs.get("resolved"))
+        resolved = norm(rs.resolved) if rs is not None and rs.resolved is not None else {}
         own = norm(study.doc)
         for k in sorted(set(own) | set(resolved)):
-            if norm(resolved.get(k)) != own.get(k):
+            if resolved.get(k) != own.get(k):
                 out.append(_p(f, f"$.study.resolved.{k}", f"the run's resolved study differs from the verifier's "
                               f"in '{_cut(k)}'", expected=own.get(k), found=resolved.get(k)))
-        names = [_d(s).get("name") for s in _l(run.get("stages"))]
-        if run.get("status") == "complete" and binding is not None and names != _stages(study, binding):
+        names = [s.name for s in run.stages] if run is not None else []
+        if run is not None and run.status == "complete" and binding is not None and names != _stages(study, binding):
             out.append(_p(f, "$.stages", "the stages are not the ones the study runs, in order",
                           expected=_stages(study, binding), found=names))
-        if ("witness" in documents) != bool(study.doc.get("witness")):
+        has_witness = records.witness is not None
+        if has_witness != bool(study.doc.get("witness")):
             out.append(_p(DOC_FILE["witness"], None, "witness.json " + ("is missing although the study has a "
-                          "witness" if "witness" not in documents else "is present although the study has no witness")))
+                          "witness" if not has_witness else "is present although the study has no witness")))
         for dname in sorted((binding.documents if binding is not None else {})):
             if dname not in documents:
                 out.append(_p(DOC_FILE[dname], None, f"{dname}.json, a document of the study, is missing"))
-        has_self = "selftest" in documents
+        has_self = records.selftest is not None
         if has_self != bool(ex.get("self_test")):
             out.append(_p(DOC_FILE["selftest"], None, "selftest.json " + ("is missing although the study runs the "
                           "self-tests" if not has_self else "is present although the study runs no self-tests")))
-        kb_files = [x for x in _l(_d(run.get("kernelbench")).get("files")) if isinstance(x, str)]
+        kb = run.kernelbench if run is not None else None
+        kb_files = list(kb.files or ()) if kb is not None else []
         keys = binding.kernelbench_tasks(study) if binding is not None else study.task_keys
         for lv, t in sorted(set(keys)):
             hits = [x for x in kb_files if re.match(rf"^KernelBench/level{lv}/{t}_[^/]+\.py$", x)]
@@ -124,14 +129,13 @@ def _study_identity(study, documents, imported, binding=None) -> list[Problem]:
                 out.append(_p(f, "$.kernelbench.files", f"task {t}: run.json lists {len(hits)} KernelBench files "
                               "for it; the study uses exactly one", expected=1, found=len(hits)))
     prec = study.doc.get("precision", {})
-    rp = _d(run.get("precision"))
+    rp = run.precision if run is not None and run.precision is not None else {}
     for k, v in prec.items():
         if k in rp and rp[k] != v:
             out.append(_p(f, f"$.precision.{k}", f"precision mode {k} differs from the study", expected=v, found=rp[k]))
         elif k not in rp and not imported:
             out.append(_p(f, f"$.precision.{k}", f"precision mode {k} not recorded", expected=v))
-    env = _d(_d(documents.get("environment")).get("fields"))
-    ev = _d(env.get("float32_matmul_precision")).get("value")
+    ev = records.environment.value("float32_matmul_precision") if records.environment is not None else None
     if ev is not None and ev != prec.get("float32_matmul_precision"):
         out.append(_p(DOC_FILE["environment"], "$.fields.float32_matmul_precision.value",
                       "float32 matmul precision differs from the study", expected=prec.get("float32_matmul_precision"),
@@ -139,92 +143,98 @@ def _study_identity(study, documents, imported, binding=None) -> list[Problem]:
     return out
 
 
-def _study_predicate(study, documents) -> list[Problem]:
-
+def _study_predicate(study, records: Records) -> list[Problem]:
+    """The predicate's tolerances, names and definitions are the study's and the verifier's
+    own; the predicate-direction witness's verdicts are what ``allclose`` gives for its two
+    values in each argument order (the inequality of :data:`kbrepro.harness.checks.PREDICATES`)."""
     out = []
     f = DOC_FILE["correctness"]
-    cor = _d(documents.get("correctness"))
-    pred = _d(cor.get("predicate"))
+    cor = records.correctness
+    if cor is None:
+        return out
+    pred = cor.predicate
     sp = study.doc.get("predicate", {})
-    for key, want in (("atol", float(sp.get("atol"))), ("rtol", float(sp.get("rtol")))):
-        got = _num(pred.get(key))
-        if got != want:
-            out.append(_p(f, f"$.predicate.{key}", f"predicate {key} differs from the study", expected=want,
-                          found=pred.get(key)))
-    for key in ("official", "legacy"):
-        if pred.get(key) != sp.get(key):
+    for key, want, got in (("atol", float(sp.get("atol")), pred.atol), ("rtol", float(sp.get("rtol")), pred.rtol)):
+        if float(got) != want:
+            out.append(_p(f, f"$.predicate.{key}", f"predicate {key} differs from the study", expected=want, found=got))
+    for key, got in (("official", pred.official), ("legacy", pred.legacy)):
+        if got != sp.get(key):
             out.append(_p(f, f"$.predicate.{key}", f"the {key} predicate is not the study's", expected=sp.get(key),
-                          found=pred.get(key)))
-    defs = _d(pred.get("definitions"))
+                          found=got))
+    defs = norm(pred.definitions) if pred.definitions is not None else {}
     for name in (sp.get("official"), sp.get("legacy")):
         own = norm(checks.PREDICATES.get(name))
-        if own is not None and norm(defs.get(name)) != own:
-            bad = sorted(k for k in set(own) | set(_d(defs.get(name))) if norm(_d(defs.get(name)).get(k)) != own.get(k))
+        theirs = defs.get(name)
+        if own is not None and theirs != own:
+            theirs = theirs if isinstance(theirs, dict) else {}
+            bad = sorted(k for k in set(own) | set(theirs) if theirs.get(k) != own.get(k))
             out.append(_p(f, f"$.predicate.definitions.{name}", f"predicate {name} is defined differently from the "
                           f"verifier's own definition ({', '.join(map(str, bad))[:CUT]})",
-                          expected={k: own.get(k) for k in bad}, found={k: _d(defs.get(name)).get(k) for k in bad}))
-    pd = cor.get("predicate_direction")
-    if isinstance(pd, dict):
+                          expected={k: own.get(k) for k in bad}, found={k: theirs.get(k) for k in bad}))
+    pdir = cor.predicate_direction
+    if pdir is not None:
         atol, rtol = float(sp.get("atol")), float(sp.get("rtol"))
-        if _num(pd.get("atol")) != atol or _num(pd.get("rtol")) != rtol:
+        if _num(pdir.atol) != atol or _num(pdir.rtol) != rtol:
             out.append(_p(f, "$.predicate_direction", "the predicate-direction witness used other tolerances",
-                          expected=[atol, rtol], found=[pd.get("atol"), pd.get("rtol")]))
-        ref, cand = _num(pd.get("reference")), _num(pd.get("candidate"))
+                          expected=[atol, rtol], found=[pdir.atol, pdir.rtol]))
+        ref, cand = _num(pdir.reference), _num(pdir.candidate)
         if ref is not None and cand is not None:
             want = {"allclose_reference_candidate": abs(ref - cand) <= atol + rtol * abs(cand),
                     "allclose_candidate_reference": abs(cand - ref) <= atol + rtol * abs(ref)}
-            for dtype, res in sorted(_d(pd.get("results")).items()):
+            for dtype, res in sorted(pdir.results.items()):
                 for k, w in want.items():
-                    if k in _d(res) and _d(res)[k] != w:
+                    if getattr(res, k) != w:
                         out.append(_p(f, f"$.predicate_direction.results.{dtype}.{k}",
                                       "the predicate-direction verdict is not what allclose gives for these inputs",
-                                      expected=w, found=_d(res)[k]))
+                                      expected=w, found=getattr(res, k)))
     return out
 
 
-def _study_variants(study, documents, imported) -> list[Problem]:
-
+def _study_variants(study, records: Records, imported) -> list[Problem]:
+    """The compiled variants are the study's (names, routes, requested options), each with the
+    FTZ mode its route and options give (:func:`expected_ftz`), and the options NVRTC
+    received are the ones the verifier's own compile path gives
+    (:func:`kbrepro.kernels.compile.nvrtc_options`)."""
     out = []
     f = DOC_FILE["compile"]
     want_ftz = expected_ftz(study)
     own = {v.name: v for v in study.variants}
-    recs = variants(documents)
-    names = [v.get("name") for v in recs]
+    recs = records.compile.variants if records.compile is not None else ()
+    names = [v.name for v in recs]
     if not imported and names != [v.name for v in study.variants]:
         out.append(_p(f, "$.variants", "the compiled variants are not the study's, in order",
                       expected=[v.name for v in study.variants], found=names))
     for i, r in enumerate(recs):
-        n = r.get("name")
+        n = r.name
         sv = own.get(n)
         if sv is None:
             if imported or names == [v.name for v in study.variants]:
                 out.append(_p(f, f"$.variants[{i}].name", f"variant {_cut(n)} is not in the study",
                               expected=sorted(own), found=n))
             continue
-        if r.get("route") != sv.route:
+        if r.route != sv.route:
             out.append(_p(f, f"$.variants[{i}].route", f"{n}: route differs from the study", expected=sv.route,
-                          found=r.get("route")))
-        if r.get("expected_ftz") != want_ftz[n]:
+                          found=r.route))
+        if r.expected_ftz != want_ftz[n]:
             out.append(_p(f, f"$.variants[{i}].expected_ftz", f"{n}: the FTZ mode its route and options give is "
-                          f"ftz={str(want_ftz[n]).lower()}", expected=want_ftz[n], found=r.get("expected_ftz")))
-        evx = _d(r.get("ftz_evidence")).get("expected")
-        if "expected" in _d(r.get("ftz_evidence")) and evx != want_ftz[n]:
+                          f"ftz={str(want_ftz[n]).lower()}", expected=want_ftz[n], found=r.expected_ftz))
+        if r.ftz_evidence.expected != want_ftz[n]:
             out.append(_p(f, f"$.variants[{i}].ftz_evidence.expected", f"{n}: the FTZ evidence is judged against "
-                          "the wrong mode", expected=want_ftz[n], found=evx))
-        req = r.get("requested_options")
+                          "the wrong mode", expected=want_ftz[n], found=r.ftz_evidence.expected))
+        req = list(r.requested_options) if r.requested_options is not None else None
         if not imported and req is not None and req != list(sv.options):
             out.append(_p(f, f"$.variants[{i}].requested_options", f"{n}: requested options differ from the study",
                           expected=list(sv.options), found=req))
-        eff = r.get("effective_options")
-        if not isinstance(eff, list):
+        if r.effective_options is None:
             continue
+        eff = list(r.effective_options)
         if imported:
             pass  # the post's scripts passed the architecture themselves and predate --no-cache
         elif sv.route == "nvrtc":
-            ver = r.get("nvrtc_version")
-            if isinstance(ver, list) and len(ver) == 2 and all(_is_int(x) for x in ver) and isinstance(r.get("arch"), str):
+            ver = r.nvrtc_version
+            if ver is not None and len(ver) == 2 and r.arch is not None:
                 try:
-                    exp = list(kc.nvrtc_options(sv, r["arch"], tuple(ver)))
+                    exp = list(kc.nvrtc_options(sv, r.arch, tuple(ver)))
                 except Exception:  # the verifier's own variant names an arch: nothing to compare
                     exp = None
                 if exp is not None and eff != exp:
@@ -247,18 +257,22 @@ def _criterion_of(vals: list) -> str:
     return "equal_nan_stress" if any(isinstance(v, float) and math.isnan(v) for v in vals) else "official"
 
 
-def _study_cases(study, documents, imported, binding=None) -> list[Problem]:
-
+def _study_cases(study, records: Records, imported, binding=None) -> list[Problem]:
+    """The exact correctness case set the study gives (tasks x seeds x distributions in the
+    run's order, extra shapes), every case checked on the study's variants, and each task's
+    controls (sections, timing input, graph mutation, TorchScript, Inductor) the study's."""
     out = []
     f = DOC_FILE["correctness"]
-    cor = _d(documents.get("correctness"))
+    cor = records.correctness
+    if cor is None:
+        return out
     doc = study.doc
     vnames = [v.name for v in study.variants]
     ex = doc.get("extras", {}) or {}
     inductor = bool(ex.get("inductor"))
 
     def vset(checks: Any, path: str, what: str, extra: tuple = ()) -> None:
-        keys = list(_d(checks))
+        keys = list(checks) if isinstance(checks, Mapping) else []
         allowed = vnames + list(extra)
         if imported:
             bad = [k for k in keys if k not in allowed]
@@ -270,9 +284,8 @@ def _study_cases(study, documents, imported, binding=None) -> list[Problem]:
                           found=sorted(keys)))
 
     want = [(t, s, d) for t in study.tasks for s in doc["correctness"]["seeds"] for d in doc["correctness"]["distributions"]]
-    fp = [c for c in _l(cor.get("full_program")) if isinstance(c, dict)]
-    got = [(_d(c.get("case")).get("task"), _d(c.get("case")).get("seed"), _d(c.get("case")).get("distribution"))
-           for c in fp]
+    fp = cor.full_program
+    got = [(c.case.task, c.case.seed, c.case.distribution) for c in fp]
     if got != want:
         missing = [k for k in want if k not in got]
         extra = [k for k in got if k not in want]
@@ -289,8 +302,8 @@ def _study_cases(study, documents, imported, binding=None) -> list[Problem]:
         out.append(_p(f, "$.full_program", f"the full-program cases are not the study's {len(want)}: "
                       + "; ".join(what), expected=len(want), found=len(got)))
     for i, c in enumerate(fp):
-        vset(c.get("checks"), f"$.full_program[{i}].checks", f"full-program case {i}")
-    tdocs = _d(cor.get("tasks"))
+        vset(c.checks, f"$.full_program[{i}].checks", f"full-program case {i}")
+    tdocs = cor.tasks
     if sorted(tdocs) != sorted(str(t) for t in study.tasks):
         out.append(_p(f, "$.tasks", "the task controls are not the study's tasks",
                       expected=[str(t) for t in study.tasks], found=sorted(tdocs)))
@@ -298,7 +311,7 @@ def _study_cases(study, documents, imported, binding=None) -> list[Problem]:
     sections = set(binding.section_names) if binding is not None else None
     for t in study.tasks:
         td = tdocs.get(str(t))
-        if not isinstance(td, dict):
+        if td is None:
             continue
         base = f'$.tasks["{t}"]'
         if sections is not None and not imported:
@@ -337,24 +350,23 @@ def _study_cases(study, documents, imported, binding=None) -> list[Problem]:
             out.append(_p(f, f"{base}.inductor", f"task {t}: Inductor checks " + ("missing although the study "
                           "compiles with Inductor" if inductor else "present although the study has no Inductor")))
     want_es = [(t, es["seed"]) for es in doc.get("extra_shapes") or [] for t in study.tasks]
-    got_es = [(_d(c.get("case")).get("task"), _d(c.get("case")).get("seed"))
-              for c in _l(cor.get("extra_shapes")) if isinstance(c, dict)]
+    got_es = [(c.case.get("task"), c.case.get("seed")) for c in cor.extra_shapes or ()]
     if got_es != want_es and not (imported and [a for a, _ in got_es] == [a for a, _ in want_es]):
         out.append(_p(f, "$.extra_shapes", "the extra-shape cases are not the study's",
                       expected=[list(x) for x in want_es], found=[list(x) for x in got_es]))
-    for i, c in enumerate(_l(cor.get("extra_shapes"))):
-        vset(_d(c).get("checks"), f"$.extra_shapes[{i}].checks", f"extra shape {i}", ("torchscript",))
+    for i, c in enumerate(cor.extra_shapes or ()):
+        vset(c.checks, f"$.extra_shapes[{i}].checks", f"extra shape {i}", ("torchscript",))
     return out
 
 
-def _expected_blocks(study, documents, binding=None) -> dict[str, dict]:
+def _expected_blocks(study, records: Records, binding=None) -> dict[str, dict]:
     """id -> {"kind", "protocol" (doc), "arms" (or None)} of every block the study gives:
     the engine's (full program and every scope of the binding, cold-L2 twins, extra
     shapes) and the binding's own (:meth:`StudyBinding.expected_blocks`)."""
     doc = study.doc
     ex = doc.get("extras", {}) or {}
     ad = ex.get("adaptive")
-    blocks = {_d(b).get("id"): _d(b) for b in _l(_d(documents.get("timings")).get("blocks"))}
+    arms_of = {b.id: b.arms for b in (records.timings.blocks if records.timings is not None else ())}
     vnames = [v.name for v in study.variants]
     scopes = list(binding.scope_names) if binding is not None else []
 
@@ -362,7 +374,7 @@ def _expected_blocks(study, documents, binding=None) -> dict[str, dict]:
         base = study.timing_protocol(mode)
         if not ad:
             return TimingProtocol(**{**base.__dict__, "l2": l2}).to_doc()
-        arms = [a for a in _l(blocks.get(bid, {}).get("arms")) if isinstance(a, str)]
+        arms = list(arms_of.get(bid, ()))
         pairs = tuple((v, b) for v in [a for a in arms if a in vnames] for b in [a for a in arms if a not in vnames])
         rule = AdaptiveRule(target_rel_half_width=ad["target_rel_half_width"], min_rounds=ad.get("min_rounds", 10),
                             max_rounds=ad["max_rounds"], max_seconds=ad["max_seconds"], pairs=pairs)
@@ -396,12 +408,16 @@ def _expected_blocks(study, documents, binding=None) -> dict[str, dict]:
     return out
 
 
-def _study_blocks(study, documents, imported, binding=None) -> list[Problem]:
+def _study_blocks(study, documents, records: Records, imported, binding=None) -> list[Problem]:
+    """The timing blocks are the study's: for a measured run exactly the ids it gives, each
+    of its kind, protocol (:func:`_expected_blocks`) and arms, task and mode as its id says;
+    for imported results each block's protocol is the study's for its kind. Then the facts
+    :func:`kbrepro.bundle.derived_facts.study_problems` derives again."""
     out = []
     f = DOC_FILE["timings"]
     doc = study.doc
     ex = doc.get("extras", {}) or {}
-    blocks = [b for b in _l(_d(documents.get("timings")).get("blocks")) if isinstance(b, dict)]
+    blocks = records.timings.blocks if records.timings is not None else ()
     if imported:
         # the post's ids and arms differ; the protocol of each kind must still be the study's
         by_kind = {"study": [study.timing_protocol(m).to_doc() for m in doc["timing"]["modes"]],
@@ -410,26 +426,26 @@ def _study_blocks(study, documents, imported, binding=None) -> list[Problem]:
         for w in (binding.expected_blocks(study).values() if binding is not None else ()):
             by_kind.setdefault(w["kind"], []).append(w["protocol"])
         for i, b in enumerate(blocks):
-            allowed = by_kind.get(b.get("kind"))
+            allowed = by_kind.get(b.kind)
             if allowed is None:
-                out.append(_p(f, f"$.blocks[{i}].kind", f"block {_cut(b.get('id'))}: kind not in the study",
-                              expected=sorted(by_kind), found=b.get("kind")))
-            elif norm(b.get("protocol")) not in [norm(a) for a in allowed]:
-                out.append(_p(f, f"$.blocks[{i}].protocol", f"block {_cut(b.get('id'))}: protocol is not the "
-                              f"study's for {b.get('kind')} blocks", expected=allowed[0], found=b.get("protocol")))
+                out.append(_p(f, f"$.blocks[{i}].kind", f"block {_cut(b.id)}: kind not in the study",
+                              expected=sorted(by_kind), found=b.kind))
+            elif norm(b.protocol.to_doc()) not in [norm(a) for a in allowed]:
+                out.append(_p(f, f"$.blocks[{i}].protocol", f"block {_cut(b.id)}: protocol is not the "
+                              f"study's for {b.kind} blocks", expected=allowed[0], found=b.protocol.to_doc()))
         return out
-    want = _expected_blocks(study, documents, binding)
+    want = _expected_blocks(study, records, binding)
     authors: set = set()
     if binding is None:
         # a study this verifier does not ship: the engine's full-program blocks (and their
         # cold-L2 twins) follow from the study definition alone and are required; blocks of
         # the binding's scopes, extra shapes and probes are the author's (the result is partial)
         want = {k: v for k, v in want.items() if k.split(".")[1] == "full" and v["kind"] in ("study", "cold_l2")}
-        authors = {b.get("id") for b in blocks if b.get("id") not in want}
-    ids = [b.get("id") for b in blocks]
+        authors = {b.id for b in blocks if b.id not in want}
+    ids = [b.id for b in blocks]
     seen = set()
     for i, b in enumerate(blocks):
-        bid = b.get("id")
+        bid = b.id
         if bid in seen:
             out.append(_p(f, f"$.blocks[{i}].id", f"block {_cut(bid)} appears twice"))
             continue
@@ -438,29 +454,29 @@ def _study_blocks(study, documents, imported, binding=None) -> list[Problem]:
         if w is None and bid in authors:
             continue
         if w is None:
-            kind = b.get("kind")
+            kind = b.kind
             if (kind == "floor" and ex.get("measurement_floor")) or \
                     (kind == "copy" and (ex.get("roofline") or ex.get("self_test"))):
                 continue
             out.append(_p(f, f"$.blocks[{i}].id", f"block {_cut(bid)} is not one the study times",
                           found=_cut(bid)))
             continue
-        if b.get("kind") != w["kind"]:
+        if b.kind != w["kind"]:
             out.append(_p(f, f"$.blocks[{i}].kind", f"block {bid}: kind differs from the study", expected=w["kind"],
-                          found=b.get("kind")))
-        if norm(b.get("protocol")) != norm(w["protocol"]):
-            p, q = norm(w["protocol"]), _d(norm(b.get("protocol")))
+                          found=b.kind))
+        if norm(b.protocol.to_doc()) != norm(w["protocol"]):
+            p, q = norm(w["protocol"]), norm(b.protocol.to_doc())
             keys = sorted(k for k in set(p) | set(q) if p.get(k) != q.get(k))
             out.append(_p(f, f"$.blocks[{i}].protocol", f"block {bid}: protocol differs from the study's in "
                           f"{', '.join(keys)[:CUT]}", expected={k: p.get(k) for k in keys},
                           found={k: q.get(k) for k in keys}))
-        if w["arms"] is not None and b.get("arms") != w["arms"]:
+        if w["arms"] is not None and list(b.arms) != list(w["arms"]):
             out.append(_p(f, f"$.blocks[{i}].arms", f"block {bid}: arms differ from the study", expected=w["arms"],
-                          found=b.get("arms")))
+                          found=list(b.arms)))
         t = bid.split(".", 1)[0]
-        if str(b.get("task")) != t or (b.get("mode") not in (None, bid.split(".")[2] if bid.count(".") >= 2 else None)):
+        if str(b.task) != t or b.mode != (bid.split(".")[2] if bid.count(".") >= 2 else None):
             out.append(_p(f, f"$.blocks[{i}]", f"block {bid}: task or mode contradicts its id",
-                          found=[b.get("task"), b.get("mode")]))
+                          found=[b.task, b.mode]))
     missing = [k for k in want if k not in ids]
     if missing:
         out.append(_p(f, "$.blocks", f"{len(missing)} timing block(s) of the study missing (first {missing[0]})",
@@ -468,62 +484,62 @@ def _study_blocks(study, documents, imported, binding=None) -> list[Problem]:
     return out + derived_facts.study_problems(study, documents)
 
 
-def _study_witness(study, documents, imported) -> list[Problem]:
+def _study_witness(study, records: Records, imported) -> list[Problem]:
     """The witness ran the study's task at its inputs (float32 bits) for the reference and
     every variant (and Inductor); whether it discriminates follows from its CPU references;
     verdicts follow from the bits (harness/run.py ``witness_flushes``)."""
     out = []
     ex = study.doc.get("extras", {}) or {}
     w = study.doc.get("witness")
-    wit = documents.get("witness")
+    wit = records.witness
     f = DOC_FILE["witness"]
-    if not (isinstance(wit, dict) and w):
+    if wit is None or not w:
         return out
-    if wit.get("task") != task_key(w["task"])[1]:
+    if wit.task != task_key(w["task"])[1]:
         out.append(_p(f, "$.task", "the witness ran another task than the study's", expected=task_key(w["task"])[1],
-                      found=wit.get("task")))
+                      found=wit.task))
     want_bits = [f32_bits(v) for v in values(w["inputs"])]
-    got_bits = [_d(r).get("bits") for r in _l(wit.get("inputs"))]
+    got_bits = [r.bits for r in wit.inputs]
     if got_bits != want_bits:
         out.append(_p(f, "$.inputs", "the witness inputs are not the study's (float32 bits)", expected=want_bits,
                       found=got_bits))
-    outs = _d(wit.get("outputs"))
+    outs = wit.outputs
     want_out = ["reference"] + [v.name for v in study.variants] + (["inductor"] if ex.get("inductor") else [])
     if sorted(outs) != sorted(want_out) and not imported:
         out.append(_p(f, "$.outputs", "the witness outputs are not the reference and the study's variants",
                       expected=sorted(want_out), found=sorted(outs)))
-    n = len(_l(outs.get("reference")))
+    n = len(outs.get("reference", ()))
     for k, rows in sorted(outs.items()):
-        if len(_l(rows)) != n:
-            out.append(_p(f, f"$.outputs.{k}", f"{_cut(k)}: {len(_l(rows))} witness outputs, the reference has {n}",
-                          expected=n, found=len(_l(rows))))
-    if sorted(_d(wit.get("verdicts"))) != sorted(k for k in outs if k != "reference"):
+        if len(rows) != n:
+            out.append(_p(f, f"$.outputs.{k}", f"{_cut(k)}: {len(rows)} witness outputs, the reference has {n}",
+                          expected=n, found=len(rows)))
+    if sorted(wit.verdicts) != sorted(k for k in outs if k != "reference"):
         out.append(_p(f, "$.verdicts", "the witness verdicts are not one per output",
-                      expected=sorted(k for k in outs if k != "reference"), found=sorted(_d(wit.get("verdicts")))))
-    rc = _d(wit.get("reference_cpu"))
-    keep, flush = _l(rc.get("keep")), _l(rc.get("flush"))
-    if "reference_cpu" in wit and (len(keep) != n or len(flush) != n):
+                      expected=sorted(k for k in outs if k != "reference"), found=sorted(wit.verdicts)))
+    keep = [{"value": r.value, "bits": r.bits} for r in wit.reference_cpu.keep]
+    flush = [{"value": r.value, "bits": r.bits} for r in wit.reference_cpu.flush]
+    if len(keep) != n or len(flush) != n:
         out.append(_p(f, "$.reference_cpu", "the CPU references do not have one value per output",
                       expected=n, found=[len(keep), len(flush)]))
-    elif "reference_cpu" in wit:
-        disc = [i for i, (a, b) in enumerate(zip(keep, flush)) if _d(a).get("bits") != _d(b).get("bits")]
-        if wit.get("discriminating_elements") != disc or wit.get("discriminates") != bool(disc):
+    else:
+        disc = [i for i, (a, b) in enumerate(zip(keep, flush)) if a["bits"] != b["bits"]]
+        if list(wit.discriminating_elements) != disc or wit.discriminates != bool(disc):
             out.append(_p(f, "$.discriminating_elements", "the discriminating elements are not where the CPU "
                           "references with denormals kept and flushed differ", expected=disc,
-                          found=wit.get("discriminating_elements")))
-        for name, ver in sorted(_d(wit.get("verdicts")).items()):
-            rows = _l(outs.get(name))
+                          found=list(wit.discriminating_elements)))
+        for name, ver in sorted(wit.verdicts.items()):
+            rows = [{"value": r.value, "bits": r.bits} for r in outs.get(name, ())]
             try:
                 want = witness_flushes(rows, keep, flush, disc) if len(rows) == n else None
             except (KeyError, TypeError, ValueError, IndexError):
                 continue
-            if _d(ver).get("flushes") != want:
+            if ver.get("flushes") != want:
                 out.append(_p(f, f"$.verdicts.{_cut(name)}.flushes", f"{_cut(name)}: the FTZ verdict does not follow "
-                              "from the recorded values", expected=want, found=_d(ver).get("flushes")))
-    for i, v in enumerate(variants(documents)):
-        ev_w = _d(_d(v.get("ftz_evidence")).get("witness"))
-        if ev_w.get("task") is not None and ev_w.get("task") != wit.get("task"):
+                              "from the recorded values", expected=want, found=ver.get("flushes")))
+    for i, v in enumerate(records.compile.variants if records.compile is not None else ()):
+        ev_w = v.ftz_evidence.witness or {}
+        if ev_w.get("task") is not None and ev_w.get("task") != wit.task:
             out.append(_p(DOC_FILE["compile"], f"$.variants[{i}].ftz_evidence.witness.task",
-                          f"{_cut(v.get('name'))}: the compile record's witness task differs from witness.json",
-                          expected=wit.get("task"), found=ev_w.get("task")))
+                          f"{_cut(v.name)}: the compile record's witness task differs from witness.json",
+                          expected=wit.task, found=ev_w.get("task")))
     return out

@@ -233,7 +233,8 @@ def tier_documents(b, t) -> None:
         for name, why in undecided(loaded):
             t.notes.append(f"candidate {name}: {why}")
             b.partial.append(f"candidate {name}: {why}")
-    for p in crosscheck.check_arithmetic({"correctness": doc}):
+    for p in crosscheck.check_arithmetic({"correctness": doc}, float(loaded.doc.predicate.atol),
+                                         float(loaded.doc.predicate.rtol)):
         t.add(dataclasses.replace(p, file="data/results/candidates.json"))
     b.documents = {"candidates": doc, "environment": env}
     t.details["candidates"] = names

@@ -125,5 +125,5 @@ def study_agreement_check(b: Bundle, t: Tier) -> None:
     """The documents against the study that judges them (:func:`bundle.crosscheck.study_problems`),
     where one does."""
     if b.study is not None:
-        for p in crosscheck.study_problems(b.study, b.documents, b.binding):
+        for p in crosscheck.study_problems(b.study, b.documents, b.records, b.binding):
             t.add(p)

@@ -223,5 +223,5 @@ def tier_provenance(b: Bundle, t: Tier) -> None:
     if comp.get("variants"):
         checked.append("FTZ evidence" + ("" if n_bin else " (recorded numbers only)"))
     t.details["checked"] = checked
-    for p in crosscheck.provenance_problems(b.documents, b.files, b.meta, b.binding):
+    for p in crosscheck.provenance_problems(b.documents, b.files, b.records, b.binding):
         t.add(p)
