@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
+from kbrepro.model.documents import Records, Selftest
 from kbrepro.model.problems import Problem
 from kbrepro.bundle.documents import DOC_PATHS
 from kbrepro.bundle.evidence import as_dict, as_list, cut, is_int, number, problem
@@ -76,39 +77,44 @@ def _blocks(documents: Mapping[str, Any]) -> list[tuple[int, dict]]:
             if isinstance(b, dict)]
 
 
-def document_problems(documents: Mapping[str, Any]) -> list[Problem]:
+def document_problems(documents: Mapping[str, Any], records: Records) -> list[Problem]:
     """Tier 3 (documents): the copy and floor blocks' fields, every adaptive block's
     stopping decision, every GEMM block's FLOP count and the self-test document, each
     derived from the raw records (module docstring). ``documents``: name -> parsed
-    document. Returns Problems; raises nothing."""
+    document, whose timing blocks are compared whole with the JSON the engine writes and
+    handed to the engine's own rule functions (:mod:`kbrepro.harness.timing`,
+    :mod:`kbrepro.harness.extras`), which read that JSON; ``records``: the typed records
+    (the self-tests are read from theirs). Returns Problems; raises nothing."""
     blocks = _blocks(documents)
     out = _engine_blocks(blocks)
     for i, b in blocks:
         out += _adaptive(i, b)
     out += _gemm(blocks, documents)
-    if "selftest" in documents:
-        out += _selftest(as_dict(documents.get("selftest")), blocks)
+    if records.selftest is not None:
+        out += _selftest(records.selftest, blocks)
     return out
 
 
-def study_problems(study, documents: Mapping[str, Any]) -> list[Problem]:
+def study_problems(study, records: Records) -> list[Problem]:
     """Tier 3: the copy and floor blocks the study's extras make the engine write are there
     (``measurement_floor``: every :data:`harness.extras.FLOOR_BLOCKS`; ``roofline`` or
     ``self_test``: the copy block), and no other. ``study``: the judging
-    :class:`harness.study.StudyConfig`. Returns Problems; raises nothing."""
+    :class:`harness.study.StudyConfig`; ``records``: the documents' typed records. Returns
+    Problems; raises nothing."""
     ex = study.doc.get("extras", {}) or {}
     want = dict(extras.floor_fields()) if ex.get("measurement_floor") else {}
     if ex.get("roofline") or ex.get("self_test"):
         want[extras.COPY_ID] = extras.copy_fields()
     out = []
-    ids = [b.get("id") for _, b in _blocks(documents)]
+    blocks = records.timings.blocks if records.timings is not None else ()
+    ids = [b.id for b in blocks]
     missing = [k for k in want if k not in ids]
     if missing:
         out.append(problem(TIMINGS, "$.blocks", f"the study measures {', '.join(missing)}; "
                            f"{'they are' if len(missing) > 1 else 'it is'} not recorded", expected=missing))
-    for i, b in _blocks(documents):
-        if b.get("kind") in ("floor", "copy") and b.get("id") not in want:
-            out.append(problem(TIMINGS, f"$.blocks[{i}]", f"block {cut(b.get('id'))}: a {cut(b.get('kind'))} block "
+    for i, b in enumerate(blocks):
+        if b.kind in ("floor", "copy") and b.id not in want:
+            out.append(problem(TIMINGS, f"$.blocks[{i}]", f"block {cut(b.id)}: a {cut(b.kind)} block "
                                "the study does not measure"))
     return out
 
@@ -308,11 +314,10 @@ def _gemm(blocks: list[tuple[int, dict]], documents: Mapping[str, Any]) -> list[
 # ------------------------------------------------------------------------------ self-tests
 
 
-def _selftest(doc: dict, blocks: list[tuple[int, dict]]) -> list[Problem]:
+def _selftest(doc: Selftest, blocks: list[tuple[int, dict]]) -> list[Problem]:
     """The self-test document against the product's own table and rules."""
     out = []
-    rows = as_list(doc.get("tests"))
-    names = [as_dict(r).get("name") for r in rows]
+    names = [r.name for r in doc.tests]
     own = [k.name for k in selftest.TABLE]
     if names != own:
         out.append(problem(SELFTEST, "$.tests", "the self-tests are not this verifier's table of known-bad kernels, "
@@ -321,33 +326,33 @@ def _selftest(doc: dict, blocks: list[tuple[int, dict]]) -> list[Problem]:
     out += why
     table = {k.name: k for k in selftest.TABLE}
     derived = []
-    for j, r in enumerate(rows):
-        r = as_dict(r)
-        spec = table.get(r.get("name"))
+    for j, r in enumerate(doc.tests):
+        spec = table.get(r.name)
         if spec is None:
             continue
         path = f"$.tests[{j}]"
-        checks = as_dict(r.get("checks"))
-        out += _selftest_checks(spec, checks, as_dict(r.get("details")), gbps, path)
+        out += _selftest_checks(spec, r.checks, r.details or {}, gbps, path)
         derived.append((j, r, selftest.SelfTest(spec.name, spec.description, spec.expect_caught_by,
-                                                dict(checks), r.get("details"))))
+                                                dict(r.checks), dict(r.details) if r.details is not None else None)))
     summary = selftest.summarise([t for _, _, t in derived])
     for (j, r, _), want in zip(derived, summary["tests"]):
         for key in ("description", "expected", "failed_checks", "caught", "as_expected"):
-            if r.get(key) != want[key]:
+            got = getattr(r, key)
+            got = list(got) if isinstance(got, tuple) else got
+            if got != want[key]:
                 out.append(problem(SELFTEST, f"$.tests[{j}].{key}", f"self-test {want['name']}: {key} is not what "
                                    + ("this verifier's table says" if key in ("description", "expected") else
                                       "its recorded outcomes and this verifier's expectations give"),
-                                   expected=want[key], found=r.get(key)))
-    if names == own and doc.get("all_as_expected") != summary["all_as_expected"]:
+                                   expected=want[key], found=got))
+    if names == own and doc.all_as_expected != summary["all_as_expected"]:
         out.append(problem(SELFTEST, "$.all_as_expected", "all_as_expected is not what the recorded outcomes and "
                            "this verifier's expectations give", expected=summary["all_as_expected"],
-                           found=doc.get("all_as_expected")))
+                           found=doc.all_as_expected))
     return out
 
 
-def _selftest_checks(spec: selftest.KnownKernel, checks: dict, details: dict, gbps: float | None,
-                     path: str) -> list[Problem]:
+def _selftest_checks(spec: selftest.KnownKernel, checks: Mapping[str, bool | None], details: Mapping[str, Any],
+                     gbps: float | None, path: str) -> list[Problem]:
     """Which checks a kernel has (all of them, None where one does not apply) and the
     outcomes the engine derives from recorded details, derived again."""
     out = []
@@ -358,7 +363,7 @@ def _selftest_checks(spec: selftest.KnownKernel, checks: dict, details: dict, gb
           "graph_replay_after_mutation": checks.get("capture_stream_guard") is False}
     for c in selftest.CHECKS:
         v = checks[c]
-        if (v is None) != na.get(c, False) or not (v is None or isinstance(v, bool)):
+        if (v is None) != na.get(c, False):
             out.append(problem(SELFTEST, f"{path}.checks.{c}", f"self-test {spec.name}: {c} "
                                + ("does not apply to this kernel" if na.get(c) else "is a check the engine makes"),
                                expected=None if na.get(c) else "true or false", found=v))

@@ -15,7 +15,7 @@ from kbrepro.bundle import derived_facts as df
 from kbrepro.bundle import pack, report
 from kbrepro.bundle.verify.checklist import verify_archive
 from kbrepro.harness import extras, selftest, stats, timing
-from test_crosscheck import EXTENDED, FULL, edited, read_tar
+from test_crosscheck import EXTENDED, FULL, edited, read_tar, records
 
 
 #: the adaptive blocks the edits below touch; the others are left out of the ``extended``
@@ -38,7 +38,7 @@ def extended(whole):
 
 
 def _messages(b, study=False) -> list[str]:
-    out = df.document_problems(b.docs) + (df.study_problems(b.study, b.docs) if study else [])
+    out = df.document_problems(b.docs, records(b)) + (df.study_problems(b.study, records(b)) if study else [])
     return [p.message for p in out]
 
 
@@ -51,7 +51,7 @@ def _test(c, name):
 
 
 def test_the_extended_example_states_only_what_the_verifier_derives(whole, extended):
-    assert df.document_problems(whole.docs) == [] and df.study_problems(whole.study, whole.docs) == []
+    assert df.document_problems(whole.docs, records(whole)) == [] and df.study_problems(whole.study, records(whole)) == []
     kinds = {b["kind"] for b in whole.docs["timings"]["blocks"]}
     assert {"floor", "copy", "gemm", "cold_l2"} <= kinds and "selftest" in whole.docs
     assert sum(1 for b in whole.docs["timings"]["blocks"] if b.get("adaptive")) == 21
@@ -228,7 +228,7 @@ def test_a_copy_or_floor_block_the_engine_does_not_write_fails(extended, edit):
 def test_the_study_says_which_copy_and_floor_blocks_must_be_there(extended):
     dropped = edited(extended, lambda c: c.docs["timings"].update(
         blocks=[b for b in c.docs["timings"]["blocks"] if b["kind"] not in ("floor", "copy")]))
-    (p,) = [p for p in df.study_problems(dropped.study, dropped.docs)]
+    (p,) = [p for p in df.study_problems(dropped.study, records(dropped))]
     assert p.expected == ["floor.empty_event_pair", "floor.empty_kernel.events", "floor.empty_kernel.graph",
                              "copy.d2d"]
     if FULL is not None:  # the full profile measures neither: a floor block there is a forgery
@@ -236,7 +236,7 @@ def test_the_study_says_which_copy_and_floor_blocks_must_be_there(extended):
         floor = copy.deepcopy(_block(extended, "floor.empty_event_pair"))
         more = edited(full, lambda c: c.docs["timings"]["blocks"].append(floor))
         assert any("a floor block the study does not measure" in p.message
-                   for p in df.study_problems(more.study, more.docs))
+                   for p in df.study_problems(more.study, records(more)))
 
 
 def test_the_engines_copy_and_floor_fields_are_the_committed_examples(extended):

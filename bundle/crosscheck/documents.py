@@ -63,7 +63,7 @@ def document_problems(documents: Mapping[str, dict], files: Mapping[str, bytes],
     out += _environment_problems(records)
     out += _round_problems(records)
     out += _eligibility_problems(documents, measured)
-    return out + derived_facts.document_problems(documents)
+    return out + derived_facts.document_problems(documents, records)
 
 
 def _listing_problems(records: Records, files, measured) -> list[Problem]:

@@ -481,7 +481,7 @@ def _study_blocks(study, documents, records: Records, imported, binding=None) ->
     if missing:
         out.append(_p(f, "$.blocks", f"{len(missing)} timing block(s) of the study missing (first {missing[0]})",
                       expected=missing[:10]))
-    return out + derived_facts.study_problems(study, documents)
+    return out + derived_facts.study_problems(study, records)
 
 
 def _study_witness(study, records: Records, imported) -> list[Problem]:
