@@ -11,11 +11,12 @@ payload and, with a key, the signed attestations the tag files (:mod:`bundle.cra
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Iterator, Mapping
 
 from kbrepro import schemas
 from kbrepro.bundle import attest, crate, facts, pack, report
@@ -90,6 +91,10 @@ def unpublished_paths(out: Path) -> tuple[Path, Path]:
                  for p in (out, out.with_name(out.name + pack.DIGEST_SUFFIX)))
 
 
+#: the ``out`` paths whose hidden pair this process wrote and has not yet published or removed
+_PENDING: set[Path] = set()
+
+
 def remove_unpublished(out: Path) -> None:
     """Remove the hidden pair :func:`unpublished_paths` names for ``out`` (what is missing is
     passed over)."""
@@ -98,6 +103,27 @@ def remove_unpublished(out: Path) -> None:
             p.unlink()
         except OSError:
             pass
+    _PENDING.discard(Path(out))
+
+
+def published(out: Path) -> None:
+    """The hidden pair of ``out`` took its final names (:func:`kbrepro.bundle.publish.put_in_place`)."""
+    _PENDING.discard(Path(out))
+
+
+@contextlib.contextmanager
+def unpublished_removed_on_error() -> Iterator[None]:
+    """Around a command that writes a bundle under its hidden names and publishes it: an error,
+    a Ctrl-C or a SIGTERM anywhere in between (even in the instant after the hidden pair was
+    renamed into place and before its verification began) removes every hidden pair this
+    process wrote and did not publish, so nothing is left beside ``--out`` that the
+    interruption's message does not name."""
+    try:
+        yield
+    except BaseException:
+        for out in list(_PENDING):
+            remove_unpublished(out)
+        raise
 
 
 def write_bundle(bag: pack.Bag, out: Path, unpublished: bool = False) -> tuple[int, str]:
@@ -117,14 +143,21 @@ def write_bundle(bag: pack.Bag, out: Path, unpublished: bool = False) -> tuple[i
             if p.is_dir() and not p.is_symlink():
                 raise OutputPathError(f"{p} is a folder in the way of the bundle's hidden name beside --out; nothing "
                                       "was written", f"remove {p}, or choose another --out")
+    if unpublished:
+        _PENDING.add(Path(out))
     try:
         jsonio.atomic_write_all([(paths[0], data), (paths[1], line)])
-    except OSError as exc:
-        if unpublished:  # (a second rename that failed leaves the first's hidden file: removed too)
+    except BaseException as exc:
+        # (a second rename that failed leaves the first's hidden file; a Ctrl-C held during the
+        # renames is raised right after them: either way the hidden pair goes)
+        if unpublished:
             remove_unpublished(out)
+        if not isinstance(exc, OSError):
+            raise
         raise OutputPathError(f"cannot write {out}: {(exc.strerror or type(exc).__name__).lower()}; "
                               "nothing was written", "choose another --out") from exc
     return len(data), digest
 
 
-__all__ = ["Contents", "build_payload", "write_bundle", "unpublished_paths", "remove_unpublished", "describe_and_sign", "json_roundtrip"]
+__all__ = ["Contents", "build_payload", "write_bundle", "unpublished_paths", "remove_unpublished", "published",
+           "unpublished_removed_on_error", "describe_and_sign", "json_roundtrip"]

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from kbrepro.bundle.assemble import remove_unpublished, unpublished_paths
+from kbrepro.bundle.assemble import published, remove_unpublished, unpublished_paths
 from kbrepro.bundle.pack import DIGEST_SUFFIX
 from kbrepro.bundle.verify.checklist import verify_archive
 from kbrepro.cli.edge import status
@@ -60,7 +60,7 @@ def verify_unpublished(path: Path, public_key=None, results_dir: Path | None = N
             there = (f"the earlier {path.name} is left as it was" if path.exists() else f"{path.name} is not there")
             raise Interrupted(f"the new bundle was removed before its self-verification finished ({there}); the "
                               f"results are kept: pack them again with 'make_bundle.py pack "
-                              f"{results_dir if results_dir is not None else 'RESULTS'}'") from None
+                              f"{results_dir if results_dir is not None else 'RESULTS'} --out {path}'") from None
         raise
 
 
@@ -74,6 +74,7 @@ def put_in_place(path: Path) -> bool:
     with deferred_sigint():
         for b, a in zip(unpublished_paths(path), files):
             os.replace(b, a)
+        published(path)
     return replaced
 
 

@@ -222,6 +222,7 @@ def study_cmd(study, profile, results_dir, cache_dir, no_plots, out, kernelbench
               bundle_format) -> None:
     """Run a study on this GPU (the published one by default), validate, and pack it."""
     from kbrepro.bundle import make
+    from kbrepro.bundle.assemble import unpublished_removed_on_error
     from kbrepro.bundle.kinds import STUDY
     from kbrepro.harness.run import early_prefetch
     from kbrepro.harness.study import load_study
@@ -242,27 +243,28 @@ def study_cmd(study, profile, results_dir, cache_dir, no_plots, out, kernelbench
         remove_created(prepare_output_dir(results_dir, "--results-dir")[1])
     t0 = time.perf_counter()
     prefetcher = early_prefetch(cfg, kernelbench)  # the model builds start while torch loads here
-    try:
-        with deferred_sigint():  # a Ctrl-C inside torch's C++ import would abort
-            import torch
+    with unpublished_removed_on_error():
+        try:
+            with deferred_sigint():  # a Ctrl-C inside torch's C++ import would abort
+                import torch
 
-        if not torch.cuda.is_available():
-            raise EnvironmentUnavailableError(
-                "no CUDA GPU here: the study cannot run on this machine",
-                "to pack results that exist, run 'python make_bundle.py pack DIR'; to check a bundle, "
-                "run 'python verify_bundle.py ARCHIVE'")
-        made, run_doc = make.run_and_make(Path(out) if out else None, study_path=study, profile=profile,
-                                          kernelbench=kernelbench,
-                                          results_dir=Path(results_dir) if results_dir else None,
-                                          cache_dir=Path(cache_dir) if cache_dir else None, claims_path=claims,
-                                          progress=_progress, name=name, with_plots=not no_plots,
-                                          bundle_format=STUDY.newest if bundle_format is None else bundle_format,
-                                          sign=sign, prefetcher=prefetcher, unpublished=True)
-    finally:
-        if prefetcher is not None:
-            prefetcher.close()
-    _summary(made, f"; study run {run_doc['wall_seconds']:.1f} s; whole command {time.perf_counter() - t0:.1f} s",
-             allow_failing=allow_failing, public_key=key.public if key else None, results_dir=made.results)
+            if not torch.cuda.is_available():
+                raise EnvironmentUnavailableError(
+                    "no CUDA GPU here: the study cannot run on this machine",
+                    "to pack results that exist, run 'python make_bundle.py pack DIR'; to check a bundle, "
+                    "run 'python verify_bundle.py ARCHIVE'")
+            made, run_doc = make.run_and_make(Path(out) if out else None, study_path=study, profile=profile,
+                                              kernelbench=kernelbench,
+                                              results_dir=Path(results_dir) if results_dir else None,
+                                              cache_dir=Path(cache_dir) if cache_dir else None, claims_path=claims,
+                                              progress=_progress, name=name, with_plots=not no_plots,
+                                              bundle_format=STUDY.newest if bundle_format is None else bundle_format,
+                                              sign=sign, prefetcher=prefetcher, unpublished=True)
+        finally:
+            if prefetcher is not None:
+                prefetcher.close()
+        _summary(made, f"; study run {run_doc['wall_seconds']:.1f} s; whole command {time.perf_counter() - t0:.1f} s",
+                 allow_failing=allow_failing, public_key=key.public if key else None, results_dir=made.results)
 
 
 @main.command("pack")
@@ -287,6 +289,7 @@ def pack_cmd(results, from_results, study, no_plots, out, kernelbench, claims, n
     candidates'): validated, no GPU needed."""
     from kbrepro.bundle import candidates as bc
     from kbrepro.bundle import make
+    from kbrepro.bundle.assemble import unpublished_removed_on_error
     from kbrepro.bundle.kinds import CANDIDATES, STUDY
     from kbrepro.paths import check_input_dir, check_input_file
 
@@ -314,22 +317,24 @@ def pack_cmd(results, from_results, study, no_plots, out, kernelbench, claims, n
             check_input_file(claims, "--claims")
         if out:
             make.check_out_path(Path(out))
-        with status(f"packing {folder}"):
-            made = bc.pack_results(Path(folder), Path(out) if out else None, claims_path=claims, name=name,
-                                   allow_failing=allow_failing, bundle_format=bundle_format, sign=sign,
-                                   unpublished=True)
-        _summary(made, public_key=key.public if key else None, allow_failing=allow_failing, own_run=True,
-                 results_dir=Path(folder))
+        with unpublished_removed_on_error():
+            with status(f"packing {folder}"):
+                made = bc.pack_results(Path(folder), Path(out) if out else None, claims_path=claims, name=name,
+                                       allow_failing=allow_failing, bundle_format=bundle_format, sign=sign,
+                                       unpublished=True)
+            _summary(made, public_key=key.public if key else None, allow_failing=allow_failing, own_run=True,
+                     results_dir=Path(folder))
         return
     _refuse_signed_failing(sign, allow_failing)
     bundle_format = STUDY.newest if bundle_format is None else bundle_format
     STUDY.check_format(bundle_format, sign is not None)
     key = _study_inputs(study, claims, kernelbench, sign, out)
-    with status(f"packing {folder}"):
-        made = make.make_from_results(Path(folder), Path(out) if out else None, kernelbench=kernelbench,
-                                      study_path=study, claims_path=claims, name=name, with_plots=not no_plots,
-                                      bundle_format=bundle_format, sign=sign, unpublished=True)
-    _summary(made, allow_failing=allow_failing, public_key=key.public if key else None, results_dir=Path(folder))
+    with unpublished_removed_on_error():
+        with status(f"packing {folder}"):
+            made = make.make_from_results(Path(folder), Path(out) if out else None, kernelbench=kernelbench,
+                                          study_path=study, claims_path=claims, name=name, with_plots=not no_plots,
+                                          bundle_format=bundle_format, sign=sign, unpublished=True)
+        _summary(made, allow_failing=allow_failing, public_key=key.public if key else None, results_dir=Path(folder))
 
 
 @main.command("candidates")
@@ -350,6 +355,7 @@ def candidates_cmd(candidates, candidate_dir, tasks, sizes, extra_shapes, profil
     with --shards/--engine each candidate x task runs as its own case (docs/sharding.md)."""
     from kbrepro.bundle import candidates as bc
     from kbrepro.bundle import checkpoint, make
+    from kbrepro.bundle.assemble import unpublished_removed_on_error
     from kbrepro.bundle.kinds import CANDIDATES, SCHEMA_VERSION, format_for
     from kbrepro.harness.candidate import PROFILES
     from kbrepro.harness.kernelbench import load_pin
@@ -434,11 +440,13 @@ def candidates_cmd(candidates, candidate_dir, tasks, sizes, extra_shapes, profil
     else:
         bc.run_candidates(paired, profile=profile, kernelbench=kernelbench, results_dir=rdir, progress=say,
                           extra_shapes=shapes, sizes=size_map, device=device)
-    with status(f"packing {rdir}"):
-        made = bc.pack_results(rdir, Path(out) if out else None, claims_path=claims, name=name,
-                               allow_failing=allow_failing, bundle_format=bundle_format, sign=sign, unpublished=True)
-    _summary(made, own_run=True, extra=f"; whole command {time.perf_counter() - t0:.1f} s; results in {rdir}",
-             public_key=key.public if key else None, allow_failing=allow_failing, results_dir=rdir)
+    with unpublished_removed_on_error():
+        with status(f"packing {rdir}"):
+            made = bc.pack_results(rdir, Path(out) if out else None, claims_path=claims, name=name,
+                                   allow_failing=allow_failing, bundle_format=bundle_format, sign=sign,
+                                   unpublished=True)
+        _summary(made, own_run=True, extra=f"; whole command {time.perf_counter() - t0:.1f} s; results in {rdir}",
+                 public_key=key.public if key else None, allow_failing=allow_failing, results_dir=rdir)
 
 
 @main.command("keygen")

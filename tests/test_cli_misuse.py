@@ -723,7 +723,7 @@ def test_make_interrupted_exits_130_and_leaves_nothing(tmp_path, kb, delay):
         assert err.splitlines() in (["interrupted; nothing was written"],
                                     ["interrupted; the new bundle was removed before its self-verification finished "
                                      "(x.tar is not there); the results are kept: pack them again with "
-                                     f"'make_bundle.py pack {RESULTS}'"]), err
+                                     f"'make_bundle.py pack {RESULTS} --out {out_dir / 'x.tar'}'"]), err
         assert left == []
     else:  # it finished before the signal came
         assert code == 0, err
@@ -1131,7 +1131,7 @@ def test_ctrl_c_at_any_moment_of_a_signed_pack_keeps_the_promise(tmp_path, kb, s
     assert err.splitlines()[-1] in ("interrupted; nothing was written",
                                     "interrupted; the new bundle was removed before its self-verification finished "
                                     "(x.tar is not there); the results are kept: pack them again with "
-                                    f"'make_bundle.py pack {RESULTS}'"), err
+                                    f"'make_bundle.py pack {RESULTS} --out {out_dir / 'x.tar'}'"), err
 
 
 @pytest.mark.slow

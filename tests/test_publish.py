@@ -48,7 +48,47 @@ def test_an_unfinished_verification_leaves_nothing(tmp_path, monkeypatch, exc):
     assert list(tmp_path.iterdir()) == []
     if want is Interrupted:
         assert "removed before its self-verification finished (x.tar is not there)" in got.value.kept
-        assert f"'make_bundle.py pack {tmp_path / 'res'}'" in got.value.kept
+        assert f"'make_bundle.py pack {tmp_path / 'res'} --out {b}'" in got.value.kept  # the user's --out kept
+
+
+def _tiny_bag():
+    return pack.make_bag("x", {"data/a.txt": b"a\n"}, [("Bundle-Format", "kbrepro-bundle")])
+
+
+def test_an_interrupt_held_during_the_renames_removes_the_hidden_pair(tmp_path, monkeypatch):
+    """A Ctrl-C or SIGTERM held while the hidden pair is renamed into place is raised the instant
+    the renames end (jsonio.atomic_write_all): the pair goes with it, nothing is left beside
+    --out (it was once seen in about 110 interrupted packs)."""
+    real = assemble.jsonio.atomic_write_all
+
+    def write_then_interrupt(files):
+        real(files)
+        assert all(p.exists() for p, _ in files)  # both renamed into place...
+        raise KeyboardInterrupt  # ...and the held signal arrives
+
+    monkeypatch.setattr(assemble.jsonio, "atomic_write_all", write_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        assemble.write_bundle(_tiny_bag(), tmp_path / "x.tar", unpublished=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_interrupt_between_writing_and_publishing_removes_the_hidden_pair(tmp_path, monkeypatch):
+    """The instant after write_bundle returned and before the self-verification began: the
+    command's guard (assemble.unpublished_removed_on_error) removes every pair not published;
+    a published one is left alone."""
+    with pytest.raises(KeyboardInterrupt):
+        with assemble.unpublished_removed_on_error():
+            assemble.write_bundle(_tiny_bag(), tmp_path / "x.tar", unpublished=True)
+            assert len([x for x in tmp_path.iterdir() if x.name.startswith(".")]) == 2
+            raise KeyboardInterrupt
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(publish, "predict_verification", lambda p, key=None: ("PASS", "PASS"))
+    with pytest.raises(KeyboardInterrupt):
+        with assemble.unpublished_removed_on_error():
+            assemble.write_bundle(_tiny_bag(), tmp_path / "y.tar", unpublished=True)
+            publish.publish(tmp_path / "y.tar", signed=False, allow_failing=False, echo=lambda s: None)
+            raise KeyboardInterrupt
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["y.tar", "y.tar.sha256-digest"]
 
 
 def _written_unpublished(tmp_path):
