@@ -231,6 +231,10 @@ def test_the_digest_line_says_it_identifies_nothing_only_when_the_payload_is_not
     digest = next(x for x in res.output.splitlines() if x.startswith("digest"))
     assert "identifies nothing" not in digest
     assert "0" * 64 in res.output  # a digest in expected/found is shown whole, not cut to 60 characters
+    # the later tiers say why they did not run, without blaming a payload that matches its manifests
+    res = invoke(str(good), "--level", "static", "--expect-digest", "0" * 64)
+    assert "not the bundle you expected (--expect-digest): its documents are not judged" in res.output
+    assert "the payload is not the one the digest names" not in res.output
 
 
 def test_the_verdict_line_names_the_claims_that_do_not_hold(good):

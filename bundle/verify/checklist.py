@@ -18,7 +18,7 @@ from typing import Callable
 from kbrepro.bundle import kinds
 from kbrepro.bundle.extract import extract_checked
 from kbrepro.bundle.verify import candidate, claims, described, documents, imported, inert, layout, provenance, replay
-from kbrepro.bundle.verify.core import LEVELS, TIER_NAMES, Bundle, Report, Tier, bag_info, guarded
+from kbrepro.bundle.verify.core import LEVELS, TIER_NAMES, Bundle, Report, Tier, bag_info, guarded, safe_text
 from kbrepro.bundle.verify.manifest import tier_archive, tier_attestation, tier_manifest
 from kbrepro.errors import EnvironmentUnavailableError, UnreadableInputError, UsageError
 from kbrepro.process import deferred_sigint
@@ -220,8 +220,11 @@ def verify_archive(path: Path, *, level: str = "auto", profile: str | None = Non
     vouched = t.status == "PASS"  # the payload is the one the manifests and the digest name
     rep.payload_matches_manifests = vouched
     rep.signature = tier_attestation(contents, t, public_key) if rep.digest is not None else None
-    if expect_digest and rep.digest != expect_digest.lower():
-        t.fail("tagmanifest-sha256.txt", "bundle digest differs from the one you expected", expected=expect_digest,
+    unexpected = bool(expect_digest) and rep.digest != expect_digest.lower()
+    if unexpected:
+        t.fail("tagmanifest-sha256.txt", "bundle digest differs from the one you expected"
+               + (f": this archive is bundle {safe_text(contents.top or '', 80)} (its payload matches its own "
+                  "manifests), not the bundle whose digest you gave" if vouched else ""), expected=expect_digest,
                found=rep.digest)
         vouched = False
     elif expect_digest:
@@ -236,10 +239,13 @@ def verify_archive(path: Path, *, level: str = "auto", profile: str | None = Non
     if not vouched:
         # the payload is not what its manifests (and so the digest) name: later tiers would judge
         # bytes nobody vouched for
+        why = ("not the bundle you expected (--expect-digest): its documents are not judged" if unexpected
+               and rep.payload_matches_manifests else "the manifest tier failed: the payload is not the one the "
+               "digest names")
         for n in range(3, last + 1):
             sk = tier(n)
             sk.status = "SKIP"
-            sk.notes.append("the manifest tier failed: the payload is not the one the digest names")
+            sk.notes.append(why)
         return finish()
     tmp = Path(keep_extracted) if keep_extracted else Path(tempfile.mkdtemp(prefix="kbrepro-verify-"))
     try:
