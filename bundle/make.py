@@ -57,6 +57,8 @@ class MadeBundle:
     notes: tuple[str, ...] = field(default_factory=tuple)
     #: the key id of the key that signed the bundle (None: not signed)
     signed_by: str | None = None
+    #: figures REPORT.md shows whose PNG was not drawn (no matplotlib here): their data are packed
+    undrawn_figures: int = 0
     #: the results folder packed
     results: Path | None = None
 
@@ -419,9 +421,11 @@ def make_from_results(results_dir: Path, out: Path | None = None, *, kernelbench
     bag = assemble.build_payload(STUDY, contents, bundle_format, key)
     meta, claims_doc = contents.meta, contents.claims
     size, digest = assemble.write_bundle(bag, out, unpublished)
+    figures = sum(1 for p in contents.payload if p.startswith("plots/"))
     return MadeBundle(path=out, name=bag.name, digest=digest, size_bytes=size, claims_summary=claims_doc["summary"],
                       pack_seconds=time.perf_counter() - t0, notes=tuple(meta["notes"]),
-                      signed_by=key.public.keyid if key else None, results=Path(results_dir))
+                      signed_by=key.public.keyid if key else None, results=Path(results_dir),
+                      undrawn_figures=figures if with_plots and not contents.renderings else 0)
 
 
 def load_key(sign: str | None):

@@ -539,6 +539,11 @@ def _summary(made, extra: str = "", allow_failing: bool = False, public_key=None
     lines += [f"caught:  {k} by {', '.join(v)}" for k, v in getattr(made, "caught", {}).items()]
     lines.append(f"packing: {made.pack_seconds:.2f} s{extra}")
     lines += [f"note:    {n}" for n in made.notes]
+    if getattr(made, "undrawn_figures", 0):
+        lines.append(f"note:    matplotlib is not installed here: the bundle has no renderings/, so REPORT.md's "
+                     f"{made.undrawn_figures} figure links have no picture; their data are packed (data/plots/) and "
+                     f"'verify_bundle.py {made.path.name} --plots DIR' draws them where matplotlib is (pip install -e "
+                     "'.[plots]'); the digest is the same either way")
     # printed once the self-verification has ended: an interrupted one removes the bundle, and
     # nothing then names a bundle that is not there
     try:

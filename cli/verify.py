@@ -341,6 +341,9 @@ def _print_report_files(archive: Path, files) -> None:
     if any(p.startswith("renderings/") for p in files):
         click.echo("(its figures link to renderings/, outside the digest: their data are verified, their pixels "
                    "only with --check-renderings)")
+    elif any(p.startswith("data/plots/") for p in files):
+        click.echo("(this bundle carries no pictures: its packer had no matplotlib; the figures' data are verified "
+                   f"and 'verify_bundle.py {short(archive.name, 100)} --plots DIR' draws them)")
     if "summary.txt" in files:
         click.echo("---- summary.txt (five lines for a post; the verifier writes the same) ----")
         click.echo(terminal_text(files["summary.txt"]), nl=False)

@@ -476,6 +476,31 @@ def test_a_bundle_that_would_fail_verification_is_removed_unless_allowed(tmp_pat
         assert "would fail verification" in r.output and QUICK_RESULTS.is_dir()
 
 
+@pytest.mark.slow
+def test_packing_without_matplotlib_says_the_figures_have_no_picture(tmp_path, monkeypatch):
+    """Issue 31: REPORT.md links its figures' PNGs whatever the packer had (its bytes are in the
+    digest); packed where matplotlib is missing, the packer says the pictures are not there and
+    how to draw them, and --no-plots (asked for) says nothing."""
+    from click.testing import CliRunner
+
+    import make_bundle
+    from kbrepro.bundle import plots
+
+    def no_matplotlib():
+        raise ImportError("No module named 'matplotlib'")
+
+    kb = str(_kernelbench_from_example(tmp_path))
+    monkeypatch.setattr(plots, "renderer_versions", no_matplotlib)  # what drawing needs first, missing
+    r = CliRunner().invoke(make_bundle.main, ["pack", str(QUICK_RESULTS), "--out", str(tmp_path / "q.tar"),
+                                              "--kernelbench", kb])
+    assert r.exit_code == 0, r.output
+    note = next(ln for ln in r.output.splitlines() if "matplotlib is not installed here" in ln)
+    assert "figure links have no picture" in note and "'verify_bundle.py q.tar --plots DIR'" in note
+    r = CliRunner().invoke(make_bundle.main, ["pack", str(QUICK_RESULTS), "--out", str(tmp_path / "n.tar"),
+                                              "--kernelbench", kb, "--no-plots"])
+    assert r.exit_code == 0 and "matplotlib is not installed" not in r.output, r.output
+
+
 GOLDEN = ROOT / "tests" / "fixtures" / "golden-full-h200"
 
 

@@ -252,6 +252,16 @@ def test_the_verdict_line_names_the_claims_that_do_not_hold(good):
     assert res.stdout.rstrip().splitlines()[-1] == "VERDICT PASS (exit 0)"
 
 
+def test_show_report_says_when_a_bundle_carries_no_pictures():
+    """A bundle packed without matplotlib links figures it has no PNG of: --show-report says
+    so, and how to draw them (issue 31)."""
+    bare = ROOT / "examples" / "formats" / "pointwise-fusion-ftz-full-format6.tar"  # packed without renderings
+    res = invoke(str(bare), "--show-report")
+    assert res.exit_code == 0
+    assert ("(this bundle carries no pictures: its packer had no matplotlib; the figures' data are verified and "
+            f"'verify_bundle.py {bare.name} --plots DIR' draws them)") in res.output
+
+
 def test_show_report_renders_the_markdown_as_plain_text_when_piped(good):
     """--show-report lays REPORT.md out for reading (no raw Markdown: no pipe tables, no HTML
     entities or <details> blocks, no escape sequences when the output is not a terminal)."""
