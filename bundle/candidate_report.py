@@ -185,9 +185,11 @@ CPU_CANNOT_DECIDE = {"deterministic_under_poison": "no poisoned allocator",
                      "single_stream": "no profiler kernel list", "custom_kernel_ran": "no profiler kernel list"}
 
 
-def conditions_lines(documents: Mapping[str, Mapping]) -> list[str]:
+def conditions_lines(documents: Mapping[str, Mapping], readable: int = 1) -> list[str]:
     """What a reader must know before any number (:func:`kbrepro.bundle.report.run_conditions`), as Markdown
-    paragraphs for the top of REPORT.md; none for a GPU run at the tasks' own sizes."""
+    paragraphs for the top of REPORT.md; none for a GPU run at the tasks' own sizes. ``readable``
+    (:func:`kbrepro.bundle.report.readable`): from 2 on, a CPU run's sizes note speaks of its
+    checks only (it has no timing)."""
     cpu, sized = report.run_conditions(documents)
     out = []
     if cpu:
@@ -197,7 +199,8 @@ def conditions_lines(documents: Mapping[str, Mapping]) -> list[str]:
     if sized:
         out += ["**Not at the tasks' own sizes** (`--size`): " + "; ".join(f"{report.md_cell(n)} at {report.md_cell(t)}"
                                                                         for n, t in sized)
-                + ". Every check and timing holds for these sizes only.", ""]
+                + (". Every check holds for these sizes only." if cpu and readable >= 2 else
+                   ". Every check and timing holds for these sizes only."), ""]
     return out
 
 
@@ -211,7 +214,7 @@ def render_report(meta: Mapping, doc: Mapping, claims_doc: Mapping) -> str:
              f"atol={doc['predicate']['atol']:g}, rtol={doc['predicate']['rtol']:g})`.", ""]
     readable = report.readable(meta)
     if readable:  # where and at which sizes it ran, before any number
-        lines += conditions_lines({"candidates": doc})
+        lines += conditions_lines({"candidates": doc}, readable)
     caught = {r["name"]: [v["name"] for v in r.get("verdicts") or [] if v.get("passed") is False]
               for r in doc.get("candidates") or []}
     recs = doc.get("candidates") or []
@@ -235,7 +238,7 @@ def render_report(meta: Mapping, doc: Mapping, claims_doc: Mapping) -> str:
 
     # the claims the product writes from the results are its own; any other came with --claims
     own = frozenset(c["id"] for c in default_claims(doc)["claims"])
-    section = report.claims_section(claims_doc, own, readable).rstrip("\n")
+    section = report.claims_section(claims_doc, own, readable, timed=doc.get("device", "cuda") != "cpu").rstrip("\n")
     if fold:
         counts = {}
         for c in claims_doc.get("claims") or []:

@@ -17,8 +17,8 @@ FORMAT = "kbrepro-candidate-bundle"
 KIND = "kernelbench-candidates"
 #: the candidate bundle format this packer writes: 3 adds the RO-Crate metadata file and,
 #: when signed, the attestations (as study format 4 does); 2 is the format before them
-FORMAT_VERSION = 6
-FORMAT_VERSIONS = (2, 3, 4, 5, 6)
+FORMAT_VERSION = 7
+FORMAT_VERSIONS = (2, 3, 4, 5, 6, 7)
 #: the version of results/candidates.json this product writes: 2, timing protocol 2 (issue 27:
 #: fresh inputs for every timed invocation, every timed output checked, the clock over two
 #: lengths); the verifier reads 1 and 2
@@ -26,8 +26,9 @@ SCHEMA_VERSION = 2
 #: the results/candidates.json schema versions each candidate bundle format holds: 4 is 3's
 #: layout holding timing protocol 2 (issue 27); 5 is 4 whose REPORT.md and summary.txt say
 #: first where and at which sizes the candidates ran, and write differences as a person does; 6
-#: is 5 whose first claim of a candidate says how many of its checks decide (:data:`DECIDING_SINCE`)
-DOC_VERSIONS = {2: (1,), 3: (1,), 4: (2,), 5: (2,), 6: (2,)}
+#: is 5 whose first claim of a candidate says how many of its checks decide (:data:`DECIDING_SINCE`);
+#: 7 is 6 in the tidier words of :data:`TIDY_SINCE`
+DOC_VERSIONS = {2: (1,), 3: (1,), 4: (2,), 5: (2,), 6: (2,), 7: (2,)}
 
 
 def format_for(doc_version: int, asked: int | None) -> int:
@@ -49,6 +50,11 @@ READABLE_SINCE = 5
 #: the first candidate bundle format whose claim K<i>a says how many checks decide (format 5 said
 #: "20 checks" where 8 of them could not decide on a CPU)
 DECIDING_SINCE = 6
+#: the first candidate bundle format whose report words are :func:`kbrepro.bundle.wording.readable`'s
+#: level 2: one value where an interval's two ends read the same ("3.0x faster", not "3.0x to 3.0x"),
+#: the ratio convention explained only where a claim compares times, and a CPU run's sizes note
+#: without "timing" (it has none)
+TIDY_SINCE = 7
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,7 @@ class BundleKind:
     newest: int
     crate_since: int
     readable_since: int
+    tidy_since: int
     meta_schema: str
 
     def check_format(self, version: int, signed: bool) -> None:
@@ -79,9 +86,9 @@ class BundleKind:
 
 
 STUDY = BundleKind("study", pack.FORMAT_NAME, pack.FORMAT_VERSIONS, pack.FORMAT_VERSION, pack.CRATE_SINCE,
-                   pack.READABLE_SINCE, "bundle")
+                   pack.READABLE_SINCE, pack.TIDY_SINCE, "bundle")
 CANDIDATES = BundleKind("candidates", FORMAT, FORMAT_VERSIONS, FORMAT_VERSION, CRATE_SINCE, READABLE_SINCE,
-                        "candidate-bundle")
+                        TIDY_SINCE, "candidate-bundle")
 #: bag-info.txt's Bundle-Format -> its kind
 BY_FORMAT = {k.format: k for k in (STUDY, CANDIDATES)}
 

@@ -40,13 +40,18 @@ FORMAT_NAME = "kbrepro-bundle"
 #: and, when signed, the attestation tag file; 5 gives in REPORT.md's timing tables the rounds
 #: each block holds (``report.ROUNDS_HELD_SINCE``); 6 writes differences as a person does
 #: ("2.0x slower", "1 comparison": ``report.readable``); 7 gives the ratios of a timing block
-#: without an eager arm to its first arm (``report.RATIO_BASE_SINCE``)
-FORMAT_VERSION = 7
+#: without an eager arm to its first arm (``report.RATIO_BASE_SINCE``); 8 writes an interval whose
+#: two ends read the same as one value ("faster by 42 %", not "by 42 to 42 %"), and its claims
+#: section explains the ratio convention only where a claim compares times (``TIDY_SINCE``)
+FORMAT_VERSION = 8
 #: every study bundle format the verifier reads (3: before RO-Crate and signing; the committed
 #: examples are format 3, and ``make_bundle.py --bundle-format 3`` still writes it)
-FORMAT_VERSIONS = (3, 4, 5, 6, 7)
+FORMAT_VERSIONS = (3, 4, 5, 6, 7, 8)
 #: the first study bundle format whose REPORT.md and summary.txt use ``report.readable``'s words
 READABLE_SINCE = 6
+#: the first study bundle format whose report words are :func:`kbrepro.bundle.wording.readable`'s
+#: level 2 (one value where an interval's two ends read the same)
+TIDY_SINCE = 8
 #: the suffix of the file beside an archive that holds its bundle digest (``x.tar.sha256-digest``)
 DIGEST_SUFFIX = ".sha256-digest"
 #: the first study format with an RO-Crate metadata file and optional signatures

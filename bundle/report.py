@@ -127,10 +127,11 @@ def author_ids(claims: Mapping | None, own_ids) -> list[str]:
     return [c["id"] for c in (claims or {}).get("claims", []) if c["id"] not in own_ids]
 
 
-def claims_section(claims: Mapping, own_ids=None, readable: bool = False) -> str:
+def claims_section(claims: Mapping, own_ids=None, readable: int = 0, timed: bool = True) -> str:
     """The claims table and the foldable comparisons. ``own_ids``: the ids the study (or the
     product's default claims) defines; any other claim is marked as the author's own;
-    ``readable``: the words of :func:`readable` formats."""
+    ``readable``: the words of :func:`readable` formats; ``timed``: the report holds timings
+    (from level 2 a report without any, a CPU run's, does not explain the ratio convention)."""
     rows, details = [], []
     theirs = set(author_ids(claims, own_ids))
     for c in claims.get("claims", []):
@@ -154,10 +155,14 @@ def claims_section(claims: Mapping, own_ids=None, readable: bool = False) -> str
     order = ("holds", "fails", "inconclusive", "not_comparable")  # the evaluator's order, whatever the key order
     head = ", ".join(f"{k}: {s[k]}" for k in sorted(s, key=lambda k: (order.index(k) if k in order else 9, k)))
     boot = claims.get("bootstrap") or {}
-    text = ("## Claims\n\n" + f"Evaluated on {claims.get('evaluated_on')} data ({head}). **One ratio convention "
-            "throughout this report:** r = t(a) / t(b), the time of a over the time of b in the same round (arms run "
-            f"interleaved), its median over rounds with the {boot.get('level', 0.95):.0%} bootstrap interval [low, high]; "
-            "r < 1 means a is faster (a speed-up of 3x is r = 0.333). *verdict* judges the claim with the margin its "
+    convention = ("**One ratio convention throughout this report:** r = t(a) / t(b), the time of a over the time of b "
+                  "in the same round (arms run interleaved), its median over rounds with the "
+                  f"{boot.get('level', 0.95):.0%} bootstrap interval [low, high]; r < 1 means a is faster (a speed-up "
+                  "of 3x is r = 0.333). ")
+    if readable >= 2 and not timed and not details:
+        convention = ""  # nothing in the report is a ratio of times
+    text = ("## Claims\n\n" + f"Evaluated on {claims.get('evaluated_on')} data ({head}). " + convention +
+            "*verdict* judges the claim with the margin its "
             "spec states before the data; *read literally* judges the same sentence with margin 0. *What decides it* "
             "names the worst comparison: where a claim holds only within its margin, it says which side is faster "
             "and by how much.\n\n" + (f"**{len(theirs)} of these claims are the author's own** (defined when packing, "

@@ -8,15 +8,20 @@ from typing import Mapping
 from kbrepro.bundle import kinds
 
 
-def readable(meta: Mapping) -> bool:
-    """Whether the bundle ``meta`` describes writes its report in the words of
-    :attr:`kbrepro.bundle.kinds.BundleKind.readable_since` on (a difference as a person writes
-    it: "2.0x slower", "30x faster", "faster by 3.1 to 4.2 %", "1 comparison"; a CPU run and
-    sizes other than the task's own said first). Earlier formats keep the words they were
-    packed with, so the verifier renders each format's own text."""
+def readable(meta: Mapping) -> int:
+    """The level of words the report of the bundle ``meta`` describes is written in (true from 1
+    on): 0, the words of the first formats; 1 from :attr:`kbrepro.bundle.kinds.BundleKind.readable_since`
+    on (a difference as a person writes it: "2.0x slower", "30x faster", "faster by 3.1 to
+    4.2 %", "1 comparison"; a CPU run and sizes other than the task's own said first); 2 from
+    :attr:`~kbrepro.bundle.kinds.BundleKind.tidy_since` on (an interval whose two ends read the
+    same as one value, "faster by 42 %"; the ratio convention explained only where a claim
+    compares times; a CPU run's sizes note without "timing"). Earlier formats keep the words
+    they were packed with, so the verifier renders each format's own text."""
     kind = kinds.BY_FORMAT.get(meta.get("format"))
     v = meta.get("format_version")
-    return kind is not None and type(v) is int and v >= kind.readable_since
+    if kind is None or type(v) is not int:
+        return 0
+    return (v >= kind.readable_since) + (v >= kind.tidy_since)
 
 
 def _pct(x: float) -> str:
@@ -37,13 +42,27 @@ def _times(x: float) -> str:
     return f"{x:.1f}x" if x < 10 else f"{x:.0f}x"
 
 
-def difference(it: Mapping, den: str, readable: bool = False) -> str:
+def _span(a: str, b: str, unit: str = "") -> str:
+    """``a to b`` (with ``unit``), or ``a`` alone where the two ends read the same."""
+    return f"{a}{unit}" if a == b else f"{a} to {b}{unit}"
+
+
+def difference(it: Mapping, den: str, readable: int = 0) -> str:
     """The difference an interval resolves, in words (the ratio's convention: t(a) / t(b)).
-    ``readable`` (:func:`readable`): a factor from :data:`FACTOR_FROM` on ("a 1.9x to 2.1x
-    slower", "a 30x to 33x faster"), else the time saved or added in percent without exponent."""
+    ``readable`` (:func:`readable`): from 1 on, a factor from :data:`FACTOR_FROM` on ("a 1.9x
+    to 2.1x slower", "a 30x to 33x faster"), else the time saved or added in percent without
+    exponent; from 2 on, one value where the two ends read the same ("a faster by 42 %")."""
     res, lo, hi = it.get("resolved"), it.get("ci_low"), it.get("ci_high")
     a = it["numerator"]
     if readable and res in ("numerator_faster", "numerator_slower") and lo and hi and lo > 0:
+        if readable >= 2:
+            if res == "numerator_faster":
+                if 1 / lo >= FACTOR_FROM:
+                    return f"{a} {_span(_times(1 / hi), _times(1 / lo))} faster"
+                return f"{a} faster by {_span(_percent((1 - hi) * 100), _percent((1 - lo) * 100), ' %')}"
+            if hi >= FACTOR_FROM:
+                return f"{a} {_span(_times(lo), _times(hi))} slower"
+            return f"{a} slower by {_span(_percent((lo - 1) * 100), _percent((hi - 1) * 100), ' %')}"
         if res == "numerator_faster":
             if 1 / lo >= FACTOR_FROM:
                 return f"{a} {_times(1 / hi)} to {_times(1 / lo)} faster"

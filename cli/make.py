@@ -215,9 +215,9 @@ def main() -> None:
          profile="profile of the run: full (default), quick, extended",
          results_dir="where the run writes its documents [default: results/<study>-<profile>-<UTC>]",
          allow_failing="keep a bundle that will fail verification (its results are kept either way)",
-         bundle_format="the bundle format to write [default: the newest, 6: REPORT.md in a person's words]; 5 and 4 "
-                       "write REPORT.md as those formats did, 3 the layout before signatures and RO-Crate (cannot "
-                       "be signed)")
+         bundle_format="the bundle format to write [default: the newest]; an older one writes REPORT.md as that "
+                       "format did, 3 the layout before signatures and RO-Crate (cannot be signed); the formats: "
+                       "docs/bundle-format.md")
 def study_cmd(study, profile, results_dir, cache_dir, no_plots, out, kernelbench, claims, name, allow_failing, sign,
               bundle_format) -> None:
     """Run a study on this GPU (the published one by default), validate, and pack it."""
@@ -346,9 +346,9 @@ def pack_cmd(results, from_results, study, no_plots, out, kernelbench, claims, n
          claims="claims YAML added to the candidates' default claims (the author's own, marked as such)",
          name="bundle name [default: candidates-<profile>-<run start UTC>]",
          allow_failing="pack the bundle even when a candidate is caught or a default claim fails",
-         bundle_format="the bundle format to write [default: the newest, 5: REPORT.md says first where and at "
-                       "which sizes the candidates ran, in a person's words]; 4 writes REPORT.md as that format did; "
-                       "a new run writes timing protocol 2, which formats 2 and 3 cannot hold")
+         bundle_format="the bundle format to write [default: the newest]; an older one writes REPORT.md as that "
+                       "format did; a new run writes timing protocol 2, which formats 2 and 3 cannot hold; the "
+                       "formats: docs/bundle-format.md")
 def candidates_cmd(candidates, candidate_dir, tasks, sizes, extra_shapes, profile, results_dir, device, shards, engine,
                    engine_opts, out, kernelbench, claims, name, allow_failing, sign, bundle_format) -> None:
     """Run KernelBench candidates (files defining ModelNew) against their tasks, then pack them;

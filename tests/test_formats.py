@@ -1,7 +1,7 @@
 """Formats are forever (DESIGN.md section 6): every bundle format released keeps a committed
-example that verifies in CI on every commit. Study bundles: formats 3, 4, 5, 6 and 7; candidate
-bundles: formats 2, 3, 4 (timing protocol 2), 5 (the report in a person's words) and 6 (the first
-claim says how many checks decide). A format change adds a version and an example; it never drops one."""
+example that verifies in CI on every commit. Study bundles: formats 3 to 8; candidate bundles:
+formats 2, 3, 4 (timing protocol 2), 5 (the report in a person's words), 6 (the first claim says
+how many checks decide) and 7 (an interval whose ends read the same as one value). A format change adds a version and an example; it never drops one."""
 from __future__ import annotations
 
 import tarfile
@@ -15,8 +15,9 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.tar")) + sorted((ROOT / "examples" / "formats").glob("*.tar"))
 #: (Bundle-Format, Bundle-Format-Version) that must each have a committed example
 RELEASED = {("kbrepro-bundle", "3"), ("kbrepro-bundle", "4"), ("kbrepro-bundle", "5"), ("kbrepro-bundle", "6"),
-            ("kbrepro-bundle", "7"), ("kbrepro-candidate-bundle", "2"), ("kbrepro-candidate-bundle", "3"),
-            ("kbrepro-candidate-bundle", "4"), ("kbrepro-candidate-bundle", "5"), ("kbrepro-candidate-bundle", "6")}
+            ("kbrepro-bundle", "7"), ("kbrepro-bundle", "8"), ("kbrepro-candidate-bundle", "2"),
+            ("kbrepro-candidate-bundle", "3"), ("kbrepro-candidate-bundle", "4"), ("kbrepro-candidate-bundle", "5"),
+            ("kbrepro-candidate-bundle", "6"), ("kbrepro-candidate-bundle", "7")}
 
 
 def _info(path: Path) -> dict:

@@ -164,3 +164,37 @@ def test_a_candidate_that_never_ran_is_not_said_to_differ_nor_to_lack_a_batch_si
     assert "no batch size to vary" in old["K1b"]["sentence"] and "differs in bits" in old["K1f"]["sentence"]
     assert checkpoint.summary_line({**rec, "seconds": 1.0}).endswith("DID NOT RUN (its build or first call failed; "
                                                                      "the 'ran' check says why)")
+
+
+TIDY = {"format": pack.FORMAT_NAME, "format_version": kinds.STUDY.tidy_since}
+TIDY_C = {"format": kinds.FORMAT, "format_version": kinds.CANDIDATES.tidy_since}
+
+
+@pytest.mark.parametrize("item,before,words", [
+    (_item("numerator_faster", 0.6758, 0.6798), "a faster by 32 to 32 %", "a faster by 32 %"),  # seen in a report
+    (_item("numerator_faster", 0.0329, 0.0331), "a 30x to 30x faster", "a 30x faster"),
+    (_item("numerator_slower", 3.01, 3.04), "a 3.0x to 3.0x slower", "a 3.0x slower"),
+    (_item("numerator_slower", 1.1001, 1.1004), "a slower by 10 to 10 %", "a slower by 10 %"),
+    (_item("numerator_faster", 0.958, 0.969), "a faster by 3.1 to 4.2 %", "a faster by 3.1 to 4.2 %"),
+    (_item("numerator_faster", 0.0303, 0.0333), "a 30x to 33x faster", "a 30x to 33x faster"),
+])
+def test_an_interval_whose_ends_read_the_same_is_one_value_from_the_tidy_formats(item, before, words):
+    """Study format 8 and candidate format 7 on (issue 31): "faster by 42 %", never "42 to 42"; an
+    interval whose ends differ reads as before; the formats before keep "42 to 42"."""
+    assert report.readable(TIDY) == report.readable(TIDY_C) == 2
+    assert report.readable(NEW) == report.readable(NEW_C) == 1
+    assert wording.difference(item, "b", report.readable(NEW)) == before
+    assert wording.difference(item, "b", report.readable(TIDY)) == words
+
+
+def test_a_cpu_report_of_the_tidy_formats_speaks_of_no_timing_it_has_not():
+    cpu = {"candidates": _doc("cpu", {"batch_size": 8})}
+    assert "Every check holds for these sizes only." in "\n".join(candidate_report.conditions_lines(cpu, 2))
+    assert "Every check and timing holds" in "\n".join(candidate_report.conditions_lines(cpu, 1))  # format 6's text
+    gpu = {"candidates": _doc("cuda", {"batch_size": 8})}
+    assert "Every check and timing holds" in "\n".join(candidate_report.conditions_lines(gpu, 2))
+    no_ratio = {"evaluated_on": "recorded", "summary": {"holds": 1},
+                "claims": [{"id": "K1a", "verdict": "holds", "sentence": "passes", "checks": []}]}
+    assert "ratio convention" not in report.claims_section(no_ratio, None, 2, timed=False)
+    assert "ratio convention" in report.claims_section(no_ratio, None, 1, timed=False)
+    assert "ratio convention" in report.claims_section(no_ratio, None, 2, timed=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import tarfile
 from pathlib import Path
 
@@ -61,8 +62,9 @@ def packed(tmp_path_factory):
     old = make.make_from_results(RESULTS, d / "f3.tar", kernelbench=kb, with_plots=False, bundle_format=3)
     latest = make.make_from_results(RESULTS, d / "f5.tar", kernelbench=kb, with_plots=False, bundle_format=5)
     six = make.make_from_results(RESULTS, d / "f6.tar", kernelbench=kb, with_plots=False, bundle_format=6)
-    seven = make.make_from_results(RESULTS, d / "f7.tar", kernelbench=kb, with_plots=False)
-    return {"dir": d, "new": new, "old": old, "latest": latest, "six": six, "seven": seven}
+    seven = make.make_from_results(RESULTS, d / "f7.tar", kernelbench=kb, with_plots=False, bundle_format=7)
+    eight = make.make_from_results(RESULTS, d / "f8.tar", kernelbench=kb, with_plots=False)
+    return {"dir": d, "new": new, "old": old, "latest": latest, "six": six, "seven": seven, "eight": eight}
 
 
 def _crate(path: Path) -> dict:
@@ -119,9 +121,8 @@ def test_format_6_changes_only_the_reports_words(packed):
 
 
 def test_format_7_changes_only_the_ratio_column_of_blocks_without_an_eager_arm(packed):
-    """Format 7 (the default) gives the ratios of a block without an eager arm (ftz_cost) to its
-    first arm; format 6 headed that column "t(eager)" and left it empty (a newcomer's finding)."""
-    assert pack.FORMAT_VERSION == 7
+    """Format 7 gives the ratios of a block without an eager arm (ftz_cost) to its first arm;
+    format 6 headed that column "t(eager)" and left it empty (a newcomer's finding)."""
     _, six = _members(packed["six"].path)
     _, seven = _members(packed["seven"].path)
     changed = sorted(k for k in seven if k.startswith("data/") and seven[k] != six.get(k))
@@ -131,6 +132,22 @@ def test_format_7_changes_only_the_ratio_column_of_blocks_without_an_eager_arm(p
     assert "nvrtc_ftz_false/nvrtc_ftz_true" not in old.split("### ftz_cost")[1]
     assert [ln for ln in old.splitlines() if "t(eager)" in ln] and not [ln for ln in new.splitlines() if "t(eager)" in ln]
     assert verify_archive(packed["seven"].path, level="static").verdict == "PASS"
+
+
+def test_format_8_changes_only_the_words_of_intervals_whose_ends_read_the_same(packed):
+    """Format 8 (the default) writes an interval whose two ends read the same as one value
+    ("1.7x faster"); every other line of REPORT.md, and every other file, is format 7's."""
+    assert pack.FORMAT_VERSION == 8
+    _, seven = _members(packed["seven"].path)
+    _, eight = _members(packed["eight"].path)
+    changed = sorted(k for k in eight if k.startswith("data/") and eight[k] != seven.get(k))
+    assert changed == ["data/REPORT.md", "data/bundle.json", CRATE] and sorted(seven) == sorted(eight)
+    old, new = seven["data/REPORT.md"].decode().splitlines(), eight["data/REPORT.md"].decode().splitlines()
+    assert len(old) == len(new)
+    diff = [(a, b) for a, b in zip(old, new) if a != b]
+    assert diff and all(re.search(r"(\S+) to \1", a) and not re.search(r"(\d\S*) to \1 ", b) for a, b in diff)
+    assert "| nvrtc_ftz_true 1.7x faster |" in "\n".join(new)
+    assert verify_archive(packed["eight"].path, level="static").verdict == "PASS"
 
 
 def test_the_crate_describes_the_bundle_its_files_the_study_the_software_and_the_gpu(packed):

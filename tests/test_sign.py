@@ -451,7 +451,7 @@ def test_openssl_keys_sign_and_verify(signed, tmp_path):
     (["--sign", "{missing}"], 3, "does not exist"),
     (["--sign", "{priv}", "--bundle-format", "3"], 2, "cannot be signed"),
     (["--sign", "{priv}", "--allow-failing"], 2, "a signed bundle must pass verification"),
-    (["--bundle-format", "8"], 2, "not a format this packer writes"),
+    (["--bundle-format", "9"], 2, "not a format this packer writes"),
 ])
 def test_make_bundle_refuses_a_key_or_format_it_cannot_use(signed, tmp_path, args, code, fragment):
     args = [a.format(pub=signed["pub"], priv=signed["priv"], missing=tmp_path / "none.pem") for a in args]

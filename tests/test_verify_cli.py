@@ -175,9 +175,33 @@ def test_report_table_is_checked_against_the_data(tmp_path):
     assert hashlib.sha256(forged.read_bytes()).hexdigest() != hashlib.sha256(good.read_bytes()).hexdigest()
 
 
+def _readme_command() -> tuple[str, str]:
+    """The bundle and the digest of the README's first verify command."""
+    line = next(x for x in (ROOT / "README.md").read_text().splitlines() if x.startswith("python verify_bundle.py "))
+    archive, _, digest = line[len("python verify_bundle.py "):].partition(" --expect-digest ")
+    return archive.strip(), digest.strip()
+
+
+def test_the_readmes_first_command_gives_the_output_it_shows():
+    """A newcomer's first command (README, "Check a bundle"): the bundle is there, its digest is
+    the one quoted, and every line the README shows is what the tool prints (times aside)."""
+    archive, digest = _readme_command()
+    res = invoke(str(ROOT / archive), "--expect-digest", digest)
+    assert res.exit_code == 0, res.output
+    readme = (ROOT / "README.md").read_text()
+    shown = readme[readme.index("You see one line per tier and a verdict:"):].split("\n\n")[1].splitlines()
+
+    def timeless(x):
+        return re.sub(r"\d+\.\d\ds", "", x.strip()).split(" ...")[0].split("; ...")[0]
+
+    printed = [timeless(x) for x in res.output.splitlines()]
+    for line in shown:
+        assert any(p.startswith(timeless(line)) for p in printed), line
+
+
 def test_expect_digest_is_normalised_or_refused():
-    (good,) = (ROOT / "examples").glob("pointwise-fusion-ftz-full-*.tar")
-    digest = (ROOT / "README.md").read_text().split("--expect-digest ")[1].split("`")[0].strip()
+    archive, digest = _readme_command()
+    good = ROOT / archive
     assert invoke(str(good), "--level", "fast", "--expect-digest", f" sha256:{digest.upper()} ").exit_code == 0
     bad = invoke(str(good), "--level", "fast", "--expect-digest", "abc")
     assert bad.exit_code == 2 and "64 hexadecimal" in bad.stderr
