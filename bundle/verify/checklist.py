@@ -8,7 +8,9 @@ a document before its archive and manifests passed. Tiers 3 to 5 are lists of ch
 """
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -106,9 +108,26 @@ def _run_checks(checks: tuple[Check, ...], b: Bundle, t: Tier, o: Options, faile
             return
 
 
+def no_nvidia_driver() -> bool:
+    """True where this machine plainly has no NVIDIA driver, so no CUDA GPU, decided without
+    importing torch (about a second of a static verification's two): Linux without
+    ``/proc/driver/nvidia``, ``/dev/nvidiactl`` and WSL's ``/dev/dxg``, or macOS. Elsewhere, and
+    where torch is already imported (its answer is then the one asked), False."""
+    if "torch" in sys.modules:
+        return False
+    if sys.platform == "darwin":
+        return True
+    return sys.platform.startswith("linux") and not any(
+        os.path.exists(p) for p in ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/dxg"))
+
+
 def _replay_runs(t: Tier, level: str, failed: bool) -> bool:
     """Whether tier 6 runs: a GPU is present (at ``auto`` its absence skips) and no earlier
     tier failed (an untrusted bundle is never replayed); otherwise ``t`` is marked SKIP."""
+    if level == "auto" and no_nvidia_driver():
+        t.status = "SKIP"
+        t.notes.append("no CUDA GPU here; replay skipped (--level replay on a GPU machine runs it)")
+        return False
     with deferred_sigint():  # torch imported only here: seconds, and only tier 6 needs it
         import torch  # (a Ctrl-C inside torch's C++ import would abort)
 
