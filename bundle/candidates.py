@@ -327,8 +327,10 @@ def run_candidates(items: Sequence[tuple[Path, str]], *, profile: str, kernelben
                 (results_dir / "work").rmdir()  # only if no finished candidate's folder is there
             except OSError:
                 pass
-        raise Interrupted(f"{len(cp.finished)} of {len(names)} candidates finished and are kept in {results_dir}; "
-                          f"the same command with --results-dir {results_dir} resumes the run") from None
+        done = len(cp.finished)
+        kept = (f"{done} of {len(names)} candidates finished and are kept in {results_dir}" if done else
+                f"no candidate finished; the run's folder {results_dir} is kept")
+        raise Interrupted(f"{kept}; the same command with --results-dir {results_dir} resumes the run") from None
     except BaseException:
         cp.release()
         raise

@@ -196,7 +196,8 @@ def summary_line(rec: Mapping) -> str:
     if caught:
         return head + f"CAUGHT by {', '.join(caught[:4])}" + (f" (+{len(caught) - 4})" if len(caught) > 4 else "")
     return head + (f"passed {len(vs) - len(open_)} checks, {len(open_)} undecided"
-                   + (f" ({', '.join(open_[:3])})" if open_ else ""))
+                   + (f" ({', '.join(open_[:3])}{f' and {len(open_) - 3} more' if len(open_) > 3 else ''})"
+                      if open_ else ""))
 
 
 __all__ = ["Checkpoint", "identity", "holds_progress", "open_run", "summary_line", "PROGRESS", "RUN_FILE"]

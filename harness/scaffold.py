@@ -292,6 +292,8 @@ def next_steps(plan: StudyPlan) -> list[str]:
     """The lines the CLI prints after writing ``plan``."""
     d = _shown(plan.folder)
     kb = f" --kernelbench {plan.kernelbench_given}" if plan.kernelbench_given else ""
+    # in a clone the project's script is here; after a plain install only its console script is
+    make = "python make_bundle.py" if Path("make_bundle.py").is_file() else "kbrepro-make"
     return [
         f"study {plan.name} written to {d}/ ({len(plan.files)} files; KernelBench {plan.task_file} "
         f"at commit {plan.commit[:12]})",
@@ -300,7 +302,7 @@ def next_steps(plan: StudyPlan) -> list[str]:
         "single-input elementwise program; fill in the TODOs of study.yaml and claims.yaml",
         f"  2. on a GPU machine: python -m kbrepro.harness run --study {d} --profile quick "
         f"--out results/{Path(os.path.abspath(plan.folder)).name}-quick{kb}",
-        f"  3. pack it: python make_bundle.py pack results/{Path(os.path.abspath(plan.folder)).name}-quick "
+        f"  3. pack it: {make} pack results/{Path(os.path.abspath(plan.folder)).name}-quick "
         f"--study {d}{kb}",
     ] + ([] if plan.pinned else [
         f"warning: {plan.task_file} or LICENSE is not KernelBench's file at the commit this product pins: the run "

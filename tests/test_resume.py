@@ -129,6 +129,16 @@ def test_summary_line_names_the_catches_or_the_undecided_checks():
     assert checkpoint.summary_line(rec) == "k: finished in 2.0 s; CAUGHT by inputs_unchanged"
     rec["verdicts"][1]["passed"] = True
     assert checkpoint.summary_line(rec) == "k: finished in 2.0 s; passed 2 checks, 1 undecided (single_stream)"
+    rec["verdicts"] += [{"name": n, "passed": None} for n in ("a", "b", "c")]
+    assert checkpoint.summary_line(rec).endswith("4 undecided (single_stream, a, b and 1 more)")  # never a silent cut
+
+
+def test_a_run_stopped_before_any_candidate_finished_says_so(setup, tmp_path):
+    out = tmp_path / "res"
+    fake, _ = _stop_at(0)
+    with mock.patch.object(hc, "run_candidate", fake), pytest.raises(Interrupted) as ei:
+        _run(setup, out)
+    assert ei.value.kept.startswith(f"no candidate finished; the run's folder {out} is kept; the same command")
 
 
 def test_packing_an_unfinished_run_or_running_into_a_finished_one_names_the_next_step(setup, tmp_path):

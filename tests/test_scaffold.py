@@ -160,6 +160,8 @@ def test_the_command_line_as_a_user_types_it(kb, tmp_path):
                        cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith("study l1_t19_relu written to typed/") and "next steps:" in p.stdout
+    # not in a clone (no make_bundle.py here): the installed console script packs it
+    assert "  3. pack it: kbrepro-make pack results/typed-quick --study typed" in p.stdout
     assert sorted(x.name for x in out.iterdir()) == sorted(scaffold.FILES)
     p = subprocess.run([sys.executable, "-m", "kbrepro.harness", "new-study", "--level", "1", "--task", "19",
                         "--kernelbench", str(kb), "--out", str(out)], capture_output=True, text=True, timeout=120)
