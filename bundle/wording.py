@@ -42,9 +42,9 @@ def _times(x: float) -> str:
     return f"{x:.1f}x" if x < 10 else f"{x:.0f}x"
 
 
-def _span(a: str, b: str, unit: str = "") -> str:
-    """``a to b`` (with ``unit``), or ``a`` alone where the two ends read the same."""
-    return f"{a}{unit}" if a == b else f"{a} to {b}{unit}"
+def _span(a: str, b: str, unit: str = "", tidy: bool = True) -> str:
+    """``a to b`` (with ``unit``); ``tidy``: ``a`` alone where the two ends read the same."""
+    return f"{a}{unit}" if tidy and a == b else f"{a} to {b}{unit}"
 
 
 def difference(it: Mapping, den: str, readable: int = 0) -> str:
@@ -55,21 +55,14 @@ def difference(it: Mapping, den: str, readable: int = 0) -> str:
     res, lo, hi = it.get("resolved"), it.get("ci_low"), it.get("ci_high")
     a = it["numerator"]
     if readable and res in ("numerator_faster", "numerator_slower") and lo and hi and lo > 0:
-        if readable >= 2:
-            if res == "numerator_faster":
-                if 1 / lo >= FACTOR_FROM:
-                    return f"{a} {_span(_times(1 / hi), _times(1 / lo))} faster"
-                return f"{a} faster by {_span(_percent((1 - hi) * 100), _percent((1 - lo) * 100), ' %')}"
-            if hi >= FACTOR_FROM:
-                return f"{a} {_span(_times(lo), _times(hi))} slower"
-            return f"{a} slower by {_span(_percent((lo - 1) * 100), _percent((hi - 1) * 100), ' %')}"
+        tidy = readable >= 2
         if res == "numerator_faster":
             if 1 / lo >= FACTOR_FROM:
-                return f"{a} {_times(1 / hi)} to {_times(1 / lo)} faster"
-            return f"{a} faster by {_percent((1 - hi) * 100)} to {_percent((1 - lo) * 100)} %"
+                return f"{a} {_span(_times(1 / hi), _times(1 / lo), tidy=tidy)} faster"
+            return f"{a} faster by {_span(_percent((1 - hi) * 100), _percent((1 - lo) * 100), ' %', tidy)}"
         if hi >= FACTOR_FROM:
-            return f"{a} {_times(lo)} to {_times(hi)} slower"
-        return f"{a} slower by {_percent((lo - 1) * 100)} to {_percent((hi - 1) * 100)} %"
+            return f"{a} {_span(_times(lo), _times(hi), tidy=tidy)} slower"
+        return f"{a} slower by {_span(_percent((lo - 1) * 100), _percent((hi - 1) * 100), ' %', tidy)}"
     if res == "numerator_faster":
         return f"{a} faster by {_pct(hi)} to {_pct(lo)} %"
     if res == "numerator_slower":
