@@ -360,9 +360,17 @@ def _run_one(spec, cfg, results_dir: Path, device: str, say, gbps, taken: Mappin
     """One candidate run and checked: its record and the files it adds to the results folder
     (path -> bytes: its file, its task, its provenance files; ``taken``: the paths earlier
     candidates added)."""
+    work = results_dir / "work" / spec.name
+    try:
+        return _record_and_files(hc.run_candidate(spec, cfg, work, device=device, progress=say, bandwidth_gbps=gbps),
+                                 spec, results_dir, work, taken)
+    finally:  # finished or not: no provenance copy and no empty build folder stays behind
+        hc.tidy_work(work)
+
+
+def _record_and_files(rec: dict, spec, results_dir: Path, work: Path, taken: Mapping[str, bytes]) -> tuple[dict, dict]:
+    """:func:`_run_one`'s record and files, from what the candidate's run returned."""
     name, tp = spec.name, spec.task_path
-    work = results_dir / "work" / name
-    rec = hc.run_candidate(spec, cfg, work, device=device, progress=say, bandwidth_gbps=gbps)
     rec["file"] = f"inputs/candidates/{name}.py"
     own: dict[str, bytes] = {rec["file"]: spec.source, f"inputs/kernelbench/{tp}": spec.task_source}
     prov = Path(rec.pop("provenance_dir"))

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from kbrepro.errors import CandidateFailure, EnvironmentUnavailableError, HarnessError, ReproError, UsageError
-from kbrepro.harness import candidate_timing, cheats_v2, kbtask
+from kbrepro.harness import candidate_timing, cheats_v2, host_memory, kbtask
 from kbrepro.harness.candidate_calls import (CandidateSpec, Ctx, after_timing, case, checked, checking_pass,  # noqa: F401
                                              draw, reference, seed_for)
 from kbrepro.harness.checks import Tolerance
@@ -49,6 +49,7 @@ from kbrepro.harness.isolate import CandidateProcess
 from kbrepro.model import candidates as mc, protocol
 from kbrepro.model.protocol import BASELINES, PROFILES, CandidateConfig  # noqa: F401 (the engine's names)
 from kbrepro.model.source_rules import plain_pytorch
+from kbrepro.model.task_inputs import reduced_sizes
 from kbrepro.model.provenance_rules import MAX_BUILDS, MAX_COMPONENT, fit_component, ninja_commands
 from kbrepro.kernels.compile import sass_ftz_counts, sass_says_ftz
 
@@ -256,7 +257,13 @@ def run_candidate(spec: CandidateSpec, cfg: CandidateConfig, workdir: Path, *, d
     with CandidateProcess(env, budget_s=cfg.budget_s, run_as=run_as) as proc:
         # the task's model is built while the child starts and imports torch (3 to 5 s), before
         # the child is sent anything of the candidate's (see the imports above)
-        model = kbtask.build_model(task, task.Model, cfg.seeds[0], device)
+        try:
+            model = kbtask.build_model(task, task.Model, cfg.seeds[0], device)
+        except Exception as exc:
+            if not host_memory.is_out_of_memory(exc):
+                raise
+            raise host_memory.out_of_memory(spec.task_path, dict(cfg.sizes), f"building the task's Model: "
+                                            f"{type(exc).__name__}", reduced_sizes(spec.task_source)) from None
         c = Ctx(spec, cfg, device, tol, proc, task, model, say, obs)
 
         def stage(name: str, fn: Callable[[], None]) -> bool:
@@ -272,6 +279,10 @@ def run_candidate(spec: CandidateSpec, cfg: CandidateConfig, workdir: Path, *, d
             except ReproError:
                 raise
             except Exception as exc:
+                if host_memory.is_out_of_memory(exc):  # the machine's: never the candidate's, nor ours
+                    raise host_memory.out_of_memory(spec.task_path, dict(cfg.sizes), f"the {name} stage of "
+                                                    f"{spec.name}: {type(exc).__name__}: {str(exc).strip()[:160]}",
+                                                    reduced_sizes(spec.task_source)) from None
                 # Replies are checked where they are read (isolate's reply shapes, the model's
                 # types: a value the child reported that the model refuses is a CandidateFailure),
                 # so what still raises here is our code: a harness error, never the candidate's
@@ -327,6 +338,29 @@ def run_candidate(spec: CandidateSpec, cfg: CandidateConfig, workdir: Path, *, d
     return rec
 
 
+def tidy_work(workdir: Path) -> None:
+    """Leave in a candidate's work folder only what someone may need after its run, finished or
+    not: the provenance copies :func:`run_candidate` made (``provenance-*``: the results hold
+    their files by then) go, and every empty folder (the build folders the candidate did not
+    use, ``build/{extensions,triton}``), deepest first, with the work folder and its parent
+    ``work/`` where they end empty; a folder that holds anything (an extension's build) stays."""
+    workdir = Path(workdir)
+    if not workdir.is_dir() or workdir.is_symlink():
+        return
+    for p in workdir.glob("provenance-*"):
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+    for d, _, _ in sorted(os.walk(workdir), key=lambda t: -len(Path(t[0]).parts)):
+        try:
+            os.rmdir(d)  # only an empty one
+        except OSError:
+            pass
+    try:
+        workdir.parent.rmdir()
+    except OSError:
+        pass
+
+
 def task_config(task_src: bytes, task_path: str, cfg: CandidateConfig, device: str,
                 progress: Callable[[str], None] | None = None) -> CandidateConfig:
     """``cfg`` for one task, after its reference ran once at the run's sizes and at each extra
@@ -351,14 +385,17 @@ def task_config(task_src: bytes, task_path: str, cfg: CandidateConfig, device: s
                                           "project: pip install -e .)") from None
     except Exception:
         task = None  # reported by the reference's own run, below
-    err = kbtask.reference_error(task_src, sizes, cfg.seeds[0], device)
+    if not device.startswith("cuda"):  # before the reference runs: it allocates what it needs
+        check_host_memory(task_src, task_path, cfg)
+    label = f"task {task_path}"
+    err = kbtask.reference_error(task_src, sizes, cfg.seeds[0], device, label)
     if err:
         given = ", ".join(f"{k}={v}" for k, v in sorted(sizes.items())) or "the task's own sizes"
         raise UsageError(f"the reference of {task_path} raises at {given}: {err}",
                          "give sizes at which the task's own Model runs (--size NAME=VALUE)")
     if cfg.extra_shapes:
         for shape in cfg.extra_shapes:
-            err = kbtask.reference_error(task_src, {**sizes, **dict(shape)}, cfg.seeds[0], device)
+            err = kbtask.reference_error(task_src, {**sizes, **dict(shape)}, cfg.seeds[0], device, label)
             if err:
                 raise UsageError(f"--extra-shape {','.join(f'{k}={v}' for k, v in shape)}: the reference of "
                                  f"{task_path} raises there: {err}", "give an extra shape at which the task's own Model runs")
@@ -366,11 +403,11 @@ def task_config(task_src: bytes, task_path: str, cfg: CandidateConfig, device: s
     run_sizes = {**kbtask.size_globals(task), **sizes}
     default = protocol.default_extra_shapes(run_sizes)
     for shape in default:
-        err = kbtask.reference_error(task_src, {**sizes, **shape}, cfg.seeds[0], device)
+        err = kbtask.reference_error(task_src, {**sizes, **shape}, cfg.seeds[0], device, label)
         if err is None:
             continue
         for alt in protocol.fallback_extra_shapes(run_sizes):
-            if kbtask.reference_error(task_src, {**sizes, **alt}, cfg.seeds[0], device) is None:
+            if kbtask.reference_error(task_src, {**sizes, **alt}, cfg.seeds[0], device, label) is None:
                 say(f"{task_path}: the reference raises at the default extra shape "
                     f"{', '.join(f'{k}={v}' for k, v in shape.items())} ({err}); checking at "
                     f"{', '.join(f'{k}={v}' for k, v in alt.items())} instead")
@@ -384,10 +421,45 @@ def task_config(task_src: bytes, task_path: str, cfg: CandidateConfig, device: s
     return cfg
 
 
+def check_host_memory(task_src: bytes, task_path: str, cfg: CandidateConfig) -> None:
+    """Refuse a ``--device cpu`` run whose checking pass cannot fit in this machine's memory,
+    before anything of the task is allocated: the task's footprint on torch's meta device
+    (:func:`kbrepro.harness.kbtask.meta_footprint`), times the copies the checking pass holds
+    (:func:`kbrepro.harness.kbtask.checking_pass_bytes`), against the memory available
+    (:func:`kbrepro.harness.host_memory.available_bytes`). Raises EnvironmentUnavailableError
+    (exit 4) naming the bytes and the sizes to try (the smallest at which the task's own Model
+    runs: :func:`kbrepro.harness.kbtask.runnable_reduced_sizes`); returns where the estimate or
+    the memory cannot be read (the run goes on; an allocation that fails there still ends as
+    exit 4). Before, KernelBench 1/4 at its own sizes (an 8 GiB input) was killed by the
+    kernel's OOM killer with no message, on a host of 23 GiB."""
+    sizes = dict(cfg.sizes)
+    avail = host_memory.available_bytes()
+    fp = kbtask.meta_footprint(task_src, sizes) if avail is not None else None
+    if fp is None:
+        return
+    refs = len({f"s{s}/{d}" for s in cfg.seeds for d in cfg.distributions} | {protocol.same_buffers_reference(cfg)})
+    need = kbtask.checking_pass_bytes(fp, len(cfg.seeds), refs)
+    if need <= avail:
+        return
+    parts = [f"input {n} {host_memory.gib(b)}" for n, b in fp["inputs"]]
+    parts += [f"output {host_memory.gib(sum(fp['outputs']))}"] if fp["outputs"] else []
+    parts += [f"weights {host_memory.gib(fp['weights'])}"] if fp["weights"] else []
+    try:
+        smaller, _ = kbtask.runnable_reduced_sizes(task_src, cfg.seeds[0], "cpu")
+    except ReproError:
+        smaller = {}
+    eg = f" (e.g. {host_memory.size_options(smaller)})" if smaller else ""
+    raise EnvironmentUnavailableError(
+        f"task {task_path} at {host_memory.where(sizes)} needs about {host_memory.gib(need)} of memory for its inputs "
+        f"and outputs ({', '.join(parts)}, each held several times over by the checking pass, in the harness's and "
+        f"the candidate's processes); this machine has {host_memory.gib(avail)} available",
+        f"run at sizes this machine holds with --size NAME=VALUE{eg}, or on a machine with more memory")
+
+
 def with_overrides(cfg: CandidateConfig, **kw) -> CandidateConfig:
     """A copy of ``cfg`` with fields replaced (the CLI's options)."""
     return replace(cfg, **kw)
 
 
 __all__ = ["CandidateConfig", "CandidateSpec", "PROFILES", "BASELINES", "run_candidate", "collect_provenance",
-           "with_overrides", "task_config"]
+           "with_overrides", "task_config", "check_host_memory", "tidy_work"]

@@ -46,7 +46,7 @@ from kbrepro.errors import CandidateFailure, EnvironmentUnavailableError, ReproE
 from kbrepro.harness.candidate_server import child_main
 from kbrepro.harness.wire import (MAX_FRAME_BYTES, MAX_FRAMES, MAX_HEADER_BYTES, MAX_REPLY_DEPTH, Reply, send_frames,
                                   shape_problem)
-from kbrepro.harness import jsonio, startenv
+from kbrepro.harness import host_memory, jsonio, startenv
 
 
 #: seconds a request may take by default (a load_inline build takes about 40 s on the H200)
@@ -148,7 +148,9 @@ class CandidateProcess:
         process's whole budget) for its whole reply, whose frames may hold at most
         ``max_bytes`` bytes in all. The reply header is parsed strictly (no NaN, bounded depth
         and size: :func:`kbrepro.harness.jsonio.loads_strict`) and checked against
-        :data:`REPLY_FIELDS`; anything else is the candidate's failure."""
+        :data:`REPLY_FIELDS`; anything else is the candidate's failure, but for a host
+        allocation the child reports failing (the machine's: EnvironmentUnavailableError, exit 4,
+        no verdict; :mod:`kbrepro.harness.host_memory`)."""
         return self.request_while(header, None, frames, timeout_s=timeout_s, max_bytes=max_bytes)[0]
 
     def request_while(self, header: dict, meanwhile: Callable[[], Any] | None, frames: Sequence[bytes] = (), *,
@@ -227,7 +229,12 @@ class CandidateProcess:
             raise self._fail(f"a {out} reply to {header.get('cmd')!r}")
         doc, fr = out
         if doc.get("ok") is not True:
-            raise CandidateFailure(_printable(str(doc.get("error") or "the candidate failed"))[:300])
+            err = _printable(str(doc.get("error") or "the candidate failed"))[:300]
+            if host_memory.out_of_memory_text(err):  # the host's memory, not the candidate's failure: the
+                self.close()  # run stops (exit 4) with no verdict, so a candidate gains nothing by saying it
+                raise host_memory.out_of_memory("the candidate's process", None,
+                                                f"answering {header.get('cmd')!r}: {err}"[:300])
+            raise CandidateFailure(err)
         bad = shape_problem(str(header.get("cmd")), doc)
         if bad:
             raise self._fail(f"a malformed reply to {header.get('cmd')!r}: {bad}")

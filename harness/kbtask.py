@@ -27,6 +27,7 @@ import types
 from typing import Any, Mapping
 
 from kbrepro.errors import EnvironmentUnavailableError
+from kbrepro.harness import host_memory
 from kbrepro.model import sizes as msizes
 from kbrepro.model.protocol import DISTRIBUTIONS  # noqa: E402,F401
 from kbrepro.model.task_inputs import reduced_sizes
@@ -203,13 +204,17 @@ def build_model(task: types.ModuleType, cls, seed: int, device: str):
     return cls(*init).to(device)
 
 
-def reference_error(src: bytes, sizes: Mapping[str, msizes.SizeValue], seed: int, device: str) -> str | None:
+def reference_error(src: bytes, sizes: Mapping[str, msizes.SizeValue], seed: int, device: str,
+                    task: str = "the task") -> str | None:
     """Why the task's own ``Model`` cannot run at ``sizes`` (the task loaded from ``src``, its
     model built and called once on the official inputs of ``seed``, on ``device``): a one-line
     ``Type: message``, or None where it runs. What the reference does there is the task's
     fact, never a candidate's: the run refuses such sizes before any candidate runs. Running
-    out of memory is the machine's, not the task's fact: raises EnvironmentUnavailableError
-    (before, an out-of-memory error at the extra shapes left them out as if the task raised)."""
+    out of memory (on the GPU, or on the host: torch's CPU allocator raises a RuntimeError) and
+    a task that starts CUDA on a machine without it are the machine's, not the task's facts:
+    raises EnvironmentUnavailableError, exit 4 (before, an out-of-memory error at the extra
+    shapes left them out as if the task raised, a host one was a usage error, and a task that
+    builds its inputs with ``.cuda()`` was told to try other sizes)."""
     import torch
 
     def once() -> None:  # its model, inputs and outputs are freed when it returns
@@ -224,18 +229,108 @@ def reference_error(src: bytes, sizes: Mapping[str, msizes.SizeValue], seed: int
 
     try:
         once()
-    except (MemoryError, torch.OutOfMemoryError) as exc:
+    except torch.OutOfMemoryError as exc:  # the GPU's memory
         where = ", ".join(f"{k}={msizes.text(v)}" for k, v in sorted(sizes.items())) or "the task's own sizes"
         raise EnvironmentUnavailableError(
             f"the reference ran out of memory on {device} at {where}: {type(exc).__name__}",
             "free the device or run at smaller sizes (--size NAME=VALUE)") from None
     except Exception as exc:  # the task's own code raised: reported, not ours to judge
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        if host_memory.is_out_of_memory(exc):
+            raise host_memory.out_of_memory(f"the reference of {task}", sizes, f"{type(exc).__name__}: {msg}"[:200]
+                                            if msg else type(exc).__name__,
+                                            reduced_sizes(src)) from None
+        if not torch.cuda.is_available() and host_memory.needs_cuda(exc):
+            raise host_memory.cuda_needed(task, f"its Model or get_inputs() starts CUDA: {type(exc).__name__}: "
+                                                f"{msg}"[:200]) from None
         return f"{type(exc).__name__}: {msg}"[:300]
     finally:
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
     return None
+
+
+def _input_names(src: bytes) -> list[str]:
+    """The names ``get_inputs()`` returns its inputs under (``return [A, B]``: A, B), where its
+    last statement returns a list or tuple of names; else none."""
+    try:
+        tree = ast.parse(src)
+    except (SyntaxError, ValueError):
+        return []
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "get_inputs"), None)
+    ret = fn.body[-1] if fn is not None and fn.body else None
+    if isinstance(ret, ast.Return) and isinstance(ret.value, (ast.List, ast.Tuple)) and all(
+            isinstance(e, ast.Name) for e in ret.value.elts):
+        return [e.id for e in ret.value.elts]
+    return []
+
+
+def meta_footprint(src: bytes, sizes: Mapping[str, msizes.SizeValue]) -> dict | None:
+    """The bytes of the task's inputs, outputs and weights at ``sizes``, with nothing allocated:
+    ``get_inputs()`` and ``Model(*get_init_inputs())`` run under ``torch.device("meta")`` and the
+    model called on those meta tensors (shapes and dtypes only). Returns ``{"inputs": [(name,
+    bytes)], "outputs": [bytes], "weights": bytes, "largest": elements}`` (``outputs`` empty
+    where the forward cannot run on meta: an operator without a meta kernel, a value read from a
+    tensor), or None where the inputs cannot be built there (a task that moves them to CUDA: its
+    reference's run says so)."""
+    import torch
+
+    def nbytes(t) -> int:
+        return int(t.numel() * t.element_size())
+
+    try:
+        task = load_task(src, "kbrepro_meta_task")
+        apply_overrides(task, sizes)
+        with torch.device("meta"):
+            xs = list(task.get_inputs())
+            model = task.Model(*task.get_init_inputs())
+    except Exception:  # noqa: BLE001 - whatever the task raises: no estimate, its reference's run tells
+        return None
+    names = _input_names(src)
+    tensors = [(names[i] if len(names) == len(xs) else str(i + 1), x) for i, x in enumerate(xs)
+               if isinstance(x, torch.Tensor)]
+    weights = sum(nbytes(t) for t in [*model.parameters(), *model.buffers()]) if isinstance(model, torch.nn.Module) else 0
+    try:
+        with torch.no_grad():
+            y = model(*xs)
+        outs = [nbytes(t) for t in (y if isinstance(y, (tuple, list)) else (y,)) if isinstance(t, torch.Tensor)]
+    except Exception:  # noqa: BLE001 - a forward meta tensors cannot run: inputs and weights only
+        outs = []
+    largest = max([int(t.numel()) for _, t in tensors] + [o // 4 for o in outs] + [0])
+    return {"inputs": [(n, nbytes(t)) for n, t in tensors], "outputs": outs, "weights": weights, "largest": largest}
+
+
+def checking_pass_bytes(fp: Mapping, seeds: int, references: int, cache_bytes: int | None = None) -> int:
+    """The host memory a ``--device cpu`` candidate run holds at once in its checking pass
+    (harness/candidate_calls.py: checking_pass), parent and candidate child together, for a
+    task whose :func:`meta_footprint` is ``fp``; ``seeds`` the run's seeds, ``references`` the
+    references the parent keeps (``Ctx.refs``: one per seed and distribution, and the
+    same-buffers set's). Counted from the code, with I the bytes of one input set, O of one
+    call's outputs, W of the weights:
+
+    * 4 I: each process holds two sets at once: the parent the set it drew and the copy its
+      reference call makes (``reference``: ``clone(xs)``), or the set before while it draws the
+      next; the child the checking pass's first set (kept for the same-buffers case:
+      ``draw(..., keep=...)``) and the set in use;
+    * (references + 3) O: the parent's references, and the output it reads back from the
+      child: the frame's bytes, the bytearray and the tensor ``wire.frame_tensor`` makes;
+    * 2 W: the task's model in the parent, the candidate's in the child;
+    * the official draws each process's :class:`SetCache` keeps (one per seed, where they fit
+      its ``max_bytes``; ``cache_bytes``, default as a SetCache sets it);
+    * the two int64 copies of one chunk :func:`fingerprint` makes (at most
+      :data:`FINGERPRINT_ROWS` x 1024 elements), in one process at a time.
+
+    Measured against this on a 2-core CPU host (KernelBench 1/4 with K=32768, a 256 MiB input,
+    and 1/19 with dim=16384, 256 MiB in and out; the full profile; the peak of both processes'
+    resident memory less their interpreters'): 1/4 took 2.7 GiB, estimated 3.0; 1/19 took 5.7
+    GiB, estimated 5.3. What the interpreters and torch take (about 0.3 GiB a process) is not
+    counted."""
+    inp = sum(b for _, b in fp["inputs"])
+    out = sum(fp["outputs"])
+    cap = SetCache(cache_bytes).max_bytes
+    cached = inp * min(seeds, cap // inp) if inp else 0
+    scratch = 2 * 8 * min(int(fp["largest"]), FINGERPRINT_ROWS * 1024)
+    return 4 * inp + (references + 3) * out + 2 * int(fp["weights"]) + 2 * cached + scratch
 
 
 #: fixed column weights of :func:`fingerprint` (odd 61-bit constants of a simple LCG, seed 1)
@@ -316,4 +411,4 @@ def runnable_reduced_sizes(src: bytes, seed: int, device: str, batch: int = 2,
     return {}, skipped
 
 
-__all__ = ["fingerprint", "DISTRIBUTIONS", "load_task", "size_globals", "apply_overrides", "follow_sizes", "draw_inputs", "build_model", "reference_error", "runnable_reduced_sizes", "SetCache"]
+__all__ = ["meta_footprint", "checking_pass_bytes", "fingerprint", "DISTRIBUTIONS", "load_task", "size_globals", "apply_overrides", "follow_sizes", "draw_inputs", "build_model", "reference_error", "runnable_reduced_sizes", "SetCache"]

@@ -428,11 +428,12 @@ def test_inductors_long_binary_names_fit_a_bundle():
 
 def test_the_reference_running_out_of_memory_is_the_machines_fact_not_the_tasks():
     """An out-of-memory error of the reference at the sizes or at an extra shape is exit 4 with
-    its next step: before, it left the extra shape out as if the task raised there."""
+    its next step: before, it left the extra shape out as if the task raised there. The host's
+    MemoryError reads as every host allocation failure does (tests/test_host_memory.py)."""
     from kbrepro.errors import EnvironmentUnavailableError
 
     hungry = BN_TASK.replace(b"        return self.bn(self.lin(x))",
                              b"        if x.shape[0] != 2:\n            raise MemoryError()\n        return self.bn(self.lin(x))")
-    with pytest.raises(EnvironmentUnavailableError, match="ran out of memory on cpu at batch_size=1") as e:
+    with pytest.raises(EnvironmentUnavailableError, match="out of memory at these sizes: the reference of task h.py at batch_size=1: MemoryError") as e:
         hc.task_config(hungry, "h.py", protocol.PROFILES["quick"], "cpu")
     assert e.value.exit_code == 4 and "--size" in e.value.hint
