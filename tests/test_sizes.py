@@ -175,7 +175,14 @@ def run(tmp_path_factory):
     return d, res
 
 
-def test_a_tuple_size_runs_is_recorded_as_an_array_and_packs_and_verifies(run):
+@pytest.fixture(scope="module")
+def packed(run):
+    """The run packed (every test that reads the bundle gets it, in any order or worker)."""
+    d, res = run
+    return bc.pack_results(res, d / "b.tar")
+
+
+def test_a_tuple_size_runs_is_recorded_as_an_array_and_packs_and_verifies(run, packed):
     from kbrepro.bundle.verify.checklist import verify_archive
 
     d, res = run
@@ -186,21 +193,19 @@ def test_a_tuple_size_runs_is_recorded_as_an_array_and_packs_and_verifies(run):
     assert rec["observations"]["cases"][0]["digests_parent"][0].startswith("torch.float32|(4, 64)|")
     caught = {v["name"]: v["detail"] for v in rec["verdicts"] if v["passed"] is False}
     assert not caught, caught
-    made = bc.pack_results(res, d / "b.tar")
-    rep = verify_archive(made.path, level="static")
+    rep = verify_archive(packed.path, level="static")
     assert rep.verdict == "PARTIAL" and all(t.status != "FAIL" for t in rep.tiers), \
         [p for t in rep.tiers for p in t.problems]
 
 
 @pytest.mark.parametrize("sizes,fragment", [({"batch_size": 4, "input_shape": 64}, "sets input_shape to 64, an integer"),
                                             ({"batch_size": [4], "input_shape": [64]}, "sets batch_size to (4,)")])
-def test_a_record_of_another_kind_of_size_than_the_tasks_fails_verification(run, tmp_path, sizes, fragment):
+def test_a_record_of_another_kind_of_size_than_the_tasks_fails_verification(packed, tmp_path, sizes, fragment):
     from kbrepro.bundle.verify.checklist import verify_archive
     from test_candidate import _edit_doc, _repack
 
-    d, _ = run
     edit = _edit_doc("results/candidates.json", lambda doc: doc["candidates"][0]["config"].update(sizes=sizes))
-    rep = verify_archive(_repack(d / "b.tar", tmp_path / "t.tar", edit), level="static")
+    rep = verify_archive(_repack(packed.path, tmp_path / "t.tar", edit), level="static")
     assert rep.verdict == "FAIL"
     assert any(fragment in p.message for t in rep.tiers for p in t.problems), \
         [p for t in rep.tiers for p in t.problems]
