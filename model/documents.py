@@ -169,10 +169,27 @@ class Environment:
 
 # ----------------------------------------------------------------------- compile.json
 @dataclass(frozen=True)
+class WitnessEvidence:
+    """What the FTZ witness found for one binary (harness/records.py ``WitnessVerdict``): the
+    task, whether the reference discriminates there, whether the binary flushes (null:
+    undecided); an imported record may lack a field and says what it was ``derived_from``."""
+
+    _open: ClassVar[bool] = True
+    task: Optional[int] = None
+    discriminates: Optional[bool] = None
+    flushes: Optional[bool] = None
+    bit_identical_to_reference: Optional[bool] = None
+    derived_from: Optional[str] = None
+
+
+@dataclass(frozen=True)
 class FtzEvidence:
+    """A variant's FTZ evidence: the mode its route and options give, the witness's verdict,
+    the PTX and SASS counts, and whether they agree with the mode (null: nothing decided)."""
+
     _open: ClassVar[bool] = True
     expected: bool
-    witness: Optional[Mapping[str, Any]]
+    witness: Optional[WitnessEvidence]
     agrees: Optional[bool]
     ptx: Optional[Mapping[str, Any]] = None
     sass: Optional[Mapping[str, Any]] = None
@@ -199,6 +216,7 @@ class Variant:
     program_log: Optional[str] = None
     our_cache: Optional[Literal["hit", "miss", "disabled"]] = None
     nvrtc_cache_disabled_by: Tuple[str, ...] = ()
+    headers: Optional[Tuple[FileRef, ...]] = None
 
 
 @dataclass(frozen=True)

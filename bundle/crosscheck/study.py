@@ -537,9 +537,9 @@ def _study_witness(study, records: Records, imported) -> list[Problem]:
                 out.append(_p(f, f"$.verdicts.{_cut(name)}.flushes", f"{_cut(name)}: the FTZ verdict does not follow "
                               "from the recorded values", expected=want, found=ver.get("flushes")))
     for i, v in enumerate(records.compile.variants if records.compile is not None else ()):
-        ev_w = v.ftz_evidence.witness or {}
-        if ev_w.get("task") is not None and ev_w.get("task") != wit.task:
+        ev_w = v.ftz_evidence.witness
+        if ev_w is not None and ev_w.task is not None and ev_w.task != wit.task:
             out.append(_p(DOC_FILE["compile"], f"$.variants[{i}].ftz_evidence.witness.task",
                           f"{_cut(v.name)}: the compile record's witness task differs from witness.json",
-                          expected=wit.task, found=ev_w.get("task")))
+                          expected=wit.task, found=ev_w.task))
     return out
