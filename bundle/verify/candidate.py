@@ -73,8 +73,10 @@ _NOTE = re.compile(r"^(candidate [A-Za-z][A-Za-z0-9_]{0,39}: verdicts derived ag
                    r"product's evaluator on the author's definitions)$")
 
 
-def tier_documents(b, t) -> None:
-    """Tier 3: metadata, documents, inputs against the product's pin, derived verdicts, check arithmetic."""
+def bundle_meta(b, t) -> None:
+    """Tier 3's first gate: ``data/bundle.json`` in the packer's canonical form and valid against
+    the candidate bundle's schema, agreeing with bag-info.txt, of a format this verifier reads,
+    listing the documents a candidate bundle holds. Sets ``b.meta``."""
     meta = _load(b, t, "bundle.json", "candidate-bundle")
     if meta is None:
         return
@@ -92,9 +94,23 @@ def tier_documents(b, t) -> None:
     if meta["documents"] != bc.DOCUMENTS:
         t.fail("data/bundle.json", "lists other documents than a candidate bundle holds", path="$.documents",
                expected=bc.DOCUMENTS, found=meta["documents"])
+
+
+def documents(b, t) -> None:
+    """Tier 3's second gate: ``results/candidates.json`` and ``results/environment.json`` in
+    canonical form and valid against their schemas, candidates.json of the schema version the
+    format holds, read into typed records (:func:`kbrepro.bundle.candidate_records.load`, whose
+    rules judge each record), its candidates the ones bundle.json lists, each name once. Sets
+    ``b.documents`` and ``b.candidates`` (the loaded records)."""
+    meta = b.meta
     doc = _load(b, t, "results/candidates.json", "candidates")
     env = _load(b, t, "results/environment.json", "environment")
     if doc is None or env is None:
+        return
+    if doc.get("schema_version") not in bc.DOC_VERSIONS[meta["format_version"]]:
+        t.fail("data/results/candidates.json", f"schema version {doc.get('schema_version')} is not what a candidate "
+               f"bundle of format {meta['format_version']} holds", path="$.schema_version",
+               expected=list(bc.DOC_VERSIONS[meta["format_version"]]), found=doc.get("schema_version"))
         return
     pin = load_pin()
 
@@ -102,21 +118,41 @@ def tier_documents(b, t) -> None:
         data = b.files.get(f"data/inputs/kernelbench/{rec.task}")
         return data if data is not None and pin.files.get(rec.task) == _sha(data) else None
 
-    if doc.get("schema_version") not in bc.DOC_VERSIONS[meta["format_version"]]:
-        t.fail("data/results/candidates.json", f"schema version {doc.get('schema_version')} is not what a candidate "
-               f"bundle of format {meta['format_version']} holds", path="$.schema_version",
-               expected=list(bc.DOC_VERSIONS[meta["format_version"]]), found=doc.get("schema_version"))
-        return
     loaded = candidate_records.load(doc, b.files, task_source, prefix="data/")
-    for p in loaded.problems:
-        t.fail("data/results/candidates.json", p.message, path=p.path, expected=p.expected, found=p.found)
-    if loaded.doc is None:
+    if loaded.doc is None:  # no typed record: nothing after this can be judged
+        _record_problems(t, loaded)
         return
     names = [c["name"] for c in meta["candidates"]]
-    recs = {r["name"]: r for r in doc["candidates"]}
     if len(set(names)) != len(names):
         t.fail("data/bundle.json", "two candidates carry the same name", path="$.candidates")
         return
+    if names != [r["name"] for r in doc["candidates"]]:
+        t.fail("data/bundle.json", "the candidates listed differ from those in results/candidates.json",
+               path="$.candidates", expected=[r["name"] for r in doc["candidates"]], found=names)
+        return
+    b.documents = {"candidates": doc, "environment": env}
+    b.candidates = loaded
+    t.details["candidates"] = names
+    t.details["documents"] = ["bundle", "candidates", "environment"]
+
+
+def _record_problems(t, loaded) -> None:
+    for p in loaded.problems:
+        t.fail("data/results/candidates.json", p.message, path=p.path, expected=p.expected, found=p.found)
+
+
+def record_rules(b, t) -> None:
+    """What the typed records' own rules find (:mod:`kbrepro.model.candidate_rules`: each
+    record against its observations, its profile and its provenance files)."""
+    _record_problems(t, b.candidates)
+
+
+def meta_agreement(b, t) -> None:
+    """bundle.json against the results: the profile, the product environment.json records, the
+    claims file's hash, notes only of the kinds the packer writes, KernelBench at this
+    verifier's pin (and its LICENSE), each candidate's file, task and hashes."""
+    meta, doc, env = b.meta, b.documents["candidates"], b.documents["environment"]
+    pin = load_pin()
     if meta["profile"] != doc["profile"]:
         t.fail("data/bundle.json", "the profile differs from the results'", path="$.profile", expected=doc["profile"],
                found=meta["profile"])
@@ -126,26 +162,18 @@ def tier_documents(b, t) -> None:
     if meta["product"] != want_product:
         t.fail("data/bundle.json", "the product named is not the one environment.json records", path="$.product",
                expected=want_product, found=meta["product"])
-    claims_raw = b.files.get("data/inputs/claims.yaml", b"")
-    if meta["claims"]["sha256"] != _sha(claims_raw):
+    if meta["claims"]["sha256"] != _sha(b.files.get("data/inputs/claims.yaml", b"")):
         t.fail("data/bundle.json", "the claims file's hash is not the one listed", path="$.claims.sha256")
     for n in meta["notes"]:
         if not _NOTE.match(n):
             t.fail("data/bundle.json", f"a note the packer does not write: {safe_text(n, 120)}", path="$.notes")
-    if names != [r["name"] for r in doc["candidates"]]:
-        t.fail("data/bundle.json", "the candidates listed differ from those in results/candidates.json",
-               path="$.candidates", expected=[r["name"] for r in doc["candidates"]], found=names)
-        return
-    allowed = {"data/bundle.json", "data/claims.json", "data/REPORT.md", "data/inputs/claims.yaml",
-               "data/results/candidates.json", "data/results/environment.json", "data/inputs/kernelbench/LICENSE"}
-    if b.has_crate:
-        allowed.add(f"data/{CRATE_FILE}")
     if doc["kernelbench"]["commit"] != pin.commit or meta["kernelbench"]["commit"] != pin.commit:
         t.fail("data/results/candidates.json", "KernelBench is not at the commit this verifier pins",
                path="$.kernelbench.commit", expected=pin.commit, found=doc["kernelbench"]["commit"])
     lic = b.files.get("data/inputs/kernelbench/LICENSE")
     if lic is None or _sha(lic) != pin.files.get("LICENSE"):
         t.fail("data/inputs/kernelbench/LICENSE", "missing or not KernelBench's LICENSE at the pinned commit")
+    recs = {r["name"]: r for r in doc["candidates"]}
     for m in meta["candidates"]:
         r = recs[m["name"]]
         for k_meta, k_rec in (("file", "file"), ("sha256", "source_sha256"), ("task", "task"),
@@ -153,16 +181,22 @@ def tier_documents(b, t) -> None:
             if m[k_meta] != r[k_rec]:
                 t.fail("data/bundle.json", f"candidate {m['name']}: {k_meta} differs from results/candidates.json",
                        path="$.candidates", expected=r[k_rec], found=m[k_meta])
+
+
+def candidate_inputs(b, t) -> None:
+    """Each candidate's file is the one that ran (its sha256), where the packer keeps it; its
+    task a KernelBench task of this verifier's pin, carried byte for byte."""
+    pin = load_pin()
+    for i, r in enumerate(b.documents["candidates"]["candidates"]):
         if r["file"] != f"inputs/candidates/{r['name']}.py":
             t.fail("data/results/candidates.json", f"candidate {r['name']} is not at inputs/candidates/{r['name']}.py")
         src = b.files.get(f"data/{r['file']}")
         if src is None or _sha(src) != r["source_sha256"]:
             t.fail(f"data/{r['file']}", "the candidate file is missing or is not the one that ran")
-        allowed.add(f"data/{r['file']}")
         own = pin.files.get(r["task"])
         if not TASK_PATH.match(r["task"]):
             t.fail("data/results/candidates.json", f"task {safe_text(r['task'])} is not a KernelBench task (a level's "
-                   "task or an example model of the pin)", path=f"$.candidates[{names.index(r['name'])}].task")
+                   "task or an example model of the pin)", path=f"$.candidates[{i}].task")
             continue
         if own is None:
             t.fail("data/results/candidates.json", f"task {safe_text(r['task'])} is not a file of this verifier's "
@@ -173,48 +207,90 @@ def tier_documents(b, t) -> None:
         tsrc = b.files.get(f"data/inputs/kernelbench/{r['task']}")
         if tsrc is None or _sha(tsrc) != own:
             t.fail(f"data/inputs/kernelbench/{r['task']}", "the task file is missing or is not the pinned file")
-        allowed.add(f"data/inputs/kernelbench/{r['task']}")
-        derived = [v.to_doc() for v in loaded.verdicts.get(r["name"], ())]
-        for i, (want, got) in enumerate(zip(derived, r["verdicts"])):
+
+
+def derived_verdicts(b, t) -> None:
+    """Every named check's verdict derived again from the recorded observations with this
+    verifier's rules (:mod:`kbrepro.harness.cheats`), equal to the recorded one, one per check."""
+    for i, r in enumerate(b.documents["candidates"]["candidates"]):
+        derived = [v.to_doc() for v in b.candidates.verdicts.get(r["name"], ())]
+        for k, (want, got) in enumerate(zip(derived, r["verdicts"])):
             if want != got:
                 t.fail("data/results/candidates.json", f"candidate {r['name']}: the recorded verdict of {want['name']} "
-                       "is not what its observations give", path=f"$.candidates[{names.index(r['name'])}].verdicts[{i}]",
+                       "is not what its observations give", path=f"$.candidates[{i}].verdicts[{k}]",
                        expected=want, found=got)
         if len(derived) != len(r["verdicts"]):
             t.fail("data/results/candidates.json", f"candidate {r['name']}: {len(r['verdicts'])} verdicts recorded, "
                    f"{len(derived)} checks derived")
-        for f in r["provenance"]["files"]:
+
+
+def provenance_files(b, t) -> None:
+    """Each candidate's provenance files kept where the packer keeps them, its SASS listings in
+    its own folder, and ``built_with`` what its provenance shows (load_inline builds, Triton cubins)."""
+    for r in b.documents["candidates"]["candidates"]:
+        prov = r["provenance"]
+        for f in prov["files"]:
             if f.get("copied"):
                 want = f"provenance/{r['name']}/{bc.safe_relpath(str(f['path']))}"
                 if f.get("bundle_path") != want:
                     t.fail("data/results/candidates.json", f"candidate {r['name']}: provenance file "
                            f"{safe_text(f['path'])} is not kept where the packer keeps it", expected=want,
                            found=f.get("bundle_path"))
-                allowed.add(f"data/{want}")
-        for bin_ in r["provenance"].get("binaries") or []:
-            if isinstance(bin_, dict) and isinstance(bin_.get("sass_file"), str):
-                if not bin_["sass_file"].startswith(f"provenance/{r['name']}/sass/"):
-                    t.fail("data/results/candidates.json", f"candidate {r['name']}: a SASS file outside its "
-                           f"provenance/{r['name']}/sass/ folder", found=bin_["sass_file"])
-                    continue
-                allowed.add(f"data/{bin_['sass_file']}")
-        prov = r["provenance"]
+        for bin_ in prov.get("binaries") or []:
+            if isinstance(bin_, dict) and isinstance(bin_.get("sass_file"), str) \
+                    and not bin_["sass_file"].startswith(f"provenance/{r['name']}/sass/"):
+                t.fail("data/results/candidates.json", f"candidate {r['name']}: a SASS file outside its "
+                       f"provenance/{r['name']}/sass/ folder", found=bin_["sass_file"])
         built = sorted({"load_inline" for _ in prov.get("builds") or []} | {
             "triton" for f in prov["files"] if str(f.get("path", "")).startswith("triton/")
             and str(f.get("path", "")).endswith(".cubin")})
         if prov.get("built_with") != built:
             t.fail("data/results/candidates.json", f"candidate {r['name']}: built_with is not what its provenance files "
                    "show", expected=built, found=prov.get("built_with"))
+
+
+def _packed_files(b) -> set[str]:
+    """The bag paths a candidate bundle of these records may hold: its documents and inputs, each
+    candidate's file, task and provenance files, the RO-Crate file where the format has it."""
+    allowed = {"data/bundle.json", "data/claims.json", "data/REPORT.md", "data/inputs/claims.yaml",
+               "data/results/candidates.json", "data/results/environment.json", "data/inputs/kernelbench/LICENSE"}
+    if b.has_crate:
+        allowed.add(f"data/{CRATE_FILE}")
+    for r in b.documents["candidates"]["candidates"]:
+        allowed.add(f"data/{r['file']}")
+        if not TASK_PATH.match(r["task"]):
+            continue
+        allowed.add(f"data/inputs/kernelbench/{r['task']}")
+        for f in r["provenance"]["files"]:
+            if f.get("copied"):
+                allowed.add(f"data/provenance/{r['name']}/{bc.safe_relpath(str(f['path']))}")
+        for bin_ in r["provenance"].get("binaries") or []:
+            if isinstance(bin_, dict) and isinstance(bin_.get("sass_file"), str) \
+                    and bin_["sass_file"].startswith(f"provenance/{r['name']}/sass/"):
+                allowed.add(f"data/{bin_['sass_file']}")
+    return allowed
+
+
+def bag_layout(b, t) -> None:
+    """The bag holds exactly the packer's files (:func:`_packed_files`), no renderings, and
+    bundle.json lists exactly the KernelBench files it carries."""
     want_kb = {p[len("data/inputs/kernelbench/"):]: _sha(v) for p, v in b.files.items()
                if p.startswith("data/inputs/kernelbench/")}
-    if meta["kernelbench"]["files"] != dict(sorted(want_kb.items())):
+    if b.meta["kernelbench"]["files"] != dict(sorted(want_kb.items())):
         t.fail("data/bundle.json", "the KernelBench files listed are not the ones in the bag", path="$.kernelbench.files")
+    allowed = _packed_files(b)
     stray = sorted(p for p in b.files if p.startswith("data/") and p not in allowed)
     for p in stray[:20]:
         t.fail(p, "a file a candidate bundle does not hold (not a listed input, result or provenance file)")
     for p in sorted(p for p in b.files if p.startswith("renderings/"))[:20]:
         t.fail(p, "a candidate bundle has no renderings: its packer draws no figures, so nothing here is a picture "
                "of its data")
+
+
+def sharded_cases(b, t) -> None:
+    """The cases of a sharded run (:func:`kbrepro.bundle.case_records.case_problems`); failed
+    cases are named and make the result partial."""
+    doc = b.documents["candidates"]
     for path, msg in case_records.case_problems(doc, lambda task: b.files.get(f"data/inputs/kernelbench/{task}")):
         t.fail("data/results/candidates.json", f"the cases of a sharded run: {msg}", path=path)
     failed = [c for c in doc.get("cases") or [] if isinstance(c, dict) and c.get("status") == "failed"]
@@ -223,22 +299,32 @@ def tier_documents(b, t) -> None:
                        "'Where each case ran', lists them)")
         b.partial.append(f"{len(failed)} of {len(doc['cases'])} cases of the sharded run failed: their candidates "
                          "were not checked")
+
+
+def where_it_ran(b, t) -> None:
+    """What the run could not decide, said and made partial: a CPU run's missing timing,
+    profiler and poisoned allocator; protocol 1's limit; each GPU check that could not decide
+    (:func:`undecided`)."""
+    doc = b.documents["candidates"]
     if doc.get("device", "cuda") != "cuda":
         b.partial.append("the candidates ran without a GPU: no timing, no profiler, no poisoned allocator")
-    else:
-        if loaded.doc.schema_version < 2:
-            t.notes.append("timing protocol 1 (candidate bundle format 2 or 3): timed outputs are spot-checked, not "
-                           "all held against the reference; a candidate that tells its timed calls from its checked "
-                           "ones can gain speed unseen (docs/checks.md, the limits of protocol 1)")
-        for name, why in undecided(loaded):
-            t.notes.append(f"candidate {name}: {why}")
-            b.partial.append(f"candidate {name}: {why}")
-    for p in crosscheck.check_arithmetic({"correctness": doc}, float(loaded.doc.predicate.atol),
-                                         float(loaded.doc.predicate.rtol)):
+        return
+    if b.candidates.doc.schema_version < 2:
+        t.notes.append("timing protocol 1 (candidate bundle format 2 or 3): timed outputs are spot-checked, not "
+                       "all held against the reference; a candidate that tells its timed calls from its checked "
+                       "ones can gain speed unseen (docs/checks.md, the limits of protocol 1)")
+    for name, why in undecided(b.candidates):
+        t.notes.append(f"candidate {name}: {why}")
+        b.partial.append(f"candidate {name}: {why}")
+
+
+def check_arithmetic(b, t) -> None:
+    """Every check record's statistics consistent with one another under the predicates'
+    definitions (:func:`kbrepro.bundle.crosscheck.check_arithmetic`), at the recorded tolerances."""
+    pred = b.candidates.doc.predicate
+    for p in crosscheck.check_arithmetic({"correctness": b.documents["candidates"]}, float(pred.atol),
+                                         float(pred.rtol)):
         t.add(dataclasses.replace(p, file="data/results/candidates.json"))
-    b.documents = {"candidates": doc, "environment": env}
-    t.details["candidates"] = names
-    t.details["documents"] = ["bundle", "candidates", "environment"]
 
 
 def undecided(loaded) -> list[tuple[str, str]]:
@@ -470,4 +556,6 @@ def tier_replay(b, t, *, trust: bool, kernelbench: str | None, ratio_tolerance: 
                      replay_seconds=round(time.perf_counter() - t0, 1))
 
 
-__all__ = ["is_candidate_bundle", "tier_documents", "tier_provenance", "claims_check", "tier_replay"]
+__all__ = ["is_candidate_bundle", "bundle_meta", "documents", "record_rules", "meta_agreement", "candidate_inputs",
+           "derived_verdicts", "provenance_files", "bag_layout", "sharded_cases", "where_it_ran", "check_arithmetic",
+           "tier_provenance", "claims_check", "tier_replay"]

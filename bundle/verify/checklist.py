@@ -91,7 +91,17 @@ STUDY = Kind("study", {
 }, _study_replay, claims_after_failed_provenance=True)
 
 CANDIDATES = Kind("candidates", {
-    3: (Check("documents, task files, derived verdicts", candidate.tier_documents),),
+    3: (Check("bundle.json: the candidate format, agreeing with bag-info.txt", candidate.bundle_meta, gate=True),
+        Check("documents: strict JSON, schemas, typed records", candidate.documents, gate=True),
+        Check("each candidate's record by its own rules", candidate.record_rules),
+        Check("bundle.json agrees with the results and the pin", candidate.meta_agreement),
+        Check("candidate and task files are the ones that ran, at the pin", candidate.candidate_inputs),
+        Check("every named check's verdict derived again", candidate.derived_verdicts),
+        Check("provenance files where the packer keeps them", candidate.provenance_files),
+        Check("the bag holds exactly the packer's files", candidate.bag_layout),
+        Check("the cases of a sharded run", candidate.sharded_cases),
+        Check("what the run could not decide, said", candidate.where_it_ran),
+        Check("every check record's arithmetic", candidate.check_arithmetic)),
     4: (Check("provenance files, FTZ evidence from the SASS", candidate.tier_provenance),),
     5: (Check("claims evaluated again; claims.json and REPORT.md", candidate.claims_check),
         Check("the RO-Crate file describes the documents", described.crate_check)),

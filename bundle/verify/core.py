@@ -220,6 +220,8 @@ class Bundle:
     attestation: object | None = None
     #: whether --check-renderings asked for the renderings to be drawn again (tier 5 does it)
     renderings_drawn_again: bool = False
+    #: a candidate bundle's typed records (:func:`kbrepro.bundle.candidate_records.load`), tier 3
+    candidates: object | None = None
 
     @property
     def payload(self) -> dict[str, bytes]:
