@@ -25,6 +25,12 @@ from kbrepro.kernels.launch import _StreamRef
 EMPTY_KERNEL_SOURCE = b'extern "C" __global__ void kb_empty() {}\n'
 
 
+def flush_bytes(l2_bytes: int, factor: float = 2.0) -> int:
+    """The bytes a cold-L2 flush writes on a device whose L2 holds ``l2_bytes``: ``factor``
+    times it, at least 1 MiB (the engine's :class:`L2Flush` and the verifier use this rule)."""
+    return max(int(l2_bytes * factor), 1 << 20)
+
+
 @dataclass
 class L2Flush:
     """Writes ``bytes`` (>= 2 x the device's L2) of a device buffer; the write evicts what
@@ -38,7 +44,7 @@ class L2Flush:
         import torch
 
         l2 = int(torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size)
-        n = max(int(l2 * factor), 1 << 20)
+        n = flush_bytes(l2, factor)
         return cls(nbytes=n, buffer=torch.empty(n, dtype=torch.uint8, device="cuda"))
 
     def __call__(self) -> None:

@@ -4,6 +4,7 @@ packer's records and the verifier), and small readers of untrusted values.
 """
 from __future__ import annotations
 
+import json
 import re
 import struct
 from typing import Any, Iterator, Mapping
@@ -147,6 +148,13 @@ def as_int(x: Any) -> Any:
         return int(x)
     except (TypeError, ValueError):
         return x
+
+
+def same(a: Any, b: Any) -> bool:
+    """Whether two JSON values are the same JSON: as their canonical text, so that ``true`` is
+    not ``1`` and ``371.0`` is not ``371`` (Python's ``==`` says both are; the engine writes
+    one of them, and a study's YAML the other only where it wrote so itself)."""
+    return json.dumps(norm(a), sort_keys=True) == json.dumps(norm(b), sort_keys=True)
 
 
 def norm(x: Any) -> Any:

@@ -20,7 +20,7 @@ from kbrepro.harness.run_build import witness_flushes
 from kbrepro.harness.study import task_key, values
 from kbrepro.harness.timing import AdaptiveRule, TimingProtocol
 from kbrepro.kernels import compile as kc
-from kbrepro.bundle.crosscheck.common import CUT, DOC_FILE, expected_ftz, f32_bits, ftz_from_options, norm
+from kbrepro.bundle.crosscheck.common import CUT, DOC_FILE, expected_ftz, f32_bits, ftz_from_options, norm, same
 
 _cut, _p, _d, _num = pd.cut, pd.problem, pd.as_dict, pd.number
 
@@ -102,7 +102,7 @@ def _study_identity(study, documents, records: Records, imported, binding=None) 
         resolved = norm(rs.resolved) if rs is not None and rs.resolved is not None else {}
         own = norm(study.doc)
         for k in sorted(set(own) | set(resolved)):
-            if resolved.get(k) != own.get(k):
+            if not same(resolved.get(k), own.get(k)):
                 out.append(_p(f, f"$.study.resolved.{k}", f"the run's resolved study differs from the verifier's "
                               f"in '{_cut(k)}'", expected=own.get(k), found=resolved.get(k)))
         names = [s.name for s in run.stages] if run is not None else []
@@ -165,9 +165,9 @@ def _study_predicate(study, records: Records) -> list[Problem]:
     for name in (sp.get("official"), sp.get("legacy")):
         own = norm(checks.PREDICATES.get(name))
         theirs = defs.get(name)
-        if own is not None and theirs != own:
+        if own is not None and not same(theirs, own):
             theirs = theirs if isinstance(theirs, dict) else {}
-            bad = sorted(k for k in set(own) | set(theirs) if theirs.get(k) != own.get(k))
+            bad = sorted(k for k in set(own) | set(theirs) if not same(theirs.get(k), own.get(k)))
             out.append(_p(f, f"$.predicate.definitions.{name}", f"predicate {name} is defined differently from the "
                           f"verifier's own definition ({', '.join(map(str, bad))[:CUT]})",
                           expected={k: own.get(k) for k in bad}, found={k: theirs.get(k) for k in bad}))
@@ -333,7 +333,7 @@ def _study_cases(study, records: Records, imported, binding=None) -> list[Proble
         gm = _d(td.get("graph_mutation"))
         if mut is None and gm and not imported:
             out.append(_p(f, f"{base}.graph_mutation", f"task {t}: a graph-mutation control the study does not run"))
-        if gm.get("mutation") is not None and norm(gm.get("mutation")) != norm(mut):
+        if gm.get("mutation") is not None and not same(gm.get("mutation"), mut):
             out.append(_p(f, f"{base}.graph_mutation.mutation", f"task {t}: graph-mutation parameters differ from "
                           "the study", expected=mut, found=gm.get("mutation")))
         if gm:
@@ -351,7 +351,7 @@ def _study_cases(study, records: Records, imported, binding=None) -> list[Proble
                           "compiles with Inductor" if inductor else "present although the study has no Inductor")))
     want_es = [(t, es["seed"]) for es in doc.get("extra_shapes") or [] for t in study.tasks]
     got_es = [(c.case.get("task"), c.case.get("seed")) for c in cor.extra_shapes or ()]
-    if got_es != want_es and not (imported and [a for a, _ in got_es] == [a for a, _ in want_es]):
+    if not same(got_es, want_es) and not (imported and same([a for a, _ in got_es], [a for a, _ in want_es])):
         out.append(_p(f, "$.extra_shapes", "the extra-shape cases are not the study's",
                       expected=[list(x) for x in want_es], found=[list(x) for x in got_es]))
     for i, c in enumerate(cor.extra_shapes or ()):
@@ -430,7 +430,7 @@ def _study_blocks(study, documents, records: Records, imported, binding=None) ->
             if allowed is None:
                 out.append(_p(f, f"$.blocks[{i}].kind", f"block {_cut(b.id)}: kind not in the study",
                               expected=sorted(by_kind), found=b.kind))
-            elif norm(b.protocol.to_doc()) not in [norm(a) for a in allowed]:
+            elif not any(same(b.protocol.to_doc(), a) for a in allowed):
                 out.append(_p(f, f"$.blocks[{i}].protocol", f"block {_cut(b.id)}: protocol is not the "
                               f"study's for {b.kind} blocks", expected=allowed[0], found=b.protocol.to_doc()))
         return out
@@ -464,9 +464,9 @@ def _study_blocks(study, documents, records: Records, imported, binding=None) ->
         if b.kind != w["kind"]:
             out.append(_p(f, f"$.blocks[{i}].kind", f"block {bid}: kind differs from the study", expected=w["kind"],
                           found=b.kind))
-        if norm(b.protocol.to_doc()) != norm(w["protocol"]):
+        if not same(b.protocol.to_doc(), w["protocol"]):
             p, q = norm(w["protocol"]), norm(b.protocol.to_doc())
-            keys = sorted(k for k in set(p) | set(q) if p.get(k) != q.get(k))
+            keys = sorted(k for k in set(p) | set(q) if not same(p.get(k), q.get(k)))
             out.append(_p(f, f"$.blocks[{i}].protocol", f"block {bid}: protocol differs from the study's in "
                           f"{', '.join(keys)[:CUT]}", expected={k: p.get(k) for k in keys},
                           found={k: q.get(k) for k in keys}))
@@ -533,7 +533,7 @@ def _study_witness(study, records: Records, imported) -> list[Problem]:
                 want = witness_flushes(rows, keep, flush, disc) if len(rows) == n else None
             except (KeyError, TypeError, ValueError, IndexError):
                 continue
-            if ver.get("flushes") != want:
+            if not same(ver.get("flushes"), want):
                 out.append(_p(f, f"$.verdicts.{_cut(name)}.flushes", f"{_cut(name)}: the FTZ verdict does not follow "
                               "from the recorded values", expected=want, found=ver.get("flushes")))
     for i, v in enumerate(records.compile.variants if records.compile is not None else ()):

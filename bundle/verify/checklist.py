@@ -19,7 +19,8 @@ from typing import Callable
 
 from kbrepro.bundle import kinds
 from kbrepro.bundle.extract import extract_checked
-from kbrepro.bundle.verify import candidate, claims, described, documents, imported, inert, layout, provenance, replay
+from kbrepro.bundle.verify import (candidate, claims, described, documents, imported, inert, layout, measured,
+                                   provenance, replay)
 from kbrepro.bundle.verify.core import LEVELS, TIER_NAMES, Bundle, Report, Tier, bag_info, guarded, safe_text
 from kbrepro.bundle.verify.manifest import tier_archive, tier_attestation, tier_manifest
 from kbrepro.errors import EnvironmentUnavailableError, UnreadableInputError, UsageError
@@ -83,8 +84,10 @@ STUDY = Kind("study", {
         Check("imported results derived again; notes", imported.source_check),
         Check("documents consistent", documents.consistency_check),
         Check("documents agree with each other", documents.agreement_check),
-        Check("documents agree with the study", documents.study_agreement_check)),
-    4: (Check("KernelBench files, kernel sources, cubins, FTZ evidence", provenance.tier_provenance),),
+        Check("documents agree with the study", documents.study_agreement_check),
+        Check("evidence a measured run always records, present", measured.recorded_evidence)),
+    4: (Check("KernelBench files, kernel sources, cubins, FTZ evidence", provenance.tier_provenance),
+        Check("FTZ listings and CPU references derived again", measured.listings_again)),
     5: (Check("claims evaluated again; claims.json and REPORT.md", claims.claims_check),
         Check("the RO-Crate file describes the documents", described.crate_check),
         Check("renderings drawn again, byte for byte", layout.rendered_again, option="check_renderings")),
