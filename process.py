@@ -125,12 +125,10 @@ def imports_done() -> None:
 
 def work_done() -> None:
     """The command's result is being written: a Ctrl-C from here on no longer changes it."""
-    import signal
     import threading
 
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        _ignore_signals_now()
 
 
 def _cuda_started() -> bool:
@@ -157,7 +155,6 @@ def run_main(main) -> None:
     place before its exit code is decided; its worker and candidate processes are stopped by
     then. ``KBREPRO_FAST_EXIT=0`` keeps the normal exit."""
     import os
-    import signal
     import sys
 
     # the CLI edge handles Ctrl-C from here on, not before: a KeyboardInterrupt raised while the
@@ -176,8 +173,7 @@ def run_main(main) -> None:
                 _join_threads()
             except KeyboardInterrupt:
                 pass
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            _ignore_signals_now()
             try:
                 sys.stdout.flush()
                 sys.stderr.flush()
@@ -188,11 +184,24 @@ def run_main(main) -> None:
             raise
         code = exc.code or 0
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        _ignore_signals_now()
     if _cuda_started() and os.environ.get("KBREPRO_FAST_EXIT") != "0":
         _fast_exit(code)
     sys.exit(code)
+
+
+def _ignore_signals_now() -> None:
+    """Ignore SIGINT and SIGTERM from here on: the exit code is decided. A signal that lands
+    between the two calls (its handler raises KeyboardInterrupt) cannot cut this short."""
+    import signal
+
+    while True:
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            return
+        except KeyboardInterrupt:
+            continue
 
 
 #: how long an interrupted command waits for the threads it left running before it leaves anyway (s)
@@ -339,6 +348,15 @@ class deferred_sigint:
             sig = getattr(signal, name)
             self._saved[sig] = signal.signal(sig, lambda signum, frame: self._noted.append(signum))
         return self
+
+    def decided(self) -> None:
+        """The command's result is decided inside the block (:func:`work_done`): at its end
+        SIGINT and SIGTERM are ignored from then on, and one held meanwhile is dropped."""
+        if self._held:
+            import signal
+
+            self._saved = {sig: signal.SIG_IGN for sig in self._saved}
+            self._noted.clear()
 
     def __exit__(self, *exc) -> bool:
         if not self._held:

@@ -66,15 +66,19 @@ def verify_unpublished(path: Path, public_key=None, results_dir: Path | None = N
 
 def put_in_place(path: Path) -> bool:
     """Move the verified bundle and its digest file from their hidden names to ``path`` and
-    ``<path>.sha256-digest``, together (Ctrl-C and SIGTERM held for the two renames). Returns
-    whether an earlier bundle was there (it is replaced)."""
+    ``<path>.sha256-digest``, together (Ctrl-C and SIGTERM held for the two renames); from then
+    on the command's result is decided and a Ctrl-C or SIGTERM no longer changes it
+    (:meth:`kbrepro.process.deferred_sigint.decided`: the lines that say what was written are
+    printed whole).
+    Returns whether an earlier bundle was there (it is replaced)."""
     path = Path(path)
     files = [path, path.with_name(path.name + DIGEST_SUFFIX)]
     replaced = path.exists()
-    with deferred_sigint():
+    with deferred_sigint() as held:
         for b, a in zip(unpublished_paths(path), files):
             os.replace(b, a)
         published(path)
+        held.decided()  # (a signal held during the renames is dropped too)
     return replaced
 
 

@@ -441,10 +441,16 @@ def candidates_cmd(candidates, candidate_dir, tasks, sizes, extra_shapes, profil
         bc.run_candidates(paired, profile=profile, kernelbench=kernelbench, results_dir=rdir, progress=say,
                           extra_shapes=shapes, sizes=size_map, device=device)
     with unpublished_removed_on_error():
-        with status(f"packing {rdir}"):
-            made = bc.pack_results(rdir, Path(out) if out else None, claims_path=claims, name=name,
-                                   allow_failing=allow_failing, bundle_format=bundle_format, sign=sign,
-                                   unpublished=True)
+        try:
+            with status(f"packing {rdir}"):
+                made = bc.pack_results(rdir, Path(out) if out else None, claims_path=claims, name=name,
+                                       allow_failing=allow_failing, bundle_format=bundle_format, sign=sign,
+                                       unpublished=True)
+        except KeyboardInterrupt as exc:
+            if isinstance(exc, Interrupted):
+                raise
+            raise Interrupted(f"the run finished and its results are kept in {rdir}; no bundle was written: pack "
+                              f"them with 'make_bundle.py pack {rdir}{f' --out {out}' if out else ''}'") from None
         _summary(made, own_run=True, extra=f"; whole command {time.perf_counter() - t0:.1f} s; results in {rdir}",
                  public_key=key.public if key else None, allow_failing=allow_failing, results_dir=rdir)
 

@@ -149,3 +149,56 @@ def test_a_terminal_sees_the_packing_and_the_self_verification_going_on(tmp_path
     assert code == 0, seen[-2000:]
     assert b"packing " in seen and b"just written" in seen
     assert "verify:  PASS" in out
+
+
+def test_once_in_place_the_result_is_decided_and_a_held_signal_is_dropped(tmp_path, monkeypatch):
+    """A Ctrl-C or SIGTERM that lands while the verified bundle takes its final names, or after,
+    no longer changes the result: the lines that say what was written are printed whole and the
+    command exits 0 (a second newcomer saw 'nothing was written' beside a finished bundle)."""
+    import signal
+
+    from kbrepro.process import deferred_sigint
+
+    b, d = _written_unpublished(tmp_path)
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    real_replace = publish.os.replace
+
+    def replace_then_interrupt(src, dst):  # the signal arrives in the middle of the two renames
+        real_replace(src, dst)
+        signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(publish.os, "replace", replace_then_interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        assert publish.put_in_place(b) is True  # no KeyboardInterrupt: held, then dropped
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN and signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+        assert b.read_bytes() == b"new bundle" and d.read_text() == "new digest\n"
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        with pytest.raises(KeyboardInterrupt):  # a block that decided nothing acts on a held signal as before
+            with deferred_sigint():
+                signal.raise_signal(signal.SIGINT)
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, h)
+
+
+def test_a_candidate_run_interrupted_while_packing_says_its_results_are_kept(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    import make_bundle
+    from kbrepro.bundle import candidates as bc
+
+    cand = tmp_path / "c.py"
+    cand.write_text("import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n")
+    res = tmp_path / "res"
+
+    def stopped(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bc, "run_candidates", lambda *a, **k: res)
+    monkeypatch.setattr(bc, "pack_results", stopped)
+    r = CliRunner().invoke(make_bundle.main, ["--candidate", str(cand), "--task", "1/19", "--device", "cpu",
+                                              "--results-dir", str(res), "--out", str(tmp_path / "c.tar")])
+    assert r.exit_code == 130, r.output
+    assert (f"interrupted; the run finished and its results are kept in {res}; no bundle was written: pack them "
+            f"with 'make_bundle.py pack {res} --out {tmp_path / 'c.tar'}'") in r.output
