@@ -131,16 +131,36 @@ def rendered_markdown(text: str) -> str:
     from rich.console import Console
     from rich.markdown import Markdown, TableElement
     from rich.table import Table
+    from rich.text import Text
 
     class _FoldingTable(TableElement):
         # rich's own table cuts a word longer than its column with an ellipsis
         # (nvrtc_ftz_tru...); a report's names and numbers are folded onto the next line instead
         def __rich_console__(self, console, options):
+            heads = [c.content for c in (self.header.row.cells if self.header is not None and self.header.row is not None
+                                         else ())]
+            rows = [[c.content for c in row.cells] for row in (self.body.rows if self.body is not None else ())]
+            cols = [[heads[i], *(r[i] for r in rows if i < len(r))] for i in range(len(heads))]
+            text = [[getattr(c, "plain", str(c)) for c in col] for col in cols]
+            least = [max((len(w) for x in col for w in x.split()), default=1) for col in text]  # the longest word
+            most = [max((len(x) for x in col), default=1) for col in text]  # a cell on one line
+            room = options.max_width - 3 * len(heads)  # (each column's padding and rule)
+            if heads and sum(least) > room:
+                # the words cannot stand side by side (a narrow terminal, many columns): one row
+                # after another, each cell under its column's name, never a name cut into pieces
+                for row in rows:
+                    for head, cell in zip(heads, row):
+                        yield Text.assemble((f"{getattr(head, 'plain', head)}: ", "bold"), cell)
+                    yield Text("")
+                return
+            # every column at least its longest word; the room left shared by what each could use
+            spare, want = room - sum(least), [m - n for m, n in zip(most, least)]
+            widths = [n + (min(w, spare * w // sum(want)) if sum(want) else 0) for n, w in zip(least, want)]
             table = Table(box=box.SIMPLE_HEAVY)
-            for cell in (self.header.row.cells if self.header is not None and self.header.row is not None else ()):
-                table.add_column(cell.content, overflow="fold")
-            for row in (self.body.rows if self.body is not None else ()):
-                table.add_row(*[cell.content for cell in row.cells])
+            for head, width in zip(heads, widths):
+                table.add_column(head, overflow="fold", width=width)
+            for row in rows:
+                table.add_row(*row)
             yield table
 
     class _Markdown(Markdown):

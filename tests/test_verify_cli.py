@@ -334,3 +334,19 @@ def test_a_terminal_sees_which_tier_runs_and_a_pipe_sees_nothing_of_it(good):
     piped = subprocess.run([sys.executable, str(ROOT / "verify_bundle.py"), str(good), "--level", "static"],
                            capture_output=True, text=True, timeout=120)
     assert piped.returncode == 0 and "verifying" not in piped.stderr
+
+
+def test_a_table_too_wide_for_its_words_is_shown_row_by_row_and_no_word_is_cut():
+    """--show-report's tables: every column at least as wide as its longest word; where the
+    words cannot stand side by side, each row's cells under their column's name (a second
+    newcomer read 'cupy_de/fault/e/ager_ta/il' at 80 columns)."""
+    from kbrepro.cli.render import rendered_markdown
+
+    names = [f"column_{i}" for i in range(9)]
+    cells = [f"nvrtc_ftz_false/torchscript_{i}" for i in range(9)]
+    wide = "| " + " | ".join(names) + " |\n|" + "---|" * 9 + "\n| " + " | ".join(cells) + " |\n"
+    out = rendered_markdown(wide)
+    assert all(f"{n}: {c}" in out for n, c in zip(names, cells)), out
+    narrow = "| block | a/b | verdict |\n|---|---|---|\n| 81.full.events | nvrtc_ftz_false/torchscript | holds |\n"
+    out = rendered_markdown(narrow)
+    assert "nvrtc_ftz_false/torchscript" in out and "81.full.events" in out and "block: " not in out
