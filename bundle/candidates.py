@@ -565,9 +565,15 @@ def pack_results(results_dir: Path, out: Path | None = None, *, claims_path: str
                                   f"{f0['id']}', then pack with 'make_bundle.py pack {results_dir}'; or pass --allow-failing "
                                   "to pack the cases that finished")
     if (bad or failing) and not allow_failing:
-        what = "; ".join(f"{k} did not run" if v == ["ran"] else f"{k} caught by {', '.join(v)}"
-                         for k, v in bad.items()) or f"claims {', '.join(failing)} fail"
+        why_not = {r["name"]: next((str(v.get("detail") or "") for v in r.get("verdicts") or []
+                                    if v.get("name") == "ran"), "") for r in doc.get("candidates") or []}
+        what = "; ".join(f"{k} did not run ({why_not.get(k, '')[:160]})" if v == ["ran"]
+                         else f"{k} caught by {', '.join(v)}" for k, v in bad.items()) or \
+            f"claims {', '.join(failing)} fail"
+        needs_gpu = doc.get("device") == "cpu" and any("cuda" in why_not.get(k, "").lower() for k in bad)
         raise InvalidResultsError(f"{what}; the results stay in {results_dir}",
+                                  ("a candidate that builds CUDA code needs a GPU: run it on a machine with one, "
+                                   "without --device cpu; or " if needs_gpu else "") +
                                   f"to pack them anyway, run 'python make_bundle.py pack {results_dir} "
                                   "--allow-failing'")
     out = check_out_path(Path(out) if out else Path(f"{meta['name']}.tar"))

@@ -58,3 +58,21 @@ def test_from_results_of_candidates_takes_no_run_options(cand, tmp_path):
 ])
 def test_values_a_run_would_refuse_late_are_refused_first(cand, tmp_path, args, fragment):
     one_error(cli("make", "--candidate", cand, "--task", "1/40", *args), 2, fragment)
+
+
+@pytest.mark.slow
+def test_a_cuda_candidate_on_the_cpu_says_why_it_did_not_run_and_that_it_needs_a_gpu(tmp_path):
+    """--device cpu and a candidate that builds CUDA code: the run says why the candidate did not
+    run (its 'ran' check's detail) and that it needs a GPU, not only 'did not run' (a second
+    newcomer's finding)."""
+    cand = tmp_path / "needs_cuda.py"
+    cand.write_text("import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n"
+                    "        super().__init__()\n        raise OSError('CUDA_HOME environment variable is not set')\n\n"
+                    "    def forward(self, x):\n        return x\n")
+    res = cli("make", "--candidate", cand, "--task", "1/19", "--device", "cpu", "--size", "batch_size=4",
+              "--size", "dim=64", "--results-dir", tmp_path / "res", "--out", tmp_path / "c.tar")
+    assert res.code == 1, res.err
+    err = [ln for ln in res.err.splitlines() if ln.startswith(("error:", "  ->"))]
+    assert err[0].startswith("error: needs_cuda did not run (") and "CUDA_HOME" in err[0], err
+    assert err[1].startswith("  -> a candidate that builds CUDA code needs a GPU: run it on a machine with one"), err
+    assert not (tmp_path / "c.tar").exists()
