@@ -260,7 +260,9 @@ def render_report(meta: Mapping, doc: Mapping, claims_doc: Mapping) -> str:
             mark = {True: "pass", False: "**FAIL**", None: "undecided"}[v.get("passed")]
             detail = _md(v.get("detail", ""))
             if cpu and v.get("passed") is True and v["name"] in CPU_CANNOT_DECIDE:
-                mark, detail = "undecided on a CPU", f"a CPU run has {CPU_CANNOT_DECIDE[v['name']]}; recorded: {detail}"
+                # (from the tidy words on, what the check recorded, which a CPU could not measure, is left out)
+                mark, detail = "undecided on a CPU", f"a CPU run has {CPU_CANNOT_DECIDE[v['name']]}" + (
+                    "" if readable >= 2 else f"; recorded: {detail}")
             lines.append(f"| {v['name']} | {mark} | {detail} |")
         skipped = {a: b.get("skipped") for a, b in ((r.get("timing") or {}).get("baselines") or {}).items()
                    if isinstance(b, dict) and b.get("skipped")}
