@@ -145,6 +145,10 @@ class _Group(EdgeMixin, click.Group):
             return super().parse_args(ctx, args)
         legacy = not args or args[0].startswith("-")
         if not legacy and args[0] not in self.commands:
+            if args[0] == "verify" or args[0].endswith((".tar", ".tar.gz", ".tgz")):  # a bundle to check
+                archive = args[1] if args[0] == "verify" and len(args) > 1 else args[0]
+                raise UsageError(f"make_bundle.py makes bundles; {args[0]!r} is not one of its commands",
+                                 f"to check a bundle, run 'python verify_bundle.py {archive}'")
             return super().parse_args(ctx, args)  # click's "No such command"
         table = self._table()
         rest = args if legacy else args[1:]

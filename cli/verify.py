@@ -50,7 +50,14 @@ class _Command(EdgeMixin, click.Command):
                 other = other_tools_option(a, "verify_bundle.py")
                 if other is not None:
                     raise other
+        if args and args[0] in MAKE_COMMANDS and not Path(args[0]).exists():  # a make_bundle.py command
+            raise UsageError(f"{args[0]!r} is a command of make_bundle.py; verify_bundle.py takes a bundle to check",
+                             f"run 'python make_bundle.py {' '.join(args)}', or give verify_bundle.py an ARCHIVE")
         return super().parse_args(ctx, args)
+
+
+#: make_bundle.py's subcommands (a word verify_bundle.py would read as an archive's name)
+MAKE_COMMANDS = ("study", "candidates", "pack", "keygen", "selftest")
 
 
 #: Options that act on replay only; refused at --level fast and static.

@@ -1270,3 +1270,17 @@ def test_an_unknown_option_of_a_subcommand_points_to_that_subcommands_help():
     r = subprocess.run([sys.executable, str(ROOT / "make_bundle.py"), "pack", "r", "--levl"], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 2 and r.stderr.splitlines()[-1] == "  -> see 'make_bundle.py pack --help'", r.stderr
+
+
+@pytest.mark.parametrize("tool,args,fragment,step", [
+    ("make", ["x.tar"], "'x.tar' is not one of its commands", "run 'python verify_bundle.py x.tar'"),
+    ("make", ["verify", "y.tar"], "'verify' is not one of its commands", "run 'python verify_bundle.py y.tar'"),
+    ("verify", ["pack", "results/r"], "'pack' is a command of make_bundle.py",
+     "run 'python make_bundle.py pack results/r'"),
+])
+def test_a_command_of_the_other_tool_is_named_as_such(tool, args, fragment, step):
+    """A second newcomer typed the other tool's command ('make_bundle.py X.tar', 'verify_bundle.py
+    pack DIR') and got click's 'No such command' or 'unexpected extra argument'."""
+    res = cli(tool, *args)
+    one_error(res, 2, fragment)
+    assert step in res.err.splitlines()[1]
