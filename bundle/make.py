@@ -142,6 +142,10 @@ def load_results(results_dir: Path, study_path: str | None = None) -> ResultSet:
         log_path = d / "logs" / "run.log"
         log = _regular_file(log_path, "run log") if _exists(log_path) else None
         return ResultSet(source="measured", documents=docs, files=files, log=log, study=study, binding=binding)
+    if _exists(d / "bundle.json") and _exists(d / "results" / "run.json"):  # not a run's folder: a bundle's data/
+        raise UnreadableInputError(f"{d} is the data/ folder of an unpacked study bundle, not the results folder a "
+                                   "run wrote", "check the bundle with 'python verify_bundle.py ARCHIVE'; to pack the "
+                                   "run again, pack the folder its run wrote (results/<name>, with run.json in it)")
     study, binding = resolve_study(None, study_path)
     imp = binding.import_originals(d)
     if imp is None:

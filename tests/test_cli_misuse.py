@@ -1284,3 +1284,15 @@ def test_a_command_of_the_other_tool_is_named_as_such(tool, args, fragment, step
     res = cli(tool, *args)
     one_error(res, 2, fragment)
     assert step in res.err.splitlines()[1]
+
+
+def test_packing_an_unpacked_study_bundles_data_folder_says_what_it_is(tmp_path):
+    """A second newcomer packed a study bundle's data/ folder and read about 'the post's result
+    files (fusion_results.json ...)', which they had never heard of."""
+    import tarfile
+
+    with tarfile.open(ROOT / "examples" / "formats" / "pointwise-fusion-ftz-full-format8.tar") as tf:
+        tf.extractall(tmp_path, filter="data")
+    data = next(tmp_path.glob("*/data"))
+    msg = one_error(cli("make", "pack", data), 3, "is the data/ folder of an unpacked study bundle")
+    assert "fusion_results" not in msg
