@@ -55,6 +55,8 @@ FORGERIES = {
                                   "timed with a warm L2"),
     "C2 a cold block's flush shrunk": ("extended", TIMINGS, lambda d: _block(d, "53.tail.events.cold").update(
         flush_bytes=1), "the flush before each invocation"),
+    "C3 the L2 a cold flush follows from nulled": ("extended", ENV, lambda d: d["fields"]["l2_cache_bytes"].update(
+        value=None, reason="not read"), "the L2 size its flush follows from is not recorded"),
     "D the prefix flag left out": ("full", COMPILE, lambda d: _var(d, "cupy_default")["cubin_complete"].pop(
         "loaded_is_prefix"), "loaded cubin is the complete one's prefix"),
     "D2 a cubin's size left out": ("full", COMPILE, lambda d: _var(d)["cubin"].pop("bytes"), "size is not recorded"),

@@ -132,7 +132,10 @@ def _cold_blocks(b: Bundle, t: Tier) -> None:
         if blk.l2 != "cold" or blk.protocol.l2 != "cold":
             t.fail(TIMINGS, f"block {safe_text(blk.id)}: a cold-L2 block not timed cold", path=f"$.blocks[{i}].l2",
                    expected="cold", found=[blk.l2, blk.protocol.l2])
-        if blk.flush_bytes is None or blk.flush_bytes != recorded or (want is not None and blk.flush_bytes != want):
+        if want is None:  # the evidence the flush size follows from is not there: the check fails, never skips
+            t.fail(ENVIRONMENT, f"block {safe_text(blk.id)}: a cold-L2 block, and the L2 size its flush follows "
+                   "from is not recorded", path="$.fields.l2_cache_bytes.value", found=l2)
+        elif blk.flush_bytes != want or blk.flush_bytes != recorded:
             t.fail(TIMINGS, f"block {safe_text(blk.id)}: the flush before each invocation is not the engine's "
                    "(2 x the L2 environment.json records, as timings.json's extras say)",
                    path=f"$.blocks[{i}].flush_bytes", expected=want if want is not None else recorded,
