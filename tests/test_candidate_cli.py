@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import kernelbench_from_example
 from test_cli_misuse import cli, one_error, tree
 
 HONEST = "import torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n"
@@ -69,8 +70,10 @@ def test_a_cuda_candidate_on_the_cpu_says_why_it_did_not_run_and_that_it_needs_a
     cand.write_text("import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n"
                     "        super().__init__()\n        raise OSError('CUDA_HOME environment variable is not set')\n\n"
                     "    def forward(self, x):\n        return x\n")
-    res = cli("make", "--candidate", cand, "--task", "1/19", "--device", "cpu", "--size", "batch_size=4",
-              "--size", "dim=64", "--results-dir", tmp_path / "res", "--out", tmp_path / "c.tar")
+    # the pinned task from a committed example: CI may have no KernelBench submodule (no network)
+    kb = kernelbench_from_example(tmp_path, "candidates-full-*.tar")
+    res = cli("make", "--candidate", cand, "--task", "1/88", "--kernelbench", kb, "--device", "cpu",
+              "--size", "batch_size=4", "--size", "dim=64", "--results-dir", tmp_path / "res", "--out", tmp_path / "c.tar")
     assert res.code == 1, res.err
     err = [ln for ln in res.err.splitlines() if ln.startswith(("error:", "  ->"))]
     assert err[0].startswith("error: needs_cuda did not run (") and "CUDA_HOME" in err[0], err
