@@ -42,29 +42,41 @@ def load(raw_doc: object, files: Mapping[str, bytes], task_source: Callable[[mc.
         return Loaded(None, {}, tuple(problems))
     env = _environment(files.get(f"{prefix}results/environment.json"))
     payload = {k[len(prefix):]: v for k, v in files.items() if k.startswith(prefix)}
-    out: list[Problem] = list(rules.document_problems(doc, env.get("gpu_name")))
+    out: list[Problem] = list(rules.document_problems(doc, env.get("gpu_name"), env.get("compute_capability"),
+                                                      env.get("l2_cache_bytes")))
     verdicts: dict[str, tuple] = {}
     for i, rec in enumerate(doc.candidates):
         vs = cheats_v2.derive_any(doc.schema_version, rec.observations, rec.timing, rec.blocks, doc.predicate.atol,
                                   doc.predicate.rtol, rec.config.no_extra_shape, plain_pytorch(payload.get(rec.file)))
         verdicts[rec.name] = vs
         custom = dict((v.name, v.passed) for v in vs).get("custom_kernel_ran")
-        ev = rules.Evidence(task_source(rec), payload, env.get("l2_cache_bytes"), env.get("gpu_name"))
+        ev = rules.Evidence(task_source(rec), payload, env.get("l2_cache_bytes"), env.get("gpu_name"),
+                            env.get("flags") or {})
         out += rules.record_problems(doc, i, ev, cheats.custom_kernels(rec.observations), custom)
     return Loaded(doc, verdicts, tuple(out))
 
 
 def _environment(raw: Optional[bytes]) -> dict:
-    """The two environment facts the rules hold records against (GPU name, L2 bytes), as
-    environment.json states them (its schema is checked elsewhere); empty where unreadable."""
+    """The environment facts the rules hold records against (GPU name, compute capability, L2
+    bytes), as environment.json states them (its schema is checked elsewhere); empty where
+    unreadable."""
     try:
         fields = json.loads(raw or b"{}").get("fields") or {}
         name = (fields.get("gpu_name") or {}).get("value")
+        cc = (fields.get("compute_capability") or {}).get("value")
         l2 = (fields.get("l2_cache_bytes") or {}).get("value")
+        flags = {k: (fields.get(f) or {}).get("value") for k, f in ENV_FLAGS.items()}
     except (ValueError, AttributeError):
         return {}
-    return {"gpu_name": name if isinstance(name, str) else None,
-            "l2_cache_bytes": l2 if type(l2) is int and l2 > 0 else None}
+    return {"gpu_name": name if isinstance(name, str) else None, "compute_capability": cc if isinstance(cc, str) else None,
+            "l2_cache_bytes": l2 if type(l2) is int and l2 > 0 else None,
+            "flags": {k: v for k, v in flags.items() if isinstance(v, (bool, str))}}
+
+
+#: the precision flags environment.json records (harness/fingerprint.py), by the name the
+#: candidate's records give them (:class:`kbrepro.model.scalars.Flags`)
+ENV_FLAGS = {"allow_tf32_matmul": "tf32_matmul", "allow_tf32_cudnn": "tf32_cudnn",
+             "float32_matmul_precision": "float32_matmul_precision"}
 
 
 def file_problems(doc: Mapping, files: Mapping[str, bytes]) -> list[str]:

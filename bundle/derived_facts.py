@@ -42,6 +42,7 @@ import math
 from typing import Any, Mapping
 
 from kbrepro.model.documents import Records, Selftest
+from kbrepro.model.timing_rules import COPY_PEAK_SLACK, gpu_l2_bytes, gpu_peak_gbps
 from kbrepro.model.problems import Problem
 from kbrepro.bundle.documents import DOC_PATHS
 from kbrepro.bundle.evidence import as_dict, as_list, cut, is_int, number, problem
@@ -90,6 +91,7 @@ def document_problems(documents: Mapping[str, Any], records: Records) -> list[Pr
     for i, b in blocks:
         out += _adaptive(i, b)
     out += _gemm(blocks, documents)
+    out += _beyond_memory(blocks, records)
     if records.selftest is not None:
         out += _selftest(records.selftest, blocks)
     return out
@@ -163,6 +165,40 @@ def _copy_gbps(blocks: list[tuple[int, dict]]) -> tuple[float | None, list[Probl
         return None, [problem(TIMINGS, f"$.blocks[{i}]", f"block {cut(b.get('id'))}: gives no copy bandwidth",
                               found=str(gbps))]
     return gbps, []
+
+
+def _beyond_memory(blocks: list[tuple[int, dict]], records: Records) -> list[Problem]:
+    """No arm of a block that records the bytes it moves (a tail, the copy block) moves them
+    faster than the GPU's memory can (:func:`kbrepro.model.timing_rules.gpu_peak_gbps` of the
+    GPU environment.json names, by compute capability for one not in the table, times
+    ``COPY_PEAK_SLACK``): bytes / median ms per invocation. A block whose bytes could stay in
+    the L2 (less than twice its size, the table's or else environment.json's) is not held to it."""
+    env = records.environment
+    if env is None:
+        return []
+    name, cc, l2 = env.value("gpu_name"), env.value("compute_capability"), env.value("l2_cache_bytes")
+    if not isinstance(name, str):
+        return []
+    l2 = gpu_l2_bytes(name) or (l2 if is_int(l2) and l2 > 0 else None)
+    peak = gpu_peak_gbps(name, cc if isinstance(cc, str) else None) * COPY_PEAK_SLACK
+    out = []
+    for i, b in blocks:
+        nbytes = b.get("bytes_moved")
+        if not is_int(nbytes) or nbytes <= 0 or b.get("skipped") is not None \
+                or (b.get("kind") != "cold_l2" and (l2 is None or nbytes < 2 * l2)):
+            continue
+        for arm in as_list(b.get("arms")):
+            times = [number(as_dict(as_dict(r).get("times_ms")).get(arm)) for r in as_list(b.get("rounds"))]
+            times = sorted(x for x in times if x is not None and x > 0)
+            if not times:
+                continue
+            gbps = nbytes / (times[len(times) // 2] * 1e6)
+            if gbps > peak:
+                out.append(problem(TIMINGS, f"$.blocks[{i}]", f"block {cut(b.get('id'))}: {cut(arm)} moves "
+                                   f"{nbytes} bytes at {gbps:.0f} GB/s, more than an {cut(name)} can "
+                                   f"({peak:.0f} GB/s with {COPY_PEAK_SLACK - 1:.0%} slack)", expected=f"<= {peak:.0f}",
+                                   found=round(gbps)))
+    return out
 
 
 # ------------------------------------------------------------------------- adaptive stopping

@@ -50,12 +50,11 @@ from kbrepro.model import candidates as mc, protocol
 from kbrepro.model.protocol import BASELINES, PROFILES, CandidateConfig  # noqa: F401 (the engine's names)
 from kbrepro.model.source_rules import plain_pytorch
 from kbrepro.model.task_inputs import reduced_sizes
-from kbrepro.model.provenance_rules import MAX_BUILDS, MAX_COMPONENT, fit_component, ninja_commands
+from kbrepro.model.provenance_rules import (MAX_BUILDS, MAX_COMPONENT, MAX_PROVENANCE_FILE, MAX_PROVENANCE_TOTAL,
+                                             fit_component, ninja_commands)
 from kbrepro.kernels.compile import sass_ftz_counts, sass_says_ftz
 
 #: the largest provenance file copied into a bundle, and the most per candidate
-MAX_PROVENANCE_FILE = 32 * 1024 * 1024
-MAX_PROVENANCE_TOTAL = 96 * 1024 * 1024
 MAX_PROVENANCE_FILES = 500
 #: build outputs never copied (object files are the .so's inputs; the .so is kept; ninja's own
 #: logs and dependency databases hold machine paths and no evidence)

@@ -449,9 +449,14 @@ class Server:
         """The kept outputs of the last fresh-input request: every output's checksums and which
         invocation's answer each output's memory holds (harness/fresh.py). A request of its own,
         outside the parent's clock of the timed one."""
+        # read before the spent sets are freed (a finalizer on an input is the candidate's code,
+        # which could write the outputs then), and never through a subclass's methods
+        ft = self.fresh_timer
+        kept = [y if ft.plain(y) else None for y in self.kept]
+        sums, sizes = ft.checksums(kept, int(h.get("weight_seed") or 0))
+        written = ft.written_by(kept)
         self.pool = []
-        sums, sizes = self.fresh_timer.checksums(self.kept, int(h.get("weight_seed") or 0))
-        return ({"outputs": len(self.kept), "chunk_sizes": sizes, "written_by": self.fresh_timer.written_by(self.kept)},
+        return ({"outputs": len(kept), "chunk_sizes": sizes, "written_by": written},
                 [sums.astype("<f8", copy=False).tobytes()])
 
     def trim(self) -> dict:

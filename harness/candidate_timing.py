@@ -168,7 +168,7 @@ def _held(cand: Mapping, ref, sizes: list, atol: float, rtol: float, rng: random
         k = int(np.flatnonzero(verdict[i] == 0)[0])
         rc, rr = _pair(sums[i, k]), _pair(want[i, k])
         failing.append([i, w, k, rc[0], rc[1], rr[0], rr[1], sizes[k]])
-        if None in rc:
+        if None in rc or None in rr:  # a finite output where the reference is not: no ratio, failing
             worst = float("inf")
         else:  # the larger deviation of the two sums over the allowance (at least 1 when failing)
             allow = sizes[k] * atol + rtol * rc[1] + protocol.CHECKSUM_FLOAT_SLACK * (rc[1] + rr[1]) + 1e-300

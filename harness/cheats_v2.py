@@ -81,8 +81,8 @@ def timed_outputs_correct_v2(timing: Timing, blocks: Sequence[Block], atol: floa
     output on the same set (``outputs.failing``; the recorded sample's raw checksums derived
     again with :func:`~kbrepro.model.protocol.held_row_agrees`), and the spot-checked per-call outputs, pass. Outputs
     in a reused buffer hold only their last writer's answer and count as aliased (the
-    block-against-per-call check covers them); a sampled output whose reference is not finite
-    cannot be judged (None)."""
+    block-against-per-call check covers them); a sampled output that is not finite where its
+    reference is not either cannot be judged (None)."""
     base = timed_outputs_correct(timing)
     held = [r.outputs for b in blocks for r in b.rounds if r.outputs is not None]
     if not held:
@@ -97,7 +97,7 @@ def timed_outputs_correct_v2(timing: Timing, blocks: Sequence[Block], atol: floa
     if base.passed is False:
         return base
     if None in rows:
-        return CheckVerdict("timed_outputs_correct", None, "a sampled timed output's reference is not finite: it "
+        return CheckVerdict("timed_outputs_correct", None, "a sampled timed output and its reference are not finite: it "
                             "cannot be judged")
     return CheckVerdict("timed_outputs_correct", True, f"all {n} timed outputs held against the reference on their "
                         f"own inputs" + (f" ({aliased} in a reused buffer)" if aliased else "") +

@@ -22,16 +22,17 @@ is left to the named checks, only where the run kind says why (a CPU run has no 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator, Mapping, Optional, Sequence
 
 from kbrepro.model import problems as P
 from kbrepro.model import protocol
 from kbrepro.model.candidates import CandidateRecord, CandidatesDoc, Case
-from kbrepro.model.provenance_rules import (binaries_with_sass, binary_problems, build_problems, defines,  # noqa: F401
+from kbrepro.model.provenance_rules import (binaries_with_sass, binary_problems, build_problems, copy_problems,  # noqa: F401
+                                            defines,
                                             in_binary, kernel_base_name, sass_functions)
 from kbrepro.model.timing_rules import (COPY_PEAK_SLACK, _close, _p, _specs, block_problems, copy_block_problems,
-                                        derived_gbps, gpu_peak_gbps)
+                                        derived_gbps, gpu_l2_bytes, gpu_peak_gbps, l2_problems)
 from kbrepro.model.problems import Problem
 from kbrepro.model.sizes import SizeValue
 from kbrepro.model.task_inputs import Undecidable, parse_digest, size_globals
@@ -50,13 +51,15 @@ TASK_PATH = re.compile(r"^(KernelBench/level\d{1,2}/\d{1,4}_[A-Za-z0-9_]{1,120}\
 class Evidence:
     """What the rules read beside a record: the pinned task's source (None where the verifier
     already failed it), the payload (bundle path under ``data/`` -> bytes: SASS listings and
-    binaries), and what environment.json states of the machine (its L2 size and GPU name:
-    held against the records, never used in their place)."""
+    binaries), and what environment.json states of the machine (its L2 size, GPU name and the
+    precision flags the run started with, named as :class:`kbrepro.model.scalars.Flags` names
+    them: held against the records, never used in their place)."""
 
     task_src: Optional[bytes]
     files: Mapping[str, bytes]
     l2_cache_bytes: Optional[int]
     gpu_name: Optional[str]
+    flags: Mapping[str, object] = field(default_factory=dict)
 
 
 def case_gpu(doc: CandidatesDoc, rec: CandidateRecord, gpu_name: Optional[str]) -> Optional[str]:
@@ -67,12 +70,20 @@ def case_gpu(doc: CandidatesDoc, rec: CandidateRecord, gpu_name: Optional[str]) 
     return ran.gpu_name if ran is not None and ran.gpu_name else gpu_name
 
 
-def document_problems(doc: CandidatesDoc, gpu_name: Optional[str] = None) -> list[Problem]:
+def document_problems(doc: CandidatesDoc, gpu_name: Optional[str] = None, compute_capability: Optional[str] = None,
+                      l2_cache_bytes: Optional[int] = None) -> list[Problem]:
     """Rules over the whole document: the predicate is the profile's; the run ends after it
     starts; the run's copy bandwidth is derived from its raw block (a GPU run always measures
     it; a CPU run never) and is one the GPU the environment names can reach
-    (:func:`gpu_peak_gbps`); a sharded run's cases ran on the document's device."""
+    (:func:`gpu_peak_gbps`, by compute capability for a GPU not in its table); a GPU run names
+    its GPU, and the environment's L2 size is that GPU's (:func:`l2_problems`); a sharded run's
+    cases ran on the document's device."""
     out: list[Problem] = []
+    if doc.device == "cuda":
+        if not gpu_name:
+            out.append(_p(P.INCOMPLETE, "environment.json gpu_name", "a GPU run names its GPU: without it the copy "
+                          "bandwidth's bound and the L2 a cold block flushes cannot be derived"))
+        out += l2_problems("environment.json l2_cache_bytes", gpu_name, l2_cache_bytes)
     if doc.finished_utc < doc.started_utc:
         out.append(_p(P.CONTRADICTS, "$.finished_utc", "is before started_utc"))
     for j, c in enumerate(doc.cases or ()):
@@ -83,7 +94,7 @@ def document_problems(doc: CandidatesDoc, gpu_name: Optional[str] = None) -> lis
         (f"$.candidates[{i}].case.bandwidth_block", r.case.bandwidth_block, case_gpu(doc, r, gpu_name))
         for i, r in enumerate(doc.candidates) if r.case]
     for path, blk, gpu in blocks:
-        peak = gpu_peak_gbps(gpu) * COPY_PEAK_SLACK
+        peak = gpu_peak_gbps(gpu, compute_capability if gpu == gpu_name else None) * COPY_PEAK_SLACK
         g = derived_gbps(blk) if blk is not None else None
         if g is not None and g > peak:
             out.append(_p(P.CONTRADICTS, path, f"gives a copy bandwidth of {g:.0f} GB/s, more than the "
@@ -351,6 +362,13 @@ def record_problems(doc: CandidatesDoc, i: int, ev: Evidence, custom: Sequence[s
         out.append(_p(P.CONTRADICTS, f"{at}.timing", "a record of timing protocol 1 holds fields of protocol 2 (clock, "
                       "eager_fresh)"))
     out += _stage_problems(rec, at, cuda)
+    before = rec.observations.build.flags_before if rec.observations.build is not None else None
+    if before is not None:
+        differ = sorted(k for k, v in ev.flags.items() if getattr(before, k, v) != v)
+        if differ:  # the candidate's process starts with the run's flags: different ones were set by it
+            out.append(_p(P.CONTRADICTS, f"{at}.observations.build.flags_before", "are not the precision flags "
+                          "the run started with (environment.json): " + ", ".join(differ),
+                          {k: ev.flags[k] for k in differ}, {k: getattr(before, k) for k in differ}))
     span = (_utc_s(doc.finished_utc) - _utc_s(doc.started_utc)) if doc.finished_utc >= doc.started_utc else 0
     if rec.seconds > span + _UTC_SLACK_S:
         out.append(_p(P.CONTRADICTS, f"{at}.seconds", f"is longer than the run ({span} s from started_utc to "
@@ -391,6 +409,7 @@ def record_problems(doc: CandidatesDoc, i: int, ev: Evidence, custom: Sequence[s
     out += _summary_problems(rec, at, doc.predicate.atol)
     out += _input_problems(rec, at, task_src, shapes, cache)
     out += binary_problems(rec, at, ev.files)
+    out += copy_problems(rec, at)
     out += build_problems(rec, at, ev.files)
     built = sorted({"load_inline" for _ in rec.provenance.builds} | {
         "triton" for f in rec.provenance.files if f.path.startswith("triton/") and f.path.endswith(".cubin")})
@@ -421,8 +440,10 @@ def record_problems(doc: CandidatesDoc, i: int, ev: Evidence, custom: Sequence[s
                           gbps, rec.case.bandwidth_gbps))
     else:
         gbps = derived_gbps(doc.bandwidth.block) if doc.bandwidth.block is not None else None
-    # a case that ran on another GPU than the environment's: the L2 its cold block flushed is not recorded (0)
-    l2 = 0 if ev.gpu_name and case_gpu(doc, rec, ev.gpu_name) != ev.gpu_name else ev.l2_cache_bytes
+    # a case that ran on another GPU than the environment's: that GPU's L2 from the table (None
+    # where not known: its cold block's flush cannot be derived, and fails)
+    gpu = case_gpu(doc, rec, ev.gpu_name)
+    l2 = ev.l2_cache_bytes if gpu == ev.gpu_name else gpu_l2_bytes(gpu)
     out += block_problems(rec, at, gbps, task_src, cache, l2, doc.schema_version)
     return out
 

@@ -333,7 +333,7 @@ def checksum_agrees(cand: Sequence[Optional[float]], ref: Sequence[Optional[floa
     """Whether a timed output's checksum of one chunk (``(weighted sum, sum of |y|)``, weights in
     [-1, 1] drawn after the output existed) can come from an output allclose to the
     reference's: :func:`checksums_agree` of one chunk (None for a missing value is NaN), as
-    True, False, or None where the reference's checksum is not finite."""
+    True, False, or None where neither checksum is finite."""
     got = int(checksums_agree(np.array([_or_nan(cand[0]), _or_nan(cand[1])], dtype=np.float64),
                               np.array([_or_nan(ref[0]), _or_nan(ref[1])], dtype=np.float64), elements, atol, rtol))
     return None if got < 0 else bool(got)
@@ -350,8 +350,9 @@ def checksums_agree(cand, ref, elements, atol: float, rtol: float):
     ``|sum|y_c| - sum|y_r||`` are both at most ``m atol + rtol sum|y_c|`` (the allowance of
     ``torch.allclose(reference, candidate)`` summed over the chunk's ``m`` elements) plus the
     float32 reduction's slack ``CHECKSUM_FLOAT_SLACK (sum|y_c| + sum|y_r|)``; 0 where not or
-    where the candidate's checksum is not finite; -1 where the reference's is not finite
-    (nothing to hold the output against). Both sums are held: ``||c| - |r|| <= |c - r| <=
+    where the candidate's checksum is not finite, or is finite where the reference's is not (a
+    reference holding a NaN or infinity has no finite output allclose to it); -1 where both are
+    not finite (nothing to hold the output against). Both sums are held: ``||c| - |r|| <= |c - r| <=
     atol + rtol |c|`` element by element, so a weighted sum cancelled by huge elements
     (weights are known to the candidate's process once drawn) shows in the sum of |y|."""
     sc, ac, sr, ar = cand[..., 0], cand[..., 1], ref[..., 0], ref[..., 1]
@@ -359,14 +360,16 @@ def checksums_agree(cand, ref, elements, atol: float, rtol: float):
         allow = elements * atol + rtol * ac + CHECKSUM_FLOAT_SLACK * (ac + ar)
         agree = (np.abs(sc - sr) <= allow) & (np.abs(ac - ar) <= allow)
     out = np.where(np.isfinite(sc) & np.isfinite(ac) & agree, 1, 0).astype(np.int8)
-    out[~(np.isfinite(sr) & np.isfinite(ar))] = -1
+    # a reference that is not finite holds a NaN or an infinity: an output allclose to it holds
+    # one too, so a finite candidate checksum there disagrees (0); only both not finite is -1
+    out[~(np.isfinite(sr) & np.isfinite(ar)) & ~(np.isfinite(sc) & np.isfinite(ac))] = -1
     return out
 
 
 def held_row_agrees(row: Sequence, atol: float, rtol: float) -> Optional[bool]:
     """One recorded sample row of a round's held outputs (``[invocation, written_by, chunk,
     sum_c, abs_c, sum_r, abs_r, elements]``), derived again: False for an output whose chunks
-    are not the reference's (chunk -1), None where the reference's checksum is not finite, else
+    are not the reference's (chunk -1), None where neither checksum is finite, else
     :func:`checksum_agrees`."""
     if row[2] < 0:
         return False

@@ -129,6 +129,32 @@ def _flags(value) -> object:
     return " ".join("<path>" if ("/" in w or "<" in w) else w for w in value.split())
 
 
+#: the packer copies a file the candidate built when it is at most MAX_PROVENANCE_FILE bytes
+#: and the files copied before it (in the record's order) leave room under MAX_PROVENANCE_TOTAL;
+#: any other is listed with its hash (harness/candidate.py collect_provenance)
+MAX_PROVENANCE_FILE = 32 * 1024 * 1024
+MAX_PROVENANCE_TOTAL = 96 * 1024 * 1024
+#: how far scrubbing may have moved the copied sizes the record holds from those the rule read
+SCRUB_MARGIN = 1024 * 1024
+
+
+def copy_problems(rec: CandidateRecord, at: str) -> Iterator[Problem]:
+    """A file the candidate built is left out only where the packer's rule leaves it out, by
+    the recorded sizes in the record's order (:data:`MAX_PROVENANCE_FILE`,
+    :data:`MAX_PROVENANCE_TOTAL`; within :data:`SCRUB_MARGIN` of the total, as packing scrubs
+    paths from the copied files after the rule ran): a build.ninja or kernel source left out
+    otherwise fails, its flags and code being the run's word alone."""
+    total = 0
+    for j, f in enumerate(rec.provenance.files):
+        if f.copied:
+            total += f.bytes
+        elif f.bytes <= MAX_PROVENANCE_FILE and total + f.bytes <= MAX_PROVENANCE_TOTAL - SCRUB_MARGIN:
+            yield _p(P.DERIVED, f"{at}.provenance.files[{j}].copied", f"{f.path}: not copied, yet the packer copies a "
+                     f"file of {f.bytes} bytes after {total} copied bytes (at most {MAX_PROVENANCE_FILE} a file, "
+                     f"{MAX_PROVENANCE_TOTAL} in all)", True, False)
+            return
+
+
 def build_problems(rec: CandidateRecord, at: str, files: Mapping[str, bytes]) -> Iterator[Problem]:
     """The compiler flags in effect are derived from the bundled ``build.ninja`` files: one
     build record per copied ``build.ninja`` (in file order, at most :data:`MAX_BUILDS`), each
@@ -161,4 +187,4 @@ def sass_functions(sass_texts: Iterable[str]) -> frozenset[str]:
     return frozenset(out)
 
 
-__all__ = ["MAX_COMPONENT", "fit_component", "NINJA_KEYS", "MAX_BUILDS", "ninja_commands", "build_problems", "binary_problems", "binaries_with_sass", "in_binary", "kernel_base_name", "defines", "sass_functions"]
+__all__ = ["MAX_PROVENANCE_FILE", "MAX_PROVENANCE_TOTAL", "copy_problems", "MAX_COMPONENT", "fit_component", "NINJA_KEYS", "MAX_BUILDS", "ninja_commands", "build_problems", "binary_problems", "binaries_with_sass", "in_binary", "kernel_base_name", "defines", "sass_functions"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 from typing import Iterator, Mapping, Optional, Sequence
 
 from kbrepro.model import problems as P
@@ -38,17 +39,57 @@ GPU_PEAK_GBPS = {"H200": 4800.0, "H100 SXM": 3350.0, "H100 NVL": 3900.0, "H100 P
                  "A100-SXM4-80GB": 2039.0, "A100 80GB PCIe": 1935.0, "A100": 2039.0, "L40S": 864.0, "L40": 864.0,
                  "L4": 300.0, "A10G": 600.0, "A10": 600.0, "V100": 900.0, "T4": 320.0, "RTX 4090": 1008.0,
                  "RTX 3090": 936.0, "RTX 5090": 1792.0, "MI300X": 5300.0, "MI250X": 3277.0}
-UNKNOWN_GPU_PEAK_GBPS = 12000.0
+#: a GPU not in the table: the fastest memory of any GPU of its compute capability's major
+#: version in the table (Volta 7, Ampere/Ada 8, Hopper 9, Blackwell 10 and 12), else of any GPU
+#: in the table (a bound from the table, never a number the bundle chose)
+CC_MAJOR_PEAK_GBPS = {7: 900.0, 8: 2039.0, 9: 4900.0, 10: 8000.0, 12: 1792.0}
+UNKNOWN_GPU_PEAK_GBPS = max(GPU_PEAK_GBPS.values())
 COPY_PEAK_SLACK = 1.15
+#: a cold-L2 median may be this fraction of the same arm's warm median, at least (noise; the
+#: flush only adds time)
+COLD_WARM_FLOOR = 0.9
+#: eager's warm median may be this multiple of its per-call median on the fresh sets, at most
+#: (plus EAGER_BLOCK_SLACK_MS); measured ratios 0.33 to 0.44 (candidates-quick-format7.tar)
+EAGER_BLOCK_SLACK = 1.25
+EAGER_BLOCK_SLACK_MS = 0.002
+#: the L2 size (bytes) torch reports, by the GPU's table key (measured on the H200, 60 MiB:
+#: ../shared/H200-FACTS.md; NVIDIA's Hopper datasheets: H100 50 MiB); a GPU not here has no
+#: known L2 beside the environment's word
+GPU_L2_BYTES = {"H200": 60 << 20, "H100 SXM": 50 << 20, "H100 NVL": 50 << 20, "H100 PCIe": 50 << 20, "H100": 50 << 20}
 
 
-def gpu_peak_gbps(gpu_name: Optional[str]) -> float:
-    """The peak of :data:`GPU_PEAK_GBPS` whose key the GPU's name contains (the longest key
-    first), else :data:`UNKNOWN_GPU_PEAK_GBPS`."""
+def gpu_key(gpu_name: Optional[str]) -> Optional[str]:
+    """The key of :data:`GPU_PEAK_GBPS` the GPU's name contains (the longest key first: "GH200"
+    before "H200"), or None for a GPU not in the table."""
     for key in sorted(GPU_PEAK_GBPS, key=len, reverse=True):
         if gpu_name and key.lower() in gpu_name.lower():
-            return GPU_PEAK_GBPS[key]
-    return UNKNOWN_GPU_PEAK_GBPS
+            return key
+    return None
+
+
+def gpu_peak_gbps(gpu_name: Optional[str], compute_capability: Optional[str] = None) -> float:
+    """The peak memory bandwidth (GB/s) of :data:`GPU_PEAK_GBPS` for the GPU's name; for a name
+    not in the table, :data:`CC_MAJOR_PEAK_GBPS` of its compute capability (``"9.0"``) where
+    known, else :data:`UNKNOWN_GPU_PEAK_GBPS`."""
+    key = gpu_key(gpu_name)
+    if key is not None:
+        return GPU_PEAK_GBPS[key]
+    major = compute_capability.split(".")[0] if isinstance(compute_capability, str) else ""
+    return CC_MAJOR_PEAK_GBPS.get(int(major), UNKNOWN_GPU_PEAK_GBPS) if major.isdigit() else UNKNOWN_GPU_PEAK_GBPS
+
+
+def gpu_l2_bytes(gpu_name: Optional[str]) -> Optional[int]:
+    """The L2 size (bytes) of :data:`GPU_L2_BYTES` for the GPU's name, or None where unknown."""
+    return GPU_L2_BYTES.get(gpu_key(gpu_name) or "")
+
+
+def l2_problems(path: str, gpu_name: Optional[str], l2_cache_bytes: Optional[int]) -> list[Problem]:
+    """The environment's L2 size against :data:`GPU_L2_BYTES` for its GPU (a cold block's flush
+    is twice it: a smaller one leaves the L2 warm)."""
+    want = gpu_l2_bytes(gpu_name)
+    if want is not None and l2_cache_bytes is not None and l2_cache_bytes != want:
+        return [_p(P.CONTRADICTS, path, f"is not the L2 size of an {gpu_name}", want, l2_cache_bytes)]
+    return []
 
 
 def _close(a: float, b: float, rel: float = FLOAT_REL) -> bool:
@@ -150,11 +191,10 @@ def block_problems(rec: CandidateRecord, at: str, gbps: Optional[float], task_sr
             yield _p(P.CONTRADICTS, f"{bp}.protocol.pool_bytes", "differs from the warm block's: both come from the "
                      "memory free when the timing stage began", rec.blocks[0].protocol.pool_bytes, pr.pool_bytes)
         want_flush = None if b.l2 == "warm" else (2 * l2_cache_bytes if l2_cache_bytes else -1)
-        if b.l2 == "cold" and l2_cache_bytes == 0 and b.flush_bytes and b.flush_bytes % 2 == 0:
-            want_flush = b.flush_bytes  # a sharded case on another GPU than the environment's: twice its own L2
         if b.flush_bytes != want_flush:
-            yield _p(P.DERIVED, f"{bp}.flush_bytes", "a cold block flushes twice the L2 the environment records, a "
-                     "warm one does not flush", want_flush, b.flush_bytes)
+            yield _p(P.DERIVED, f"{bp}.flush_bytes", "a cold block flushes twice the L2 of the GPU it ran on, a warm one "
+                     "does not flush" + ("" if l2_cache_bytes else ": that L2 size is not known here, so the flush "
+                                         "cannot be derived"), want_flush, b.flush_bytes)
         broken = next((k for k, (row, order) in enumerate(zip(b.rounds, _order(arms, seed, len(b.rounds))))
                        if list(row.order) != order or sorted(row.times_ms) != sorted(arms)
                        or list(row.host_ms) != ["candidate"]), None)
@@ -204,6 +244,7 @@ def block_problems(rec: CandidateRecord, at: str, gbps: Optional[float], task_sr
                 s.round != i or s.index >= cfg.fresh_sets for i, s in enumerate(pc.spot_checks)):
             yield _p(P.INCOMPLETE, f"{at}.timing.per_call.spot_checks", f"is not one check per round of "
                      f"{cfg.fresh_sets} calls")
+    yield from _cold_floor_problems(rec, at)
     if fresh:
         yield from _clock_record_problems(rec, at, cfg)
     roof = timing.roofline
@@ -243,6 +284,32 @@ def block_problems(rec: CandidateRecord, at: str, gbps: Optional[float], task_sr
     if single and roof.bytes_moved != want or roof.bytes_moved < want:
         yield _p(P.DERIVED, f"{at}.timing.roofline.bytes_moved", "is not the bytes of the task's inputs and output at "
                  "the run's sizes", want, roof.bytes_moved)
+    elif not single and out.nbytes and roof.bytes_moved == want:
+        # a reference of several outputs moves more than its first output's bytes: the count
+        # is the bundle's word, held against the bytes (it relaxes the held-output chunk rule)
+        yield _p(P.CONTRADICTS, f"{at}.observations.cases", f"the timing input's reference returns "
+                 f"{tcase.reference_count} outputs, yet the bytes moved are those of its first alone", f"> {want}",
+                 roof.bytes_moved)
+
+
+def _cold_floor_problems(rec: CandidateRecord, at: str) -> Iterator[Problem]:
+    """Each arm's cold-L2 median (ms per invocation) is at least :data:`COLD_WARM_FLOOR` of its
+    warm median: the cold region runs the same calls on the same kind of fresh sets plus a flush
+    of the L2 before each (measured on the H200: 0.045 ms cold against 0.036 ms warm,
+    examples/formats/candidates-quick-format7.tar); a cold time made smaller is below it."""
+    if len(rec.blocks) != 2:
+        return
+    warm, cold = rec.blocks
+    for arm in cold.arms:
+        w = [r.times_ms.get(arm) for r in warm.rounds]
+        c = [r.times_ms.get(arm) for r in cold.rounds]
+        if not w or not c or None in w or None in c:
+            continue
+        mw, mc = statistics.median(w), statistics.median(c)
+        if mc < COLD_WARM_FLOOR * mw:
+            yield _p(P.CONTRADICTS, f"{at}.blocks[1]", f"{arm}'s cold-L2 median {mc:.4g} ms is less than "
+                     f"{COLD_WARM_FLOOR:g} of its warm median {mw:.4g} ms: the same calls with a flush before each "
+                     "are not faster", f">= {COLD_WARM_FLOOR * mw:.4g}", mc)
 
 
 def _chunk_sizes(numel: int) -> list:
@@ -278,6 +345,10 @@ def _held_problems(rec: CandidateRecord, b, bp: str, inv: int, cache: dict,
             yield _p(P.INCOMPLETE, f"{rp}.n", "does not hold every invocation's output", inv, h.n)
             return
         for x in h.sample:
+            if x[2] >= 0 and not 0 <= x[7] <= protocol.CHECKSUM_CHUNK:  # whatever the output count: a chunk's size
+                yield _p(P.CONTRADICTS, f"{rp}.sample", "a row's element count is not a checksum chunk's (at most "
+                         f"{protocol.CHECKSUM_CHUNK})", f"<= {protocol.CHECKSUM_CHUNK}", x[7])
+                return
             if x[2] >= 0 and sizes is not None and (x[2] >= len(sizes) or x[7] != sizes[x[2]]):
                 yield _p(P.CONTRADICTS, f"{rp}.sample", "a row names a chunk the task's output does not have",
                          sizes[:4], [x[2], x[7]])
@@ -309,6 +380,15 @@ def _clock_record_problems(rec: CandidateRecord, at: str, cfg) -> Iterator[Probl
             or [r.round for r in pc.eager_fresh] != list(range(len(pc.eager_fresh)))):
         yield _p(P.INCOMPLETE, f"{at}.timing.per_call.eager_fresh", f"is not {cfg.fresh_rounds} rounds of "
                  f"{cfg.fresh_sets} eager calls on the fresh sets")
+    elif pc is not None and pc.eager_fresh and all(r.times_ms.get("eager") is not None for r in rec.blocks[0].rounds):
+        # eager back to back on fresh sets is not slower than eager one synchronised call at a time
+        percall = statistics.median(t for r in pc.eager_fresh for t in r.times_ms)
+        block = statistics.median(r.times_ms["eager"] for r in rec.blocks[0].rounds)
+        if block > EAGER_BLOCK_SLACK * percall + EAGER_BLOCK_SLACK_MS:
+            yield _p(P.CONTRADICTS, f"{at}.blocks[0]", f"eager's warm median {block:.4g} ms per invocation is more "
+                     f"than its per-call median on the fresh sets ({percall:.4g} ms, with {EAGER_BLOCK_SLACK:g}x and "
+                     f"{EAGER_BLOCK_SLACK_MS:g} ms of slack): calls back to back are not slower than synchronised",
+                     f"<= {EAGER_BLOCK_SLACK * percall + EAGER_BLOCK_SLACK_MS:.4g}", block)
     ck = rec.timing.clock
     if ck is None:
         yield _p(P.INCOMPLETE, f"{at}.timing.clock", "a run of timing protocol 2 clocks the candidate over two lengths")
@@ -331,5 +411,5 @@ def _clock_record_problems(rec: CandidateRecord, at: str, cfg) -> Iterator[Probl
             yield _p(P.CONTRADICTS, f"{at}.timing.clock.reported{key}_ms", "claims more time than the parent's clock saw")
 
 
-__all__ = ["FLOAT_REL", "CALIBRATION_FACTOR", "CALIBRATION_FACTOR_V2", "GPU_PEAK_GBPS", "gpu_peak_gbps", "derived_gbps",
+__all__ = ["FLOAT_REL", "CALIBRATION_FACTOR", "CALIBRATION_FACTOR_V2", "GPU_PEAK_GBPS", "GPU_L2_BYTES", "gpu_key", "gpu_peak_gbps", "gpu_l2_bytes", "l2_problems", "derived_gbps",
            "copy_block_problems", "block_problems"]

@@ -131,6 +131,7 @@ def test_only_a_graph_replaying_arm_gets_a_cuda_graph_step_mark():
     ft = _ft()
     marks = []
     ft._Event, ft._sync, ft._step = _Event, (lambda: None), (lambda: marks.append(1))
+    ft._ev_sync, ft._ev_elapsed = _Event.synchronize, _Event.elapsed_time
     pool = ft.draw_pool(_Task, 5, 3)
     ms, ys = ft.region(lambda x: x + 1, pool, 3)
     assert marks == [] and len(ys) == 3 and ms == pytest.approx(1 / 3)
@@ -330,3 +331,32 @@ def test_a_set_as_large_as_a_draw_chunk_is_drawn_call_by_call(monkeypatch):
     want = [_Task.get_inputs() for _ in range(3)]
     assert all(torch.equal(p[0], w[0]) for p, w in zip(pool, want))
     assert len({x[0].data_ptr() for x in pool}) == 3
+
+
+def test_the_timer_reads_no_timed_output_through_a_subclass_and_keeps_its_own_synchronisations(monkeypatch):
+    """A red-team round's candidates (2026-12-05): a timed output that is a tensor subclass
+    (its methods run the candidate's code, which could compute the values when first read) is
+    not read, its row a NaN that fails; and a wrapper the candidate puts on torch's
+    synchronisations or the event's readings after the timer was made is never called by it."""
+    import torch
+
+    from kbrepro.harness.fresh import FreshTimer
+
+    ft = FreshTimer(torch, "cpu")
+
+    class Lazy(torch.Tensor):
+        pass
+
+    x = torch.randn(100)
+    assert ft.plain(x) and ft.plain((x, x)) and not ft.plain(x.as_subclass(Lazy)) and not ft.plain((x, x.as_subclass(Lazy)))
+    sums, sizes = ft.checksums([x, None, x.clone()], 3)
+    assert sizes == [100] and np.isnan(sums[1]).all() and np.isfinite(sums[0]).all() and (sums[0] == sums[2]).all()
+
+    def boom(*a, **k):
+        raise AssertionError("the candidate's wrapper ran")
+
+    before = (ft._ev_sync, ft._ev_elapsed, ft._sync)
+    monkeypatch.setattr(torch.cuda.Event, "synchronize", boom)
+    monkeypatch.setattr(torch.cuda.Event, "elapsed_time", boom)
+    monkeypatch.setattr(torch.cuda, "synchronize", boom)
+    assert boom not in (ft._ev_sync, ft._ev_elapsed, ft._sync) and before == (ft._ev_sync, ft._ev_elapsed, ft._sync)

@@ -342,7 +342,11 @@ def _eligibility_problems(documents, measured) -> list[Problem]:
             es = [c for c in _l(cor.get("extra_shapes")) if isinstance(c, dict)
                   and _d(c.get("case")).get("task") == b.get("task")
                   and all(b.get(k) == v for k, v in _d(c.get("case")).items() if k not in ("task", "seed"))]
-            if len(es) == 1:
+            if len(es) != 1:  # the arms follow from that one case: without it they cannot be derived
+                out.append(_p(DOC_FILE["timings"], f"$.blocks[{i}]", f"block {_cut(b.get('id'))}: "
+                              f"{'no' if not es else len(es)} extra-shape correctness case(s) of its task at its "
+                              "shape: its arms cannot be derived", expected=1, found=len(es)))
+            else:
                 chk = _d(es[0].get("checks"))
                 order = [v.get("name") for v in variants(documents)]
                 want = ["eager"] + (["torchscript"] if check_passes(chk.get("torchscript"), "official") else []) + \

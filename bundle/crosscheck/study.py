@@ -253,6 +253,11 @@ def _study_variants(study, records: Records, imported) -> list[Problem]:
     return out
 
 
+#: the criteria the engine decides a control by (harness.run.criterion): allclose, or its
+#: equal_nan form where the input holds NaN by construction
+CRITERIA = ("official", "equal_nan_stress")
+
+
 def _criterion_of(vals: list) -> str:
     return "equal_nan_stress" if any(isinstance(v, float) and math.isnan(v) for v in vals) else "official"
 
@@ -324,6 +329,10 @@ def _study_cases(study, records: Records, imported, binding=None) -> list[Proble
                 continue
             for j, c in enumerate(recs):
                 vset(_d(c).get("checks"), f"{base}.{sec}[{j}].checks", f"task {t} control {_cut(_d(c).get('name'))}")
+                if not imported and _d(c).get("criterion", "official") not in CRITERIA:
+                    out.append(_p(f, f"{base}.{sec}[{j}].criterion", f"task {t} control "
+                                  f"{_cut(_d(c).get('name'))}: decided by a criterion the engine never uses "
+                                  "(harness.run.criterion)", expected=list(CRITERIA), found=_d(c).get("criterion")))
         ti = _d(td.get("timing_input"))
         if "seed" in ti and ti.get("seed") != doc["timing"]["seed"]:
             out.append(_p(f, f"{base}.timing_input.seed", f"task {t}: timing-input seed differs from the study",
@@ -408,6 +417,11 @@ def _expected_blocks(study, records: Records, binding=None) -> dict[str, dict]:
     return out
 
 
+#: the kinds of block the engine keys by :class:`kbrepro.harness.records.BlockKey` (the id's
+#: second part is the block's scope)
+ENGINE_KINDS = ("study", "cold_l2", "extra_shape")
+
+
 def _study_blocks(study, documents, records: Records, imported, binding=None) -> list[Problem]:
     """The timing blocks are the study's: for a measured run exactly the ids it gives, each
     of its kind, protocol (:func:`_expected_blocks`) and arms, task and mode as its id says;
@@ -443,6 +457,7 @@ def _study_blocks(study, documents, records: Records, imported, binding=None) ->
         want = {k: v for k, v in want.items() if k.split(".")[1] == "full" and v["kind"] in ("study", "cold_l2")}
         authors = {b.id for b in blocks if b.id not in want}
     ids = [b.id for b in blocks]
+    scopes = {k.split(".")[1] for k, v in want.items() if v["kind"] in ENGINE_KINDS}
     seen = set()
     for i, b in enumerate(blocks):
         bid = b.id
@@ -473,10 +488,12 @@ def _study_blocks(study, documents, records: Records, imported, binding=None) ->
         if w["arms"] is not None and list(b.arms) != list(w["arms"]):
             out.append(_p(f, f"$.blocks[{i}].arms", f"block {bid}: arms differ from the study", expected=w["arms"],
                           found=list(b.arms)))
-        t = bid.split(".", 1)[0]
-        if str(b.task) != t or b.mode != (bid.split(".")[2] if bid.count(".") >= 2 else None):
-            out.append(_p(f, f"$.blocks[{i}]", f"block {bid}: task or mode contradicts its id",
-                          found=[b.task, b.mode]))
+        parts = bid.split(".")
+        # the engine's blocks name their scope in the id (BlockKey); a probe's is a scope of the study or its kind
+        scope_ok = b.scope == parts[1] if b.kind in ENGINE_KINDS else b.scope in scopes | {b.kind}
+        if str(b.task) != parts[0] or b.mode != (parts[2] if len(parts) >= 3 else None) or not scope_ok:
+            out.append(_p(f, f"$.blocks[{i}]", f"block {bid}: task, scope or mode contradicts its id (a probe's scope "
+                          "is one of the study's, or its kind)", expected=parts[:3], found=[b.task, b.scope, b.mode]))
     missing = [k for k in want if k not in ids]
     if missing:
         out.append(_p(f, "$.blocks", f"{len(missing)} timing block(s) of the study missing (first {missing[0]})",

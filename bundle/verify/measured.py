@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import re
 import struct
+from collections.abc import Mapping
 
 from kbrepro.bundle.crosscheck.common import checks_of, f32_bits
 from kbrepro.bundle.evidence import number
@@ -70,9 +71,15 @@ def recorded_evidence(b: Bundle, t: Tier) -> None:
     if cor is not None:
         pdir = cor.predicate_direction
         if pdir is None or number(pdir.reference) is None or number(pdir.candidate) is None \
-                or "float32" not in pdir.results:
-            t.fail(CORRECTNESS, "a measured run records the predicate-direction witness: two numbers and what "
-                   "allclose gives for them in each argument order (float32 at least)", path="$.predicate_direction")
+                or "float32" not in pdir.results or not isinstance(pdir.torch_version, str):
+            t.fail(CORRECTNESS, "a measured run records the predicate-direction witness: two numbers, what "
+                   "allclose gives for them in each argument order (float32 at least) and the torch it ran on",
+                   path="$.predicate_direction")
+        for task, td in sorted(cor.tasks.items()):
+            ti = td.get("timing_input") if isinstance(td, Mapping) else None
+            if isinstance(ti, Mapping) and ti and type(ti.get("seed")) is not int:
+                t.fail(CORRECTNESS, f"task {safe_text(task)}: the timing input's seed is not recorded: its draw "
+                       "cannot be held against the study's", path=f'$.tasks["{safe_text(task)}"].timing_input.seed')
         for j, c in enumerate(cor.full_program):
             if c.case.shape is None:
                 t.fail(CORRECTNESS, f"full-program case {j}: its input shape is not recorded",
@@ -84,6 +91,12 @@ def recorded_evidence(b: Bundle, t: Tier) -> None:
                 t.fail(ENVIRONMENT, f"the fingerprint field {name}, which the checks compare with the run, is "
                        "missing (a field the product could not read is recorded null, with its reason)",
                        path=f"$.fields.{name}")
+    cc = r.run.compile_cache if r.run is not None else None
+    if not isinstance(cc, Mapping) or not isinstance(cc.get("CUDA_CACHE_DISABLE"), str) or "set_by" not in cc:
+        t.fail("data/results/run.json", "a measured run records how the NVRTC compile cache was kept off "
+               "(CUDA_CACHE_DISABLE and what set it): without it the cache's FTZ trap cannot be ruled out",
+               path="$.compile_cache", found=cc)
+    _block_evidence(b, t)
     _cold_blocks(b, t)
     for name in sorted(n for n in b.documents if n not in ("claims", "run", "environment", "compile", "timings")):
         for path, c in checks_of(b.documents.get(name)):
@@ -92,6 +105,59 @@ def recorded_evidence(b: Bundle, t: Tier) -> None:
                 t.fail(f"data/results/{name}.json", "a check record lacks " + ", ".join(missing) + ", which the "
                        "engine writes for every output it compares: its arithmetic cannot be derived again",
                        path=path)
+            elif c.get("shape_match") is not False and _null_statistics(c):
+                t.fail(f"data/results/{name}.json", "a check record holds no value for " +
+                       ", ".join(_null_statistics(c)) + ", which the engine derives for every output it compares: "
+                       "its verdict cannot be derived again", path=path)
+
+
+def _null_statistics(c: Mapping) -> list[str]:
+    """The statistics of a compared output's check record (harness.checks.compare) that are not
+    of their type: counts int, verdicts bool, worst ratios numbers; the largest |error| and
+    |reference| may be null only where a non-finite value left no finite pair."""
+    def is_int(v):
+        return type(v) is int and v >= 0
+    bad = [k for k in ("element_count", "bit_identical_count") if not is_int(c.get(k))]
+    for k in ("official", "legacy", "equal_nan_stress"):
+        sub = c.get(k) if isinstance(c.get(k), Mapping) else {}
+        bad += [f"{k}.pass"] if type(sub.get("pass")) is not bool else []
+        bad += [f"{k}.failing_count"] if not is_int(sub.get("failing_count")) else []
+        if k != "equal_nan_stress" and number(sub.get("worst_ratio")) is None:
+            bad.append(f"{k}.worst_ratio")
+    nf = c.get("nonfinite") if isinstance(c.get("nonfinite"), Mapping) else {}
+    if not nf or not all(is_int(v) for v in nf.values()):
+        bad.append("nonfinite")
+    some_nonfinite = any(is_int(v) and v > 0 for v in nf.values())
+    bad += [k for k in ("max_abs_error", "max_abs_reference") if number(c.get(k)) is None and not some_nonfinite]
+    bad += [k for k in ("discriminating", "null_candidate_passes") if type(c.get(k)) is not bool]
+    return bad
+
+
+#: block kinds whose rounds time a task's arms at a shape (the engine records the shape), and
+#: those of them whose tail scope records the bytes it moves
+SHAPED_KINDS = ("study", "extra_shape", "cold_l2", "ftz_cost", "gemm")
+BYTES_KINDS = ("study", "cold_l2")
+
+
+def _block_evidence(b: Bundle, t: Tier) -> None:
+    """Every timed block of a measured run records its shape (a task's block), the bytes a
+    tail moves (a study or cold-L2 tail) and, where NVML answered at the run's start
+    (environment.json clocks_start), each round's clocks: the throttling check reads them."""
+    r = b.records
+    env = r.environment
+    nvml = env is not None and isinstance(env.value("clocks_start"), Mapping)
+    raw = (b.documents.get("timings") or {}).get("blocks") or []
+    for i, blk in enumerate(r.timings.blocks if r.timings is not None else ()):
+        if blk.skipped is not None:
+            continue
+        bid = safe_text(blk.id)
+        if blk.kind in SHAPED_KINDS and blk.shape is None:
+            t.fail(TIMINGS, f"block {bid}: its shape is not recorded", path=f"$.blocks[{i}].shape")
+        if blk.kind in BYTES_KINDS and blk.scope == "tail" and (i >= len(raw) or number(raw[i].get("bytes_moved")) is None):
+            t.fail(TIMINGS, f"block {bid}: the bytes the tail moves are not recorded", path=f"$.blocks[{i}].bytes_moved")
+        if nvml and any(rnd.clocks is None for rnd in blk.rounds):
+            t.fail(TIMINGS, f"block {bid}: NVML answered at the run's start, yet a round records no clocks: "
+                   "throttling cannot be ruled out", path=f"$.blocks[{i}].rounds")
 
 
 def _witness_evidence(b: Bundle, t: Tier, i: int, v) -> None:

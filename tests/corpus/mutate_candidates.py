@@ -178,7 +178,7 @@ def run(example: Path, n: int, seed: int = 1, modes=("manifests", "forger"), log
                 res[m]["exit"][rep.exit_code] += 1
                 first = next((t for t in rep.tiers if t.status == "FAIL"), None)
                 res[m]["tier"][first.name if first else "none"] += 1
-                broke = [p["message"] for t in rep.tiers for p in t.problems if "broke this verifier" in p["message"]]
+                broke = [p.message for t in rep.tiers for p in t.problems if "broke this verifier" in p.message]
                 if broke:
                     res[m]["raised"].append((what, broke[0]))
                 if rep.exit_code == 0:

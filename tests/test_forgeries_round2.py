@@ -1,0 +1,117 @@
+"""A red-team round (2026-12-05) forged 16 bundles the verifier accepted: each built with the
+project's own packer (tests/forgeries/), every derived file made again, so only the verifier's
+own rules can refuse it. Each must now fail (exit 1) with the rule that owns its evidence
+named in the output; each genuine example it starts from still passes."""
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: (module, the edit as a function of the module, a fragment of the refusal)
+CASES = [
+    ("c01_gpu_name_null_copy_bandwidth", lambda m: m.gpu_null, "a GPU run names its GPU"),
+    ("c01_gpu_name_null_copy_bandwidth", lambda m: m.gpu_unknown, "more than the NVIDIA Hopper HBM3e can move"),
+    ("c02_cold_flush_two_bytes", lambda m: m.other_gpu, "a cold block flushes twice the L2 of the GPU it ran on"),
+    ("c02_cold_flush_two_bytes", lambda m: m.l2_one_byte, "is not the L2 size of an NVIDIA H200"),
+    ("c03_eager_arm_inflated", lambda m: m.eager_x4, "calls back to back are not slower than synchronised"),
+    ("c04_cold_block_faster_than_flush", lambda m: m.cold_fast, "the same calls with a flush before each"),
+    ("c05_reference_count_hides_failing_checksum", lambda m: m.attack, "yet the bytes moved are those of its first"),
+    ("c06_tf32_flags_on_from_start", lambda m: (lambda d, f: m.tf32(d, True)),
+     "are not the precision flags the run started with"),
+    ("c07_build_files_uncopied", lambda m: (lambda d, f: m.uncopy(d, f, (".ninja", ".cu", ".cpp"))),
+     "not copied, yet the packer copies"),
+    ("c09_held_reference_checksum_null", lambda m: (lambda d, f: m.failing(d, f, True)),
+     "its counts do not agree with the checksums it records"),
+    ("s01_tail_block_scope_relabel", lambda m: [(m.TIMINGS, m.relabel)], "task, scope or mode contradicts its id"),
+    ("s02_check_statistics_null", lambda m: [(m.CORRECTNESS, m.nulled)], "a check record holds no value for"),
+    ("s03_tail_control_criterion_legacy", lambda m: [(m.CORRECTNESS, lambda d: m.fail_official(d, "legacy"))],
+     "decided by a criterion the engine never uses"),
+    ("s04_extra_shape_block_shape_relabel", lambda m: [(m.CORRECTNESS, m.fail_es), (m.TIMINGS, m.shape)],
+     "extra-shape correctness case(s) of its task at its shape"),
+    ("s05_tail_faster_than_hbm", lambda m: [(m.TIMINGS, m.fast)], "more than an NVIDIA H200 can"),
+]
+#: s06: each field a measured run always writes, deleted alone
+S06 = {"timing_input.seed deleted": "the timing input's seed is not recorded",
+       "run.json compile_cache deleted": "how the NVRTC compile cache was kept off",
+       "predicate_direction.torch_version deleted": "and the torch it ran on",
+       "tail blocks' bytes_moved deleted": "the bytes the tail moves are not recorded",
+       "every block's shape deleted": "its shape is not recorded",
+       "every round's clocks deleted": "a round records no clocks"}
+
+
+def _run(module: str, edit, monkeypatch) -> tuple[int, str]:
+    sys.path.insert(0, str(ROOT / "tests"))
+    m = importlib.import_module(f"forgeries.{module}")
+    seen: dict = {}
+
+    def verify(path, label):
+        p = subprocess.run([sys.executable, str(ROOT / "verify_bundle.py"), str(path), "-v"], capture_output=True,
+                           text=True, cwd=ROOT, timeout=300)
+        seen.update(rc=p.returncode, out=p.stdout + p.stderr)
+        return p.returncode
+
+    monkeypatch.setattr(m, "verify", verify)
+    m.forge_and_verify(edit(m), module)
+    return seen["rc"], seen["out"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module,edit,fragment", CASES, ids=[f"{c[0][:3]}-{i}" for i, c in enumerate(CASES)])
+def test_each_forgery_of_the_round_fails_with_the_rule_that_owns_its_evidence(module, edit, fragment, monkeypatch):
+    rc, out = _run(module, edit, monkeypatch)
+    assert rc == 1 and "VERDICT FAIL (exit 1)" in out, out[-3000:]
+    assert fragment in out, out[-3000:]
+    assert "broke this verifier" not in out and "Traceback" not in out, out[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(S06))
+def test_a_field_a_measured_run_always_writes_deleted_fails(case, monkeypatch):
+    sys.path.insert(0, str(ROOT / "tests"))
+    m = importlib.import_module("forgeries.s06_measured_fields_deleted")
+    rc, out = _run("s06_measured_fields_deleted", lambda _m: m.CASES[case], monkeypatch)
+    assert rc == 1 and S06[case] in out, out[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("example", ["examples/formats/candidates-quick-format7.tar",
+                                     "examples/formats/pointwise-fusion-ftz-full-format8.tar"])
+def test_the_genuine_examples_the_forgeries_start_from_still_pass(example):
+    p = subprocess.run([sys.executable, str(ROOT / "verify_bundle.py"), str(ROOT / example)], capture_output=True,
+                       text=True, cwd=ROOT, timeout=300)
+    assert p.returncode == 0 and "VERDICT PASS (exit 0)" in p.stdout, p.stdout[-3000:]
+
+
+def test_a_finite_checksum_where_the_reference_is_not_finite_disagrees():
+    """C09's rule, engine and verifier alike: a reference holding a NaN or an infinity has no
+    finite output allclose to it (0, failing); only both not finite cannot be judged (-1)."""
+    import numpy as np
+
+    from kbrepro.model import protocol
+
+    nan = float("nan")
+    got = protocol.checksums_agree(np.array([[1.0, 2.0], [nan, nan], [1.0, 2.0]]),
+                                   np.array([[nan, nan], [nan, nan], [1.0, 2.0]]), 4, 1e-2, 1e-2)
+    assert got.tolist() == [0, -1, 1]
+    assert protocol.checksum_agrees([1.0, 2.0], [None, None], 4, 1e-2, 1e-2) is False
+    assert protocol.checksum_agrees([None, None], [None, None], 4, 1e-2, 1e-2) is None
+
+
+def test_a_gpu_not_in_the_table_is_bounded_by_its_compute_capability_and_known_l2_sizes_are_held():
+    """C01 and C02's rules: an unknown GPU's copy bound comes from its architecture's fastest
+    memory in the table (never a number the bundle chose); the L2 of a GPU in the table is the
+    table's, so an environment's smaller L2 (a flush of almost nothing) contradicts it."""
+    from kbrepro.model import timing_rules as tr
+
+    assert tr.gpu_peak_gbps("NVIDIA Hopper HBM3e", "9.0") == tr.CC_MAJOR_PEAK_GBPS[9] < tr.UNKNOWN_GPU_PEAK_GBPS
+    assert tr.gpu_peak_gbps(None) == max(tr.GPU_PEAK_GBPS.values())
+    assert tr.gpu_peak_gbps("NVIDIA H200", "8.0") == tr.GPU_PEAK_GBPS["H200"]
+    assert tr.gpu_l2_bytes("NVIDIA H200 NVL") == 60 << 20 and tr.gpu_l2_bytes("NVIDIA GH200 480GB") is None
+    assert tr.l2_problems("p", "NVIDIA H200", 62914560) == [] and tr.l2_problems("p", "NVIDIA H200", 1)
+    assert tr.l2_problems("p", "NVIDIA RTX 6000 Ada", 1) == []  # not in the table: the cold rule decides
