@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import statistics
 from dataclasses import dataclass
 from typing import Callable, Mapping, Optional
 
 from kbrepro.harness import cheats, cheats_v2
 from kbrepro.model import candidate_rules as rules
 from kbrepro.model import candidates as mc
+from kbrepro.model import problems as P
 from kbrepro.model.problems import Problem
 from kbrepro.model.source_rules import plain_pytorch
 
@@ -46,8 +48,15 @@ def load(raw_doc: object, files: Mapping[str, bytes], task_source: Callable[[mc.
                                                       env.get("l2_cache_bytes")))
     verdicts: dict[str, tuple] = {}
     for i, rec in enumerate(doc.candidates):
-        vs = cheats_v2.derive_any(doc.schema_version, rec.observations, rec.timing, rec.blocks, doc.predicate.atol,
-                                  doc.predicate.rtol, rec.config.no_extra_shape, plain_pytorch(payload.get(rec.file)))
+        try:
+            vs = cheats_v2.derive_any(doc.schema_version, rec.observations, rec.timing, rec.blocks, doc.predicate.atol,
+                                      doc.predicate.rtol, rec.config.no_extra_shape, plain_pytorch(payload.get(rec.file)))
+        except (KeyError, IndexError, TypeError, ValueError, ArithmeticError, statistics.StatisticsError) as exc:
+            # the record is well typed, yet a check's derivation cannot read it (a round without an
+            # arm, an empty list of calls): evidence the check needs, missing, fails that record
+            out.append(Problem(P.INCOMPLETE, f"$.candidates[{i}]", "its records lack evidence the named checks are "
+                               f"derived from ({type(exc).__name__})", None, None))
+            vs = ()
         verdicts[rec.name] = vs
         custom = dict((v.name, v.passed) for v in vs).get("custom_kernel_ran")
         ev = rules.Evidence(task_source(rec), payload, env.get("l2_cache_bytes"), env.get("gpu_name"),

@@ -439,6 +439,10 @@ class Server:
         else:
             ms, ys = self.fresh_timer.region(model, self.pool, n, flush, rng=rng)
             times = [ms]
+        # every stream of this process's device idle before the reply: work the candidate left
+        # queued (on a stream of its own, to slow the parent's baselines timed next, or to finish
+        # its outputs after the end event) lands inside the parent's clock of this request
+        self.fresh_timer._sync()
         # the outputs for "held" and for an "output" request (a spot check); the spent sets are
         # freed by the next request, not in this one: what a request does after its events
         # and before its reply stays the same at any length (the parent's clock sees it)

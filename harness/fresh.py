@@ -88,8 +88,8 @@ class FreshTimer:
         # candidate's module runs in this process after this was made, and a wrapper it puts
         # on torch.cuda.synchronize, torch._C._cuda_synchronize or Event.synchronize (to launch
         # deferred work once the end event is recorded) or on Event.elapsed_time is not called
-        cs = getattr(torch._C, "_cuda_synchronize", None)
-        self._sync = (lambda: cs()) if cs is not None else torch.cuda.synchronize
+        cs, init = getattr(torch._C, "_cuda_synchronize", None), getattr(torch.cuda, "_lazy_init", None)
+        self._sync = (lambda: (init(), cs())) if cs is not None and init is not None else torch.cuda.synchronize
         base = next((c for c in torch.cuda.Event.__mro__[1:] if "synchronize" in vars(c)), None)
         self._ev_sync = vars(base)["synchronize"] if base is not None else torch.cuda.Event.synchronize
         self._ev_elapsed = vars(base).get("elapsed_time", torch.cuda.Event.elapsed_time) if base is not None \

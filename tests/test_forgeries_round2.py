@@ -115,3 +115,27 @@ def test_a_gpu_not_in_the_table_is_bounded_by_its_compute_capability_and_known_l
     assert tr.gpu_l2_bytes("NVIDIA H200 NVL") == 60 << 20 and tr.gpu_l2_bytes("NVIDIA GH200 480GB") is None
     assert tr.l2_problems("p", "NVIDIA H200", 62914560) == [] and tr.l2_problems("p", "NVIDIA H200", 1)
     assert tr.l2_problems("p", "NVIDIA RTX 6000 Ada", 1) == []  # not in the table: the cold rule decides
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("edit", [
+    lambda d: d["candidates"][0]["blocks"][0]["rounds"][3]["times_ms"].pop("candidate"),
+    lambda d: d["candidates"][0]["timing"]["per_call"].update(fresh=[]),
+], ids=["round-without-the-candidate", "no-per-call-fresh"])
+def test_a_record_a_check_cannot_read_fails_by_its_record_not_as_a_broken_verifier(edit, monkeypatch):
+    """M01: a round without the candidate's time, or no per-call times, raised inside a check's
+    derivation; the tier reported a broken verifier. The record now fails by its own path."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    m = importlib.import_module("forgeries.m01_contained_crashes")
+    seen: dict = {}
+
+    def verify(path, label):
+        p = subprocess.run([sys.executable, str(ROOT / "verify_bundle.py"), str(path), "-v"], capture_output=True,
+                           text=True, cwd=ROOT, timeout=300)
+        seen.update(rc=p.returncode, out=p.stdout + p.stderr)
+        return p.returncode
+
+    monkeypatch.setattr(m, "verify", verify)
+    m.manifests_only(edit, "m01")
+    assert seen["rc"] == 1 and "$.candidates[0]: its records lack evidence the named checks" in seen["out"], seen["out"]
+    assert "broke this verifier" not in seen["out"]

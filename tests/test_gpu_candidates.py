@@ -45,6 +45,12 @@ CASES = [
     ("cheat_compare_last_output.py", "1/88", SMALL, "timed_outputs_correct"),
     ("cheat_timer_three_quarters.py", "1/88", SMALL, "host_clock_agrees"),
     ("cheat_timer_block_length.py", "1/88", SMALL, "host_clock_agrees"),
+    # a red-team round of 2026-12-05 (written against the code, not yet run on a GPU): each got past
+    # the timer before its fix (harness/fresh.py, harness/candidate_server.py "time_fresh" / "held")
+    ("cheat_lazy_timed_subclass.py", "1/88", {"batch_size": 64}, "timed_outputs_correct"),
+    ("cheat_defer_until_pool_freed.py", "1/88", {"batch_size": 64}, "timed_outputs_correct"),
+    ("cheat_work_after_end_event.py", "1/88", {"batch_size": 64}, "timed_outputs_correct"),
+    ("cheat_slow_baselines.py", "1/88", SMALL, "host_clock_agrees"),
     (f"{ADVERSARIAL}/result_reuse_kernel.py", "1/1", {}, "deterministic_under_poison"),
     (f"{ADVERSARIAL}/zero_out_kernel.py", "1/1", {}, "inputs_unchanged"),
     (f"{ADVERSARIAL}/non_default_stream_kernel.py", "1/1", {}, "single_stream"),
