@@ -45,9 +45,9 @@ S06 = {"timing_input.seed deleted": "the timing input's seed is not recorded",
        "every round's clocks deleted": "a round records no clocks"}
 
 
-def _run(module: str, edit, monkeypatch) -> tuple[int, str]:
-    sys.path.insert(0, str(ROOT / "tests"))
-    m = importlib.import_module(f"forgeries.{module}")
+def _capture(monkeypatch, module) -> dict:
+    """``module.verify`` replaced by a run of the verifier whose exit code and output land in the
+    returned dict (``rc``, ``out``)."""
     seen: dict = {}
 
     def verify(path, label):
@@ -56,8 +56,16 @@ def _run(module: str, edit, monkeypatch) -> tuple[int, str]:
         seen.update(rc=p.returncode, out=p.stdout + p.stderr)
         return p.returncode
 
-    monkeypatch.setattr(m, "verify", verify)
-    m.forge_and_verify(edit(m), module)
+    monkeypatch.setattr(module, "verify", verify)
+    return seen
+
+
+def _run(module: str, edit, monkeypatch) -> tuple[int, str]:
+    sys.path.insert(0, str(ROOT / "tests"))
+    m = importlib.import_module(f"forgeries.{module}")
+    common = importlib.import_module("forgeries.common")
+    seen = _capture(monkeypatch, common)
+    (common.forge_study if module.startswith("s") else common.forge_and_verify)(edit(m), module)
     return seen["rc"], seen["out"]
 
 
@@ -127,15 +135,7 @@ def test_a_record_a_check_cannot_read_fails_by_its_record_not_as_a_broken_verifi
     derivation; the tier reported a broken verifier. The record now fails by its own path."""
     sys.path.insert(0, str(ROOT / "tests"))
     m = importlib.import_module("forgeries.m01_contained_crashes")
-    seen: dict = {}
-
-    def verify(path, label):
-        p = subprocess.run([sys.executable, str(ROOT / "verify_bundle.py"), str(path), "-v"], capture_output=True,
-                           text=True, cwd=ROOT, timeout=300)
-        seen.update(rc=p.returncode, out=p.stdout + p.stderr)
-        return p.returncode
-
-    monkeypatch.setattr(m, "verify", verify)
+    seen = _capture(monkeypatch, m)
     m.manifests_only(edit, "m01")
     assert seen["rc"] == 1 and "$.candidates[0]: its records lack evidence the named checks" in seen["out"], seen["out"]
     assert "broke this verifier" not in seen["out"]

@@ -1,46 +1,11 @@
 """C01: the copy-bandwidth plausibility check is skipped when environment.json's GPU name is null
 (or a name not in the verifier's peak table, although compute capability 9.0, 132 SMs, 141 GB and
 sm_90a cubins say Hopper): a raw copy block 2.5x faster than an H200 can move passes.
-Run: .venv/bin/python repro/c01_gpu_name_null_copy_bandwidth.py"""
-import copy
-import json
-import statistics
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
+Run: cd tests && python -m forgeries.c01_gpu_name_null_copy_bandwidth (held by tests/test_forgeries_round2.py)"""
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests"))
-import forge_candidates as fc  # noqa: E402  (the product's own packer as a library, its record checks off)
-
-Q7 = ROOT / "examples/formats/candidates-quick-format7.tar"
-
-
-def env_edit(files, fn):
-    """Edit results/environment.json of the results folder being re-packed (canonical form)."""
-    env = json.loads(files["results/environment.json"])
-    fn(env["fields"])
-    files["results/environment.json"] = (json.dumps(env, indent=2, sort_keys=True) + "\n").encode()
-
-
-def verify(path, label):
-    p = subprocess.run([sys.executable, str(ROOT / "verify_bundle.py"), str(path), "-v"], capture_output=True,
-                       text=True, cwd=ROOT)
-    print(f"===== {label}: verify_bundle.py {Path(path).name} -v  -> exit {p.returncode}")
-    print(p.stdout.rstrip())
-    if p.stderr.strip():
-        print("stderr:", p.stderr.strip()[-2000:])
-    return p.returncode
-
-
-def forge_and_verify(edit, label, example=Q7, **kw):
-    with tempfile.TemporaryDirectory(prefix="kbrepro-redteam-") as tmp:
-        out = Path(tmp) / "forged.tar"
-        fc.forge(example, edit, out, **kw)
-        return verify(out, label)
 
 from kbrepro.model import protocol  # noqa: E402
+from forgeries.common import env_edit, forge_and_verify
 
 
 def copy_scaled(doc, f=0.4):

@@ -1,47 +1,13 @@
 """C02: a cold-L2 timing block whose flush before every invocation is 2 bytes passes, (a) when the
 run is recorded as sharded and its case's ran_on names another GPU than environment.json's (the
 verifier then accepts any even flush size), (b) when environment.json says the H200's L2 is 1 byte.
-Run: .venv/bin/python repro/c02_cold_flush_two_bytes.py"""
+Run: cd tests && python -m forgeries.c02_cold_flush_two_bytes (held by tests/test_forgeries_round2.py)"""
 import copy
-import json
-import statistics
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests"))
-import forge_candidates as fc  # noqa: E402  (the product's own packer as a library, its record checks off)
-
-Q7 = ROOT / "examples/formats/candidates-quick-format7.tar"
-
-
-def env_edit(files, fn):
-    """Edit results/environment.json of the results folder being re-packed (canonical form)."""
-    env = json.loads(files["results/environment.json"])
-    fn(env["fields"])
-    files["results/environment.json"] = (json.dumps(env, indent=2, sort_keys=True) + "\n").encode()
-
-
-def verify(path, label):
-    p = subprocess.run([sys.executable, str(ROOT / "verify_bundle.py"), str(path), "-v"], capture_output=True,
-                       text=True, cwd=ROOT)
-    print(f"===== {label}: verify_bundle.py {Path(path).name} -v  -> exit {p.returncode}")
-    print(p.stdout.rstrip())
-    if p.stderr.strip():
-        print("stderr:", p.stderr.strip()[-2000:])
-    return p.returncode
-
-
-def forge_and_verify(edit, label, example=Q7, **kw):
-    with tempfile.TemporaryDirectory(prefix="kbrepro-redteam-") as tmp:
-        out = Path(tmp) / "forged.tar"
-        fc.forge(example, edit, out, **kw)
-        return verify(out, label)
 
 from kbrepro.bundle import case_records  # noqa: E402
 from kbrepro.harness import cases as hcases  # noqa: E402
+from forgeries.common import env_edit, forge_and_verify
 
 
 def sharded(doc, gpu):

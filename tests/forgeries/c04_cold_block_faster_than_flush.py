@@ -3,45 +3,10 @@
 per invocation (about 0.005 ms) is below the time the recorded flush alone takes at the run's own
 measured copy bandwidth (flush_bytes / bandwidth.gbps, about 0.03 ms) and below the candidate's own
 warm-L2 time; no rule bounds the cold block.
-Run: .venv/bin/python repro/c04_cold_block_faster_than_flush.py"""
-import copy
+Run: cd tests && python -m forgeries.c04_cold_block_faster_than_flush (held by tests/test_forgeries_round2.py)"""
 import json
 import statistics
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests"))
-import forge_candidates as fc  # noqa: E402  (the product's own packer as a library, its record checks off)
-
-Q7 = ROOT / "examples/formats/candidates-quick-format7.tar"
-
-
-def env_edit(files, fn):
-    """Edit results/environment.json of the results folder being re-packed (canonical form)."""
-    env = json.loads(files["results/environment.json"])
-    fn(env["fields"])
-    files["results/environment.json"] = (json.dumps(env, indent=2, sort_keys=True) + "\n").encode()
-
-
-def verify(path, label):
-    p = subprocess.run([sys.executable, str(ROOT / "verify_bundle.py"), str(path), "-v"], capture_output=True,
-                       text=True, cwd=ROOT)
-    print(f"===== {label}: verify_bundle.py {Path(path).name} -v  -> exit {p.returncode}")
-    print(p.stdout.rstrip())
-    if p.stderr.strip():
-        print("stderr:", p.stderr.strip()[-2000:])
-    return p.returncode
-
-
-def forge_and_verify(edit, label, example=Q7, **kw):
-    with tempfile.TemporaryDirectory(prefix="kbrepro-redteam-") as tmp:
-        out = Path(tmp) / "forged.tar"
-        fc.forge(example, edit, out, **kw)
-        return verify(out, label)
-
+from forgeries.common import Q7, fc, forge_and_verify, verify
 
 
 def cold_fast(doc, files, k=0.1):

@@ -3,44 +3,8 @@ nvrtc_ftz_true fails the official check at task 53's extra shape (consistent che
 an arm of 53.full.{events,graph}.B128K1024H1024, which the arm rule refuses, unless the blocks'
 shape_B_K_H / shape are rewritten to H = 4096: the rule then finds no matching correctness case and
 skips the arms check, PASS.
-Run: .venv/bin/python repro/s04_extra_shape_block_shape_relabel.py"""
-import json
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests"))
-from corpus import make_corpus as kit  # noqa: E402  (the corpus kit: product packer as a library)
-
-S8 = ROOT / "examples/formats/pointwise-fusion-ftz-full-format8.tar"
-TIMINGS, CORRECTNESS, RUN = "data/results/timings.json", "data/results/correctness.json", "data/results/run.json"
-
-
-def verify(path, label):
-    p = subprocess.run([sys.executable, str(ROOT / "verify_bundle.py"), str(path), "-v"], capture_output=True,
-                       text=True, cwd=ROOT)
-    print(f"===== {label}: verify_bundle.py {Path(path).name} -v  -> exit {p.returncode}")
-    print(p.stdout.rstrip())
-    if p.stderr.strip():
-        print("stderr:", p.stderr.strip()[-2000:])
-    return p.returncode
-
-
-def forge_and_verify(edits, label, example=S8):
-    """Apply ``edits`` [(bag path, fn(doc))], recompute claims.json, REPORT.md, the figures' data and
-    the RO-Crate file from the edited records (cases_trust.reforge), recompute the manifests, verify."""
-    good = kit.load_good(example)
-    files = dict(good.files)
-    for rel, fn in edits:
-        kit.edit_json(files, rel, fn)
-    kit.trust_module().reforge(files)
-    with tempfile.TemporaryDirectory(prefix="kbrepro-redteam-") as tmp:
-        out = Path(tmp) / "forged.tar"
-        out.write_bytes(kit.repack(good, files))
-        return verify(out, label)
-
+Run: cd tests && python -m forgeries.s04_extra_shape_block_shape_relabel (held by tests/test_forgeries_round2.py)"""
+from forgeries.common import CORRECTNESS, TIMINGS, forge_study
 
 
 def fail_es(doc):
@@ -62,6 +26,6 @@ def shape(doc):
 
 
 if __name__ == "__main__":
-    a = forge_and_verify([(CORRECTNESS, fail_es)], "control: a variant failing at the extra shape is still timed (refused)")
-    b = forge_and_verify([(CORRECTNESS, fail_es), (TIMINGS, shape)], "attack: the same, blocks' shape rewritten")
+    a = forge_study([(CORRECTNESS, fail_es)], "control: a variant failing at the extra shape is still timed (refused)")
+    b = forge_study([(CORRECTNESS, fail_es), (TIMINGS, shape)], "attack: the same, blocks' shape rewritten")
     print(f"\nRESULT: control exit {a}; attack exit {b}" + ("  -> ATTACK SUCCEEDED" if a != 0 and b == 0 else ""))

@@ -3,45 +3,11 @@
 bytes_moved (134,217,728 B) in about 0.015 ms, 8.9 TB/s on a GPU recorded as an NVIDIA H200 (HBM
 peak 4.8 TB/s; the candidate verifier's own table, model/timing_rules.py GPU_PEAK_GBPS, would refuse
 it). PASS.
-Run: .venv/bin/python repro/s05_tail_faster_than_hbm.py"""
-import json
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
+Run: cd tests && python -m forgeries.s05_tail_faster_than_hbm (held by tests/test_forgeries_round2.py)"""
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests"))
-from corpus import make_corpus as kit  # noqa: E402  (the corpus kit: product packer as a library)
-
-S8 = ROOT / "examples/formats/pointwise-fusion-ftz-full-format8.tar"
-TIMINGS, CORRECTNESS, RUN = "data/results/timings.json", "data/results/correctness.json", "data/results/run.json"
-
-
-def verify(path, label):
-    p = subprocess.run([sys.executable, str(ROOT / "verify_bundle.py"), str(path), "-v"], capture_output=True,
-                       text=True, cwd=ROOT)
-    print(f"===== {label}: verify_bundle.py {Path(path).name} -v  -> exit {p.returncode}")
-    print(p.stdout.rstrip())
-    if p.stderr.strip():
-        print("stderr:", p.stderr.strip()[-2000:])
-    return p.returncode
-
-
-def forge_and_verify(edits, label, example=S8):
-    """Apply ``edits`` [(bag path, fn(doc))], recompute claims.json, REPORT.md, the figures' data and
-    the RO-Crate file from the edited records (cases_trust.reforge), recompute the manifests, verify."""
-    good = kit.load_good(example)
-    files = dict(good.files)
-    for rel, fn in edits:
-        kit.edit_json(files, rel, fn)
-    kit.trust_module().reforge(files)
-    with tempfile.TemporaryDirectory(prefix="kbrepro-redteam-") as tmp:
-        out = Path(tmp) / "forged.tar"
-        out.write_bytes(kit.repack(good, files))
-        return verify(out, label)
 
 import statistics  # noqa: E402
+from forgeries.common import TIMINGS, forge_study
 
 
 def fast(doc):
@@ -56,5 +22,5 @@ def fast(doc):
 
 
 if __name__ == "__main__":
-    rc = forge_and_verify([(TIMINGS, fast)], "attack: fused tails 4x faster (beyond HBM)")
+    rc = forge_study([(TIMINGS, fast)], "attack: fused tails 4x faster (beyond HBM)")
     print(f"\nRESULT: exit {rc}" + ("  -> ATTACK SUCCEEDED" if rc == 0 else ""))
