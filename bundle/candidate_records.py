@@ -21,6 +21,7 @@ from kbrepro.model import candidates as mc
 from kbrepro.model import problems as P
 from kbrepro.model.problems import Problem
 from kbrepro.model.source_rules import plain_pytorch
+from kbrepro.model.timing_rules import sass_archs
 
 
 @dataclass(frozen=True)
@@ -44,8 +45,10 @@ def load(raw_doc: object, files: Mapping[str, bytes], task_source: Callable[[mc.
         return Loaded(None, {}, tuple(problems))
     env = _environment(files.get(f"{prefix}results/environment.json"))
     payload = {k[len(prefix):]: v for k, v in files.items() if k.startswith(prefix)}
+    archs = sass_archs(v.decode("utf-8", "replace") for k, v in payload.items()
+                       if k.startswith("provenance/") and "/sass/" in k and k.endswith(".sass"))
     out: list[Problem] = list(rules.document_problems(doc, env.get("gpu_name"), env.get("compute_capability"),
-                                                      env.get("l2_cache_bytes")))
+                                                      env.get("l2_raw"), archs))
     verdicts: dict[str, tuple] = {}
     for i, rec in enumerate(doc.candidates):
         try:
@@ -69,8 +72,10 @@ def _environment(raw: Optional[bytes]) -> dict:
     """The environment facts the rules hold records against (GPU name, compute capability, L2
     bytes), as environment.json states them (its schema is checked elsewhere); empty where
     unreadable."""
+    if raw is None:  # no environment.json: its own rule fails the bundle; nothing to hold records against
+        return {}
     try:
-        fields = json.loads(raw or b"{}").get("fields") or {}
+        fields = json.loads(raw).get("fields") or {}
         name = (fields.get("gpu_name") or {}).get("value")
         cc = (fields.get("compute_capability") or {}).get("value")
         l2 = (fields.get("l2_cache_bytes") or {}).get("value")
@@ -78,8 +83,8 @@ def _environment(raw: Optional[bytes]) -> dict:
     except (ValueError, AttributeError):
         return {}
     return {"gpu_name": name if isinstance(name, str) else None, "compute_capability": cc if isinstance(cc, str) else None,
-            "l2_cache_bytes": l2 if type(l2) is int and l2 > 0 else None,
-            "flags": {k: v for k, v in flags.items() if isinstance(v, (bool, str))}}
+            "l2_cache_bytes": l2 if type(l2) is int and l2 > 0 else None, "l2_raw": l2,
+            "flags": {k: v if isinstance(v, (bool, str)) else None for k, v in flags.items()}}
 
 
 #: the precision flags environment.json records (harness/fingerprint.py), by the name the

@@ -42,7 +42,7 @@ import math
 from typing import Any, Mapping
 
 from kbrepro.model.documents import Records, Selftest
-from kbrepro.model.timing_rules import COPY_PEAK_SLACK, gpu_l2_bytes, gpu_peak_gbps
+from kbrepro.model.timing_rules import COLD_WARM_FLOOR, COPY_PEAK_SLACK, gpu_l2_bytes, gpu_peak_gbps
 from kbrepro.model.problems import Problem
 from kbrepro.bundle.documents import DOC_PATHS
 from kbrepro.bundle.evidence import as_dict, as_list, cut, is_int, number, problem
@@ -92,6 +92,7 @@ def document_problems(documents: Mapping[str, Any], records: Records) -> list[Pr
         out += _adaptive(i, b)
     out += _gemm(blocks, documents)
     out += _beyond_memory(blocks, records)
+    out += _cold_floor(blocks)
     if records.selftest is not None:
         out += _selftest(records.selftest, blocks)
     return out
@@ -198,6 +199,41 @@ def _beyond_memory(blocks: list[tuple[int, dict]], records: Records) -> list[Pro
                                    f"{nbytes} bytes at {gbps:.0f} GB/s, more than an {cut(name)} can "
                                    f"({peak:.0f} GB/s with {COPY_PEAK_SLACK - 1:.0%} slack)", expected=f"<= {peak:.0f}",
                                    found=round(gbps)))
+    return out
+
+
+def _median_ms(b: dict, arm: str) -> float | None:
+    times = sorted(x for x in (number(as_dict(as_dict(r).get("times_ms")).get(arm)) for r in as_list(b.get("rounds")))
+                   if x is not None and x > 0)
+    return times[len(times) // 2] if times else None
+
+
+def _cold_floor(blocks: list[tuple[int, dict]]) -> list[Problem]:
+    """In a cold-L2 block every arm runs a flush of the L2 and then its call: its median is at
+    least ``COLD_WARM_FLOOR`` of the block's flush alone (``l2_flush_only``) and of the same
+    arm's median in the warm twin (the block of the id without ``.cold``), as for candidates
+    (:data:`kbrepro.model.timing_rules.COLD_WARM_FLOOR`)."""
+    by_id = {b.get("id"): b for _, b in blocks}
+    out = []
+    for i, b in blocks:
+        bid = b.get("id")
+        if b.get("kind") != "cold_l2" or b.get("skipped") is not None or not isinstance(bid, str):
+            continue
+        warm = by_id.get(bid[:-len(".cold")]) if bid.endswith(".cold") else None
+        flush = _median_ms(b, "l2_flush_only")
+        for arm in as_list(b.get("arms")):
+            if arm == "l2_flush_only":
+                continue
+            mc = _median_ms(b, arm)
+            floors = [(flush, "the flush alone in this block")]
+            if isinstance(warm, dict):
+                floors.append((_median_ms(warm, arm), f"its median in {cut(warm.get('id'))}"))
+            for floor, what in floors:
+                if mc is not None and floor is not None and mc < COLD_WARM_FLOOR * floor:
+                    out.append(problem(TIMINGS, f"$.blocks[{i}]", f"block {cut(bid)}: {cut(arm)}'s median {mc:.4g} ms "
+                                       f"is less than {COLD_WARM_FLOOR:g} of {what}, {floor:.4g} ms: a flush and a call "
+                                       "are not faster than either", expected=f">= {COLD_WARM_FLOOR * floor:.4g}",
+                                       found=mc))
     return out
 
 

@@ -22,7 +22,7 @@ is left to the named checks, only where the run kind says why (a CPU run has no 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterator, Mapping, Optional, Sequence
 
 from kbrepro.model import problems as P
@@ -32,7 +32,7 @@ from kbrepro.model.provenance_rules import (binaries_with_sass, binary_problems,
                                             defines,
                                             in_binary, kernel_base_name, sass_functions)
 from kbrepro.model.timing_rules import (COPY_PEAK_SLACK, _close, _p, _specs, block_problems, copy_block_problems,
-                                        derived_gbps, gpu_l2_bytes, gpu_peak_gbps, l2_problems)
+                                        derived_gbps, gpu_l2_bytes, gpu_peak_gbps, gpu_problems)
 from kbrepro.model.problems import Problem
 from kbrepro.model.sizes import SizeValue
 from kbrepro.model.task_inputs import Undecidable, parse_digest, size_globals
@@ -71,19 +71,18 @@ def case_gpu(doc: CandidatesDoc, rec: CandidateRecord, gpu_name: Optional[str]) 
 
 
 def document_problems(doc: CandidatesDoc, gpu_name: Optional[str] = None, compute_capability: Optional[str] = None,
-                      l2_cache_bytes: Optional[int] = None) -> list[Problem]:
+                      l2_cache_bytes: Optional[int] = None, archs: Sequence[str] = ()) -> list[Problem]:
     """Rules over the whole document: the predicate is the profile's; the run ends after it
     starts; the run's copy bandwidth is derived from its raw block (a GPU run always measures
     it; a CPU run never) and is one the GPU the environment names can reach
-    (:func:`gpu_peak_gbps`, by compute capability for a GPU not in its table); a GPU run names
-    its GPU, and the environment's L2 size is that GPU's (:func:`l2_problems`); a sharded run's
-    cases ran on the document's device."""
+    (:func:`gpu_peak_gbps`, by compute capability for a GPU not in its table); a GPU run's GPU,
+    compute capability and L2 as :func:`gpu_problems` holds them (``archs``: the compute
+    capabilities the bundled SASS listings name); a sharded run's cases ran on the document's
+    device."""
     out: list[Problem] = []
     if doc.device == "cuda":
-        if not gpu_name:
-            out.append(_p(P.INCOMPLETE, "environment.json gpu_name", "a GPU run names its GPU: without it the copy "
-                          "bandwidth's bound and the L2 a cold block flushes cannot be derived"))
-        out += l2_problems("environment.json l2_cache_bytes", gpu_name, l2_cache_bytes)
+        out += [replace(p, file="data/results/environment.json")
+                for p in gpu_problems("$.fields", gpu_name, compute_capability, l2_cache_bytes, archs)]
     if doc.finished_utc < doc.started_utc:
         out.append(_p(P.CONTRADICTS, "$.finished_utc", "is before started_utc"))
     for j, c in enumerate(doc.cases or ()):
@@ -363,7 +362,11 @@ def record_problems(doc: CandidatesDoc, i: int, ev: Evidence, custom: Sequence[s
                       "eager_fresh)"))
     out += _stage_problems(rec, at, cuda)
     before = rec.observations.build.flags_before if rec.observations.build is not None else None
-    if before is not None:
+    if before is not None and any(v is None for v in ev.flags.values()):
+        out.append(_p(P.INCOMPLETE, f"{at}.observations.build.flags_before", "the precision flags the run started "
+                      "with are not all recorded (environment.json): the candidate's cannot be held against them",
+                      None, sorted(k for k, v in ev.flags.items() if v is None)))
+    elif before is not None:
         differ = sorted(k for k, v in ev.flags.items() if getattr(before, k, v) != v)
         if differ:  # the candidate's process starts with the run's flags: different ones were set by it
             out.append(_p(P.CONTRADICTS, f"{at}.observations.build.flags_before", "are not the precision flags "

@@ -134,6 +134,8 @@ def _flags(value) -> object:
 #: any other is listed with its hash (harness/candidate.py collect_provenance)
 MAX_PROVENANCE_FILE = 32 * 1024 * 1024
 MAX_PROVENANCE_TOTAL = 96 * 1024 * 1024
+#: the source files of a load_inline build (with its build.ninja): never left out
+BUILD_SOURCES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp")
 #: how far scrubbing may have moved the copied sizes the record holds from those the rule read
 SCRUB_MARGIN = 1024 * 1024
 
@@ -146,6 +148,14 @@ def copy_problems(rec: CandidateRecord, at: str) -> Iterator[Problem]:
     otherwise fails, its flags and code being the run's word alone."""
     total = 0
     for j, f in enumerate(rec.provenance.files):
+        name = f.path.rsplit("/", 1)[-1]
+        if not f.copied and f.path.startswith("ext/") and (name == "build.ninja" or name.endswith(BUILD_SOURCES)):
+            # the flags in effect and the code the checks speak of: a size recorded beside them,
+            # which nothing in the bundle can confirm, never excuses them
+            yield _p(P.INCOMPLETE, f"{at}.provenance.files[{j}].copied", f"{f.path}: a load_inline build's "
+                     "build.ninja and sources are what its flags and code are derived from; it is not in the bundle",
+                     True, False)
+            return
         if f.copied:
             total += f.bytes
         elif f.bytes <= MAX_PROVENANCE_FILE and total + f.bytes <= MAX_PROVENANCE_TOTAL - SCRUB_MARGIN:

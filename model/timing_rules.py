@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import statistics
-from typing import Iterator, Mapping, Optional, Sequence
+from typing import Iterable, Iterator, Mapping, Optional, Sequence
 
 from kbrepro.model import problems as P
 from kbrepro.model import protocol
@@ -74,8 +75,8 @@ def gpu_peak_gbps(gpu_name: Optional[str], compute_capability: Optional[str] = N
     key = gpu_key(gpu_name)
     if key is not None:
         return GPU_PEAK_GBPS[key]
-    major = compute_capability.split(".")[0] if isinstance(compute_capability, str) else ""
-    return CC_MAJOR_PEAK_GBPS.get(int(major), UNKNOWN_GPU_PEAK_GBPS) if major.isdigit() else UNKNOWN_GPU_PEAK_GBPS
+    m = _CC.match(compute_capability) if isinstance(compute_capability, str) else None
+    return CC_MAJOR_PEAK_GBPS.get(int(m.group(1)), UNKNOWN_GPU_PEAK_GBPS) if m else UNKNOWN_GPU_PEAK_GBPS
 
 
 def gpu_l2_bytes(gpu_name: Optional[str]) -> Optional[int]:
@@ -90,6 +91,57 @@ def l2_problems(path: str, gpu_name: Optional[str], l2_cache_bytes: Optional[int
     if want is not None and l2_cache_bytes is not None and l2_cache_bytes != want:
         return [_p(P.CONTRADICTS, path, f"is not the L2 size of an {gpu_name}", want, l2_cache_bytes)]
     return []
+
+
+#: the compute capability of each GPU of :data:`GPU_PEAK_GBPS` (NVIDIA's CUDA GPU list; the AMD
+#: entries have none)
+GPU_CC = {"H200": "9.0", "H100 SXM": "9.0", "H100 NVL": "9.0", "H100 PCIe": "9.0", "H100": "9.0", "H20": "9.0",
+          "GH200": "9.0", "B200": "10.0", "B100": "10.0", "GB200": "10.0", "A100-SXM4-80GB": "8.0",
+          "A100 80GB PCIe": "8.0", "A100": "8.0", "L40S": "8.9", "L40": "8.9", "L4": "8.9", "A10G": "8.6",
+          "A10": "8.6", "V100": "7.0", "T4": "7.5", "RTX 4090": "8.9", "RTX 3090": "8.6", "RTX 5090": "12.0"}
+#: the L2 sizes (bytes) a GPU of a compute capability's major version has, at least and at most
+#: (T4's 4 MiB to L40S's 96 MiB; Hopper 50 to 60 MiB; Blackwell at most 128 MiB): an L2 outside
+#: them is not a measurement, and a cold block's flush of twice it proves nothing
+L2_RANGE = {7: (4 << 20, 6 << 20), 8: (2 << 20, 96 << 20), 9: (50 << 20, 60 << 20), 10: (64 << 20, 128 << 20),
+            12: (32 << 20, 128 << 20)}
+L2_RANGE_ANY = (2 << 20, 128 << 20)
+_CC = re.compile(r"^([0-9]{1,2})\.([0-9])$", re.ASCII)
+_SASS_ARCH = re.compile(r"arch = sm_([0-9]{1,2}?)([0-9])[af]?\b", re.ASCII)
+
+
+def sass_archs(listings: Iterable[str]) -> frozenset[str]:
+    """The compute capabilities (``"9.0"``) the ``arch = sm_90a`` lines of cuobjdump's SASS
+    listings name."""
+    return frozenset(f"{m.group(1)}.{m.group(2)}" for t in listings for m in _SASS_ARCH.finditer(t))
+
+
+def gpu_problems(path: str, gpu_name, compute_capability, l2_cache_bytes, archs: Iterable[str] = ()) -> list[Problem]:
+    """What environment.json says of a GPU run's GPU, held together and against the binaries:
+    its name and compute capability recorded (the copy bound and the L2 follow from them); the
+    compute capability the table's for a GPU in :data:`GPU_CC`, and among those the bundled SASS
+    listings were built for (``archs``, where any); the L2 an integer in :data:`L2_RANGE` of its
+    architecture and, for a GPU in :data:`GPU_L2_BYTES`, the table's. ``path`` names the
+    environment document in the problems."""
+    out = []
+    if not isinstance(gpu_name, str) or not gpu_name or not isinstance(compute_capability, str) \
+            or not _CC.match(compute_capability):
+        return [_p(P.INCOMPLETE, path, "a GPU run records its GPU's name and compute capability: the copy bound "
+                   "and the L2 its cold blocks flush follow from them", None, [gpu_name, compute_capability])]
+    key = gpu_key(gpu_name)
+    if key in GPU_CC and GPU_CC[key] != compute_capability:
+        out.append(_p(P.CONTRADICTS, path, f"compute capability {compute_capability} is not an {key}'s",
+                      GPU_CC[key], compute_capability))
+    archs = sorted(set(archs))
+    if archs and compute_capability not in archs:
+        out.append(_p(P.CONTRADICTS, path, "the compute capability is none the bundled binaries' SASS was built for",
+                      archs, compute_capability))
+    lo, hi = L2_RANGE.get(int(compute_capability.split(".")[0]), L2_RANGE_ANY)
+    if type(l2_cache_bytes) is not int or not lo <= l2_cache_bytes <= hi:
+        out.append(_p(P.CONTRADICTS, path, f"the L2 size is not one a GPU of compute capability {compute_capability} "
+                      "has", [lo, hi], l2_cache_bytes))
+    else:
+        out += l2_problems(path, gpu_name, l2_cache_bytes)
+    return out
 
 
 def _close(a: float, b: float, rel: float = FLOAT_REL) -> bool:
@@ -331,7 +383,8 @@ def _held_problems(rec: CandidateRecord, b, bp: str, inv: int, cache: dict,
     tcase = next((c for c in rec.observations.cases if c.id == "timing_input"), None)
     out = parse_digest(tcase.output.digest) if tcase is not None and tcase.output.digest else None
     sizes = None
-    if out is not None and (tcase.reference_count or 1) == 1:
+    single = (tcase.reference_count or 1) == 1 if tcase is not None else True
+    if out is not None:  # the first output's chunks come first, whatever follows (harness/fresh.py checksums)
         n = 1
         for d in out.shape:
             n *= d
@@ -349,7 +402,8 @@ def _held_problems(rec: CandidateRecord, b, bp: str, inv: int, cache: dict,
                 yield _p(P.CONTRADICTS, f"{rp}.sample", "a row's element count is not a checksum chunk's (at most "
                          f"{protocol.CHECKSUM_CHUNK})", f"<= {protocol.CHECKSUM_CHUNK}", x[7])
                 return
-            if x[2] >= 0 and sizes is not None and (x[2] >= len(sizes) or x[7] != sizes[x[2]]):
+            if x[2] >= 0 and sizes is not None and ((single and x[2] >= len(sizes))
+                                                     or (x[2] < len(sizes) and x[7] != sizes[x[2]])):
                 yield _p(P.CONTRADICTS, f"{rp}.sample", "a row names a chunk the task's output does not have",
                          sizes[:4], [x[2], x[7]])
                 return
@@ -411,5 +465,5 @@ def _clock_record_problems(rec: CandidateRecord, at: str, cfg) -> Iterator[Probl
             yield _p(P.CONTRADICTS, f"{at}.timing.clock.reported{key}_ms", "claims more time than the parent's clock saw")
 
 
-__all__ = ["FLOAT_REL", "CALIBRATION_FACTOR", "CALIBRATION_FACTOR_V2", "GPU_PEAK_GBPS", "GPU_L2_BYTES", "gpu_key", "gpu_peak_gbps", "gpu_l2_bytes", "l2_problems", "derived_gbps",
+__all__ = ["FLOAT_REL", "CALIBRATION_FACTOR", "CALIBRATION_FACTOR_V2", "GPU_PEAK_GBPS", "GPU_L2_BYTES", "gpu_key", "gpu_peak_gbps", "gpu_l2_bytes", "l2_problems", "GPU_CC", "L2_RANGE", "sass_archs", "gpu_problems", "derived_gbps",
            "copy_block_problems", "block_problems"]

@@ -15,17 +15,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: (module, the edit as a function of the module, a fragment of the refusal)
 CASES = [
-    ("c01_gpu_name_null_copy_bandwidth", lambda m: m.gpu_null, "a GPU run names its GPU"),
+    ("c01_gpu_name_null_copy_bandwidth", lambda m: m.gpu_null, "a GPU run records its GPU's name and compute capability"),
     ("c01_gpu_name_null_copy_bandwidth", lambda m: m.gpu_unknown, "more than the NVIDIA Hopper HBM3e can move"),
     ("c02_cold_flush_two_bytes", lambda m: m.other_gpu, "a cold block flushes twice the L2 of the GPU it ran on"),
-    ("c02_cold_flush_two_bytes", lambda m: m.l2_one_byte, "is not the L2 size of an NVIDIA H200"),
+    ("c02_cold_flush_two_bytes", lambda m: m.l2_one_byte, "the L2 size is not one a GPU of compute capability 9.0 has"),
     ("c03_eager_arm_inflated", lambda m: m.eager_x4, "calls back to back are not slower than synchronised"),
     ("c04_cold_block_faster_than_flush", lambda m: m.cold_fast, "the same calls with a flush before each"),
     ("c05_reference_count_hides_failing_checksum", lambda m: m.attack, "yet the bytes moved are those of its first"),
     ("c06_tf32_flags_on_from_start", lambda m: (lambda d, f: m.tf32(d, True)),
      "are not the precision flags the run started with"),
     ("c07_build_files_uncopied", lambda m: (lambda d, f: m.uncopy(d, f, (".ninja", ".cu", ".cpp"))),
-     "not copied, yet the packer copies"),
+     "build.ninja and sources are what its flags and code are derived from"),
     ("c09_held_reference_checksum_null", lambda m: (lambda d, f: m.failing(d, f, True)),
      "its counts do not agree with the checksums it records"),
     ("s01_tail_block_scope_relabel", lambda m: [(m.TIMINGS, m.relabel)], "task, scope or mode contradicts its id"),
@@ -139,3 +139,34 @@ def test_a_record_a_check_cannot_read_fails_by_its_record_not_as_a_broken_verifi
     m.manifests_only(edit, "m01")
     assert seen["rc"] == 1 and "$.candidates[0]: its records lack evidence the named checks" in seen["out"], seen["out"]
     assert "broke this verifier" not in seen["out"]
+
+
+#: the second round (against the first round's rules): each module's own main builds its control
+#: and its attacks and prints RESULT, with "ATTACK SUCCEEDED" where an attack got through
+ROUND3 = {
+    "r3_c13_gpu_name_without_l2_entry": "the L2 size is not one a GPU of compute capability",
+    "r3_c14_tf32_env_flags_null": "the precision flags the run started with are not all recorded",
+    "r3_c15_gpu_name_b200_copy_bound": "is not an B200's",
+    "r3_c16_compute_capability_null": "records its GPU's name and compute capability",
+    "r3_c18_several_outputs_chunk_allowance": "a row names a chunk the task's output does not have",
+    "r3_c19_uncopied_recorded_oversize": "build.ninja and sources are what its flags",
+    "r3_s10_tail_bound_gpu_name_null": "records its GPU's name and compute capability",
+    "r3_s11_tail_bound_l2_unknown": "the L2 size is not one a GPU",
+    "r3_s12_tail_bound_cc_null": "records its GPU's name and compute capability",
+    "r3_s13_tail_bytes_moved_float": "the bytes the tail moves are not recorded (a positive integer)",
+    "r3_s14_clocks_start_null": "NVML answered in this run, yet a round records no clocks",
+    "r3_s15_study_cold_faster_than_warm": "a flush and a call are not faster than either",
+    "r3_s18_study_l2_one_byte": "the L2 size is not one a GPU of compute capability 9.0 has",
+    "r3_s19_nonfinite_count_nulls_max_abs_error": "a check record holds no value for max_abs_error",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", sorted(ROUND3))
+def test_each_forgery_of_the_second_round_fails_with_its_rule(module):
+    p = subprocess.run([sys.executable, "-m", f"forgeries.{module}"], capture_output=True, text=True,
+                       cwd=ROOT / "tests", timeout=600)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0 and "RESULT:" in out, out[-3000:]
+    assert "ATTACK SUCCEEDED" not in out and "Traceback" not in out and "broke this verifier" not in out, out[-3000:]
+    assert ROUND3[module] in out, out[-3000:]

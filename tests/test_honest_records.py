@@ -174,7 +174,7 @@ def test_a_sharded_run_whose_cases_ran_on_two_gpu_models_is_a_valid_record():
     from kbrepro.model import candidates as mc
 
     typed, _ = mc.load(json.loads(jsonio.dumps(doc)))
-    assert [f"{p.path} {p.message}" for p in rules.document_problems(typed, "NVIDIA H100 80GB HBM3")] == []
+    assert [f"{p.path} {p.message}" for p in rules.document_problems(typed, "NVIDIA H100 80GB HBM3", "9.0", h100_l2)] == []
     assert _rules_of(doc, payload, 1) == []
     doc["candidates"][1]["blocks"][1]["flush_bytes"] += 1  # not twice an L2 size
     assert any("flush_bytes" in p for p in _rules_of(doc, payload, 1))

@@ -280,6 +280,10 @@ def check_arithmetic(documents: Mapping[str, Any], atol: float | None, rtol: flo
             if _is_int(fo) and _is_int(ref_nan) and fo > n - bits + ref_nan:
                 bad(f"{fo} elements fail the official predicate, but only {n - bits} differ in bits and {ref_nan} "
                     "are NaN", ".official.failing_count", f"<= {n - bits + ref_nan}", fo)
+            mism = nf.get("mismatched") if nf is not None else None
+            if _is_int(mism) and _is_int(fo) and fo < mism:
+                bad(f"{mism} pairs are not finite in one output only, and no such pair is close, yet only {fo} "
+                    "elements fail the official predicate", ".official.failing_count", f">= {mism}", fo)
             if _is_int(fs) and _is_int(fo) and fs > fo:
                 bad(f"the equal-NaN check fails {fs} elements, more than the official predicate's {fo} (it only adds "
                     "NaN pairs as close)", ".equal_nan_stress.failing_count", f"<= {fo}", fs)

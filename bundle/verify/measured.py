@@ -26,6 +26,7 @@ from kbrepro.bundle.evidence import number
 from kbrepro.bundle.verify.core import Bundle, Tier, safe_text
 from kbrepro.harness import extras
 from kbrepro.kernels import compile as kc
+from kbrepro.model.timing_rules import gpu_problems
 
 COMPILE, CORRECTNESS, TIMINGS = "data/results/compile.json", "data/results/correctness.json", "data/results/timings.json"
 WITNESS, ENVIRONMENT = "data/results/witness.json", "data/environment.json"
@@ -91,6 +92,10 @@ def recorded_evidence(b: Bundle, t: Tier) -> None:
                 t.fail(ENVIRONMENT, f"the fingerprint field {name}, which the checks compare with the run, is "
                        "missing (a field the product could not read is recorded null, with its reason)",
                        path=f"$.fields.{name}")
+    if env is not None:
+        for p in gpu_problems("$.fields", env.value("gpu_name"), env.value("compute_capability"),
+                              env.value("l2_cache_bytes")):
+            t.fail(ENVIRONMENT, p.message, path=p.path, expected=p.expected, found=p.found)
     cc = r.run.compile_cache if r.run is not None else None
     if not isinstance(cc, Mapping) or not isinstance(cc.get("CUDA_CACHE_DISABLE"), str) or "set_by" not in cc:
         t.fail("data/results/run.json", "a measured run records how the NVRTC compile cache was kept off "
@@ -113,8 +118,9 @@ def recorded_evidence(b: Bundle, t: Tier) -> None:
 
 def _null_statistics(c: Mapping) -> list[str]:
     """The statistics of a compared output's check record (harness.checks.compare) that are not
-    of their type: counts int, verdicts bool, worst ratios numbers; the largest |error| and
-    |reference| may be null only where a non-finite value left no finite pair."""
+    of their type: counts int, verdicts bool, worst ratios numbers; the largest |error| may be
+    null only where every candidate or every reference element is not finite, the largest
+    |reference| only where every reference element is not."""
     def is_int(v):
         return type(v) is int and v >= 0
     bad = [k for k in ("element_count", "bit_identical_count") if not is_int(c.get(k))]
@@ -127,8 +133,14 @@ def _null_statistics(c: Mapping) -> list[str]:
     nf = c.get("nonfinite") if isinstance(c.get("nonfinite"), Mapping) else {}
     if not nf or not all(is_int(v) for v in nf.values()):
         bad.append("nonfinite")
-    some_nonfinite = any(is_int(v) and v > 0 for v in nf.values())
-    bad += [k for k in ("max_abs_error", "max_abs_reference") if number(c.get(k)) is None and not some_nonfinite]
+    # null only where no finite value is left: every candidate or every reference element not finite
+    n = c.get("element_count") if is_int(c.get("element_count")) else 0
+    cand = sum(v for k, v in nf.items() if k.startswith("candidate_") and is_int(v))
+    ref = sum(v for k, v in nf.items() if k.startswith("reference_") and is_int(v))
+    if number(c.get("max_abs_error")) is None and not (n and (cand >= n or ref >= n)):
+        bad.append("max_abs_error")
+    if number(c.get("max_abs_reference")) is None and not (n and ref >= n):
+        bad.append("max_abs_reference")
     bad += [k for k in ("discriminating", "null_candidate_passes") if type(c.get(k)) is not bool]
     return bad
 
@@ -145,7 +157,9 @@ def _block_evidence(b: Bundle, t: Tier) -> None:
     (environment.json clocks_start), each round's clocks: the throttling check reads them."""
     r = b.records
     env = r.environment
-    nvml = env is not None and isinstance(env.value("clocks_start"), Mapping)
+    # NVML answered if any field it gives holds a value (clocks, driver, power limit...): a null
+    # clocks_start beside them does not excuse rounds without clocks
+    nvml = env is not None and any(f.value is not None and "NVML" in str(f.source or "") for f in env.fields.values())
     raw = (b.documents.get("timings") or {}).get("blocks") or []
     for i, blk in enumerate(r.timings.blocks if r.timings is not None else ()):
         if blk.skipped is not None:
@@ -153,10 +167,12 @@ def _block_evidence(b: Bundle, t: Tier) -> None:
         bid = safe_text(blk.id)
         if blk.kind in SHAPED_KINDS and blk.shape is None:
             t.fail(TIMINGS, f"block {bid}: its shape is not recorded", path=f"$.blocks[{i}].shape")
-        if blk.kind in BYTES_KINDS and blk.scope == "tail" and (i >= len(raw) or number(raw[i].get("bytes_moved")) is None):
-            t.fail(TIMINGS, f"block {bid}: the bytes the tail moves are not recorded", path=f"$.blocks[{i}].bytes_moved")
+        nbytes = raw[i].get("bytes_moved") if i < len(raw) and isinstance(raw[i], Mapping) else None
+        if blk.kind in BYTES_KINDS and blk.scope == "tail" and not (type(nbytes) is int and nbytes > 0):
+            t.fail(TIMINGS, f"block {bid}: the bytes the tail moves are not recorded (a positive integer)",
+                   path=f"$.blocks[{i}].bytes_moved", found=nbytes)
         if nvml and any(rnd.clocks is None for rnd in blk.rounds):
-            t.fail(TIMINGS, f"block {bid}: NVML answered at the run's start, yet a round records no clocks: "
+            t.fail(TIMINGS, f"block {bid}: NVML answered in this run, yet a round records no clocks: "
                    "throttling cannot be ruled out", path=f"$.blocks[{i}].rounds")
 
 

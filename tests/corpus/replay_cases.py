@@ -114,7 +114,7 @@ def build(good: Path, outdir: Path) -> list[ReplayCase]:
         "replay_claim_flipped_by_timings": lambda f: _edit(f, TIMINGS, _claim_flip),
         "replay_timing_forged": lambda f: _edit(f, TIMINGS, _timing),
         "replay_other_gpu_record_and_bits": lambda f: (
-            _edit(f, ENV, lambda d: d["fields"]["gpu_name"].update(value="NVIDIA H100 80GB HBM3")),
+            _edit(f, ENV, lambda d: d["fields"]["gpu_name"].update(value="NVIDIA GH200 480GB")),
             _edit(f, CORRECTNESS, _bits)),
         "replay_tiny_control_bits_forged": lambda f: _edit(f, CORRECTNESS, _tiny),
     }

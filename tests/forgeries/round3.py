@@ -1,0 +1,69 @@
+"""The second round's helpers (2026-12-05): as :mod:`forgeries.common`, with the verdict line
+returned beside the exit code, two more study examples, and the edits several forgeries share."""
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from forgeries.common import CORRECTNESS, Q7, ROOT, RUN, S8, TIMINGS, env_edit, fc, kit
+
+EXT = ROOT / "examples/pointwise-fusion-ftz-extended-20261201T125049.tar"
+LN = ROOT / "examples/layernorm-l1-40-full-20261201T121453.tar"
+ENV = "data/environment.json"
+
+
+def verify(path, label):
+    """``verify_bundle.py path -v``, printed under ``label``: (exit code, the VERDICT line)."""
+    p = subprocess.run([sys.executable, str(ROOT / "verify_bundle.py"), str(path), "-v"], capture_output=True,
+                       text=True, cwd=ROOT)
+    print(f"===== {label}: verify_bundle.py {Path(path).name} -v  -> exit {p.returncode}")
+    print(p.stdout.rstrip())
+    if p.stderr.strip():
+        print("stderr:", p.stderr.strip()[-2000:])
+    last = [ln for ln in p.stdout.splitlines() if ln.startswith("VERDICT")]
+    return p.returncode, (last[-1] if last else "")
+
+
+def forge_candidates(edit, label, example=Q7, **kw):
+    """A candidate bundle: ``edit(doc, files)`` on the example's results, packed again, verified."""
+    with tempfile.TemporaryDirectory(prefix="kbrepro-rt3-") as tmp:
+        out = Path(tmp) / "forged.tar"
+        fc.forge(example, edit, out, **kw)
+        return verify(out, label)
+
+
+def forge_study(edits, label, example=S8):
+    """A study bundle: ``edits`` [(bag path, fn(doc))], every derived file made again, verified."""
+    good = kit.load_good(example)
+    files = dict(good.files)
+    for rel, fn in edits:
+        kit.edit_json(files, rel, fn)
+    kit.trust_module().reforge(files)
+    with tempfile.TemporaryDirectory(prefix="kbrepro-rt3-") as tmp:
+        out = Path(tmp) / "forged.tar"
+        out.write_bytes(kit.repack(good, files))
+        return verify(out, label)
+
+
+def env_fields(fn):
+    """An edit of environment.json's fields, for :func:`forge_study`."""
+    return (ENV, lambda doc: fn(doc["fields"]))
+
+
+def tails_fast(doc, f=0.25, ids=("53.tail.events", "53.tail.graph")):
+    """The three fused variants' times in task 53's tail blocks x f; prints the bandwidth they imply."""
+    for b in doc["blocks"]:
+        if b["id"] in ids:
+            for r in b["rounds"]:
+                for a in ("cupy_default", "nvrtc_ftz_false", "nvrtc_ftz_true"):
+                    r["times_ms"][a] *= f
+            t = statistics.median(r["times_ms"]["cupy_default"] for r in b["rounds"])
+            print(f"  {b['id']}: cupy_default {t:.4f} ms for {b['bytes_moved']} bytes = "
+                  f"{b['bytes_moved'] / (t * 1e-3) / 1e12:.2f} TB/s (NVIDIA H200 HBM3e peak 4.8 TB/s)")
+
+
+__all__ = ["CORRECTNESS", "ENV", "EXT", "LN", "Q7", "ROOT", "RUN", "S8", "TIMINGS", "env_edit", "env_fields", "fc", "kit",
+           "tails_fast", "verify", "forge_candidates", "forge_study"]
