@@ -136,6 +136,8 @@ def gpu_problems(path: str, gpu_name, compute_capability, l2_cache_bytes, archs:
         out.append(_p(P.CONTRADICTS, path, "the compute capability is none the bundled binaries' SASS was built for",
                       archs, compute_capability))
     lo, hi = L2_RANGE.get(int(compute_capability.split(".")[0]), L2_RANGE_ANY)
+    if "AMD" in gpu_name.upper():  # ROCm reports its own architecture numbers: only any GPU's range
+        lo, hi = 1 << 20, L2_RANGE_ANY[1]
     if type(l2_cache_bytes) is not int or not lo <= l2_cache_bytes <= hi:
         out.append(_p(P.CONTRADICTS, path, f"the L2 size is not one a GPU of compute capability {compute_capability} "
                       "has", [lo, hi], l2_cache_bytes))

@@ -171,10 +171,12 @@ def build(g, kit) -> list:
     def env_arch(f):
         kit.edit_json(f, ENV, lambda d: d["fields"]["compute_capability"].update(value="8.0"))
 
-    out.append(prov(prov_case(
-        "xc_env_arch", "environment.json's GPU is compute capability 8.0", ENV,
+    # caught at tier 3 since the second red-team round: an NVIDIA H200's compute capability is 9.0
+    # (model/timing_rules.py GPU_CC); tier 4's cubin check stands behind it
+    out.append(prov(doc_case(
+        "xc_env_arch", "compute capability 8.0 is not an H200's", ENV,
         "environment.json: compute capability 8.0 (every cubin's ELF header targets sm_90); manifests "
-        "recomputed"), env_arch))
+        "recomputed; REPORT.md re-rendered from the edited records"), env_arch))
 
     def compile_nvrtc(f):
         kit.edit_json(f, COMPILE, lambda d: _variant(d, "nvrtc_ftz_false").update(nvrtc_version=[13, 1]))

@@ -134,7 +134,7 @@ def build(g, kit) -> list:
            "the study's kernel source (a file of the shipped study's folder) changed, and every record of it "
            "(compile.json's source sha256s, bundle.json's and run.json's study.files) updated to match: code the "
            "verifier does not know under the name of a study it ships", source)
-    forged("rt_compute_capability_unparseable", "redteam", 1, "provenance", "is not of the form MAJOR.MINOR", ENV,
+    forged("rt_compute_capability_unparseable", "redteam", 1, "documents", "records its GPU's name and compute capability", ENV,
            "environment.json's compute capability '10.0 (B200)', which a MAJOR.MINOR parse skipped",
            lambda f: _edit(f, ENV, lambda d: d["fields"]["compute_capability"].update(value="10.0 (B200)")))
 
