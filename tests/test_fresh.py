@@ -360,3 +360,32 @@ def test_the_timer_reads_no_timed_output_through_a_subclass_and_keeps_its_own_sy
     monkeypatch.setattr(torch.cuda.Event, "elapsed_time", boom)
     monkeypatch.setattr(torch.cuda, "synchronize", boom)
     assert boom not in (ft._ev_sync, ft._ev_elapsed, ft._sync) and before == (ft._ev_sync, ft._ev_elapsed, ft._sync)
+
+
+def test_the_held_request_reads_the_timed_outputs_before_it_frees_the_spent_sets():
+    """cheat_defer_until_pool_freed: a finalizer on an input (the candidate's code) wrote the
+    timed outputs when the "held" request freed the spent sets, before it read them. The
+    request now reads first: the checksums are those of what the timed calls returned."""
+    import weakref
+
+    import torch
+
+    from kbrepro.harness.candidate_server import Server
+
+    srv = Server.__new__(Server)  # the request's own state only (no pipe, no child)
+    srv.fresh_timer = ft = FreshTimer(torch, "cpu")
+    outs = [torch.zeros(100) for _ in range(3)]
+
+    class Inputs:
+        pass
+
+    sets = [Inputs() for _ in range(3)]
+    for s, y in zip(sets, outs):
+        weakref.finalize(s, y.fill_, 1.0)  # "computes" the output once its inputs are freed
+    srv.pool, srv.kept = sets, outs
+    del sets, s
+    header, frames = srv.held_outputs({"weight_seed": 3})
+    got = np.frombuffer(frames[0], dtype="<f8").reshape(3, -1, 2)
+    want, _ = ft.checksums([torch.zeros(100) for _ in range(3)], 3)
+    assert srv.pool == [] and (outs[0] == 1).all()  # freed after the reading
+    assert np.array_equal(got, want.astype("<f8")) and header["outputs"] == 3
