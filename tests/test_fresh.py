@@ -389,3 +389,33 @@ def test_the_held_request_reads_the_timed_outputs_before_it_frees_the_spent_sets
     want, _ = ft.checksums([torch.zeros(100) for _ in range(3)], 3)
     assert srv.pool == [] and (outs[0] == 1).all()  # freed after the reading
     assert np.array_equal(got, want.astype("<f8")) and header["outputs"] == 3
+
+
+def test_a_timed_request_idles_the_whole_device_before_it_replies():
+    """cheat_slow_baselines: a spin left on a side stream of the candidate's own slowed the
+    parent's baselines, timed next. "time_fresh" now synchronises the device (every stream)
+    after its region and before its reply, so such work lands inside the parent's clock."""
+    import gc
+
+    import torch
+
+    from kbrepro.harness.candidate_server import Server
+
+    calls = []
+
+    class Timer:
+        def region(self, fn, pool, n, flush, rng=None):
+            calls.append("region")
+            return 0.5, [fn(*s) for s in pool[:n]]
+
+        def _sync(self):
+            calls.append("device idle")
+
+    srv = Server.__new__(Server)
+    srv.torch, srv.gc, srv.gc_after, srv.flush_buf = torch, gc, False, None
+    srv.fresh_timer, srv.models, srv.pool = Timer(), {"main": lambda x: x + 1}, [(torch.zeros(3),)] * 2
+    try:
+        assert srv.time_fresh({"n": 2}) == {"times_ms": [0.5]}
+    finally:
+        gc.enable()
+    assert calls == ["region", "device idle"] and len(srv.kept) == 2
