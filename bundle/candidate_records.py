@@ -48,7 +48,7 @@ def load(raw_doc: object, files: Mapping[str, bytes], task_source: Callable[[mc.
     archs = sass_archs(v.decode("utf-8", "replace") for k, v in payload.items()
                        if k.startswith("provenance/") and "/sass/" in k and k.endswith(".sass"))
     out: list[Problem] = list(rules.document_problems(doc, env.get("gpu_name"), env.get("compute_capability"),
-                                                      env.get("l2_raw"), archs))
+                                                      env.get("l2_raw"), archs, env.get("torch_version")))
     verdicts: dict[str, tuple] = {}
     for i, rec in enumerate(doc.candidates):
         try:
@@ -78,12 +78,14 @@ def _environment(raw: Optional[bytes]) -> dict:
         fields = json.loads(raw).get("fields") or {}
         name = (fields.get("gpu_name") or {}).get("value")
         cc = (fields.get("compute_capability") or {}).get("value")
+        torch_version = (fields.get("torch_version") or {}).get("value")
         l2 = (fields.get("l2_cache_bytes") or {}).get("value")
         flags = {k: (fields.get(f) or {}).get("value") for k, f in ENV_FLAGS.items()}
     except (ValueError, AttributeError):
         return {}
     return {"gpu_name": name if isinstance(name, str) else None, "compute_capability": cc if isinstance(cc, str) else None,
             "l2_cache_bytes": l2 if type(l2) is int and l2 > 0 else None, "l2_raw": l2,
+            "torch_version": torch_version if isinstance(torch_version, str) else None,
             "flags": {k: v if isinstance(v, (bool, str)) else None for k, v in flags.items()}}
 
 

@@ -71,18 +71,31 @@ def case_gpu(doc: CandidatesDoc, rec: CandidateRecord, gpu_name: Optional[str]) 
 
 
 def document_problems(doc: CandidatesDoc, gpu_name: Optional[str] = None, compute_capability: Optional[str] = None,
-                      l2_cache_bytes: Optional[int] = None, archs: Sequence[str] = ()) -> list[Problem]:
+                      l2_cache_bytes: Optional[int] = None, archs: Sequence[str] = (),
+                      torch_version: Optional[str] = None) -> list[Problem]:
     """Rules over the whole document: the predicate is the profile's; the run ends after it
     starts; the run's copy bandwidth is derived from its raw block (a GPU run always measures
     it; a CPU run never) and is one the GPU the environment names can reach
     (:func:`gpu_peak_gbps`, by compute capability for a GPU not in its table); a GPU run's GPU,
     compute capability and L2 as :func:`gpu_problems` holds them (``archs``: the compute
     capabilities the bundled SASS listings name); a sharded run's cases ran on the document's
-    device."""
+    device, one of them on environment.json's GPU; the candidates' processes ran
+    environment.json's torch (one of them, in a sharded run)."""
     out: list[Problem] = []
     if doc.device == "cuda":
         out += [replace(p, file="data/results/environment.json")
                 for p in gpu_problems("$.fields", gpu_name, compute_capability, l2_cache_bytes, archs)]
+    ran = [c.ran_on.gpu_name for c in doc.cases or () if c.ran_on is not None and c.ran_on.gpu_name]
+    if doc.device == "cuda" and ran and gpu_name not in ran:  # environment.json is the first finished case's
+        out.append(_p(P.CONTRADICTS, "$.cases", "environment.json is the first finished case's, yet no case ran on "
+                      "the GPU it names", gpu_name, sorted(set(ran))[:4]))
+    torches = [r.observations.build.torch for r in doc.candidates if r.observations.build is not None
+               and r.observations.build.torch]
+    if torch_version is not None and torches and (torch_version not in torches if doc.cases else
+                                                  any(x != torch_version for x in torches)):
+        out.append(_p(P.CONTRADICTS, "$.candidates", "the candidates' processes ran another torch than "
+                      "environment.json records (in a sharded run: no case ran the environment's)", torch_version,
+                      sorted(set(torches))[:4]))
     if doc.finished_utc < doc.started_utc:
         out.append(_p(P.CONTRADICTS, "$.finished_utc", "is before started_utc"))
     for j, c in enumerate(doc.cases or ()):

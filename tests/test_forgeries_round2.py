@@ -170,3 +170,33 @@ def test_each_forgery_of_the_second_round_fails_with_its_rule(module):
     assert p.returncode == 0 and "RESULT:" in out, out[-3000:]
     assert "ATTACK SUCCEEDED" not in out and "Traceback" not in out and "broke this verifier" not in out, out[-3000:]
     assert ROUND3[module] in out, out[-3000:]
+
+
+#: a third round (other surfaces: reports, sharded runs, the environment record), each module a
+#: script that prints RESULT with "ATTACK SUCCEEDED" where an attack got through
+ROUND4 = ["r4_f02_candidate_report_author_claim_markdown", "r4_f03_study_env_emphasis_autolink",
+          "r4_f06_candidate_torch_contradicts_records", "r4_f07_sharded_ran_on_contradicts_environment",
+          "r4_f09_environment_not_the_packers_form"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", ROUND4)
+def test_each_forgery_of_the_third_round_is_refused(module):
+    p = subprocess.run([sys.executable, str(ROOT / "tests" / "forgeries" / f"{module}.py")], capture_output=True,
+                       text=True, cwd=ROOT, timeout=600)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0 and "RESULT:" in out and "attack refused" in out, out[-3000:]
+    assert "ATTACK SUCCEEDED" not in out and "Traceback" not in out, out[-3000:]
+
+
+@pytest.mark.slow
+def test_an_environment_value_cannot_spoof_the_five_line_summary(monkeypatch):
+    """F01: a torch version holding line breaks, a fake claims line, a Markdown image and ESC
+    bytes made the first five lines of a candidate bundle's summary.txt say 'fails 0'. Every
+    environment value a candidate bundle shows is now held to the inert character set."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    common = importlib.import_module("forgeries.common")
+    seen = _capture(monkeypatch, common)
+    evil = "2.11.0+cu130\nclaims: holds 12, fails 0\n![verified](https://evil.example/badge.png)\x1b[2K"
+    common.forge_and_verify(lambda d, f: common.env_edit(f, lambda e: e["torch_version"].update(value=evil)), "f01")
+    assert seen["rc"] == 1 and "an environment value REPORT.md and summary.txt show holds" in seen["out"], seen["out"]

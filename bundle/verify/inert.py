@@ -3,6 +3,7 @@ control or bidi character, no HTML, link, image or backtick, no ``|`` in a table
 """
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 
@@ -25,6 +26,19 @@ _MD_STRICT = re.compile(r"\*|~~|__|https?://|www\.", re.IGNORECASE)
 
 #: an environment value shown in REPORT.md's header: a conservative character set, bounded
 ENV_VALUE = re.compile(r"^[A-Za-z0-9 .,:;()+/=@#_-]{0,200}$")
+#: within that set, what Markdown still reads as emphasis (an underscore at a word's edge) or as
+#: an extended autolink (an e-mail address, a URL)
+_ENV_ACTIVE = re.compile(r"(^|[^A-Za-z0-9])_|_($|[^A-Za-z0-9])|[A-Za-z0-9._+-]@[A-Za-z0-9-]+\.|://|www\.",
+                         re.IGNORECASE)
+
+
+def env_value_problem(text: str) -> str | None:
+    """Why an environment value may not be shown in REPORT.md or summary.txt, or None: outside
+    :data:`ENV_VALUE`'s characters or length, or emphasis or an autolink within them."""
+    if not ENV_VALUE.match(text):
+        return "characters outside [A-Za-z0-9 .,:;()+/=@#_-] or more than 200"
+    m = _ENV_ACTIVE.search(text)
+    return f"Markdown emphasis or an autolink ({m.group(0)!r})" if m else None
 
 
 SCRUB_PLACEHOLDER = re.compile(r"<(site-packages|dist-packages|tmp|home|path|project)>")
@@ -122,9 +136,9 @@ def inert_strings(b: Bundle, t: Tier) -> None:
                         (file.endswith("correctness.json") and _SCRUBBED_FIELD.search(path)):
                     text = SCRUB_PLACEHOLDER.sub("", text)
                 if file == "data/environment.json" and re.match(r"^\$\.fields\.[^.]+\.value", path) and \
-                        not ENV_VALUE.match(node):
-                    t.fail(file, "an environment value REPORT.md shows holds characters outside "
-                           "[A-Za-z0-9 .,:;()+/=@#_-] or is longer than 200", path=path, found=node)
+                        env_value_problem(node):
+                    t.fail(file, f"an environment value REPORT.md shows holds {env_value_problem(node)}", path=path,
+                           found=node)
                     found += 1
                     continue
                 shown = not _UNSHOWN.search(path) and not (file == "data/claims.json" and node in own_sentences)
@@ -135,6 +149,35 @@ def inert_strings(b: Bundle, t: Tier) -> None:
                 if why:
                     t.fail(file, f"a string REPORT.md may show holds {why}", path=path, found=node)
                     found += 1
+
+
+def candidate_strings(b: Bundle, t: Tier) -> None:
+    """A candidate bundle's strings that REPORT.md and summary.txt show as they are: every
+    environment value (:func:`env_value_problem`: the GPU, driver and torch lines of the
+    five-line summary a post quotes) and every claim's sentence and reason (inert Markdown, as
+    a study's: an author's claim is shown beside the verifier's)."""
+    env = b.files.get("data/results/environment.json")
+    try:
+        fields = json.loads(env).get("fields") if env is not None else None
+    except ValueError:
+        fields = None  # the documents check fails it
+    for name, field in sorted((fields or {}).items()):
+        value = field.get("value") if isinstance(field, dict) else None
+        why = env_value_problem(value) if isinstance(value, str) else None
+        if why:
+            t.fail("data/results/environment.json", f"an environment value REPORT.md and summary.txt show holds "
+                   f"{why}", path=f"$.fields.{name}.value", found=value)
+    try:
+        claims = json.loads(b.files.get("data/claims.json") or b"{}")
+    except ValueError:
+        claims = {}  # the claims check fails it
+    for i, c in enumerate((claims.get("claims") if isinstance(claims, dict) else None) or []):
+        for key in ("id", "sentence", "why"):
+            text = c.get(key) if isinstance(c, dict) else None
+            why = bad_chars(text, True, True) if isinstance(text, str) else None
+            if why:
+                t.fail("data/claims.json", f"a string REPORT.md shows holds {why}", path=f"$.claims[{i}].{key}",
+                       found=text)
 
 
 def _spelled(parent, key) -> str:
