@@ -38,18 +38,19 @@ def verify(path, label):
     return p.returncode
 
 
-def forge_and_verify(edit, label, example=Q7, **kw):
-    """A candidate bundle: ``edit(doc, files)`` on the example's results, packed again, verified."""
+def forge_and_verify(edit, label, example=Q7, check=None, **kw):
+    """A candidate bundle: ``edit(doc, files)`` on the example's results, packed again, verified
+    (by ``check(path, label)``, :func:`verify` by default)."""
     with tempfile.TemporaryDirectory(prefix="kbrepro-redteam-") as tmp:
         out = Path(tmp) / "forged.tar"
         fc.forge(example, edit, out, **kw)
-        return verify(out, label)
+        return (check or verify)(out, label)
 
 
-def forge_study(edits, label, example=S8):
+def forge_study(edits, label, example=S8, check=None):
     """A study bundle: ``edits`` [(bag path, fn(doc))] applied, claims.json, REPORT.md, the figures'
     data and the RO-Crate file derived again from the edited records (cases_trust.reforge), the
-    manifests recomputed, verified."""
+    manifests recomputed, verified (by ``check``, :func:`verify` by default)."""
     good = kit.load_good(example)
     files = dict(good.files)
     for rel, fn in edits:
@@ -58,4 +59,4 @@ def forge_study(edits, label, example=S8):
     with tempfile.TemporaryDirectory(prefix="kbrepro-redteam-") as tmp:
         out = Path(tmp) / "forged.tar"
         out.write_bytes(kit.repack(good, files))
-        return verify(out, label)
+        return (check or verify)(out, label)

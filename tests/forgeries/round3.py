@@ -5,8 +5,9 @@ from __future__ import annotations
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from forgeries import common
 
 from forgeries.common import CORRECTNESS, Q7, ROOT, RUN, S8, TIMINGS, env_edit, fc, kit
 
@@ -28,24 +29,13 @@ def verify(path, label):
 
 
 def forge_candidates(edit, label, example=Q7, **kw):
-    """A candidate bundle: ``edit(doc, files)`` on the example's results, packed again, verified."""
-    with tempfile.TemporaryDirectory(prefix="kbrepro-rt3-") as tmp:
-        out = Path(tmp) / "forged.tar"
-        fc.forge(example, edit, out, **kw)
-        return verify(out, label)
+    """A candidate bundle: :func:`forgeries.common.forge_and_verify`, the verdict line returned."""
+    return common.forge_and_verify(edit, label, example, check=verify, **kw)
 
 
 def forge_study(edits, label, example=S8):
-    """A study bundle: ``edits`` [(bag path, fn(doc))], every derived file made again, verified."""
-    good = kit.load_good(example)
-    files = dict(good.files)
-    for rel, fn in edits:
-        kit.edit_json(files, rel, fn)
-    kit.trust_module().reforge(files)
-    with tempfile.TemporaryDirectory(prefix="kbrepro-rt3-") as tmp:
-        out = Path(tmp) / "forged.tar"
-        out.write_bytes(kit.repack(good, files))
-        return verify(out, label)
+    """A study bundle: :func:`forgeries.common.forge_study`, the verdict line returned."""
+    return common.forge_study(edits, label, example, check=verify)
 
 
 def env_fields(fn):
