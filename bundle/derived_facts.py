@@ -189,11 +189,10 @@ def _beyond_memory(blocks: list[tuple[int, dict]], records: Records) -> list[Pro
                 or (b.get("kind") != "cold_l2" and (l2 is None or nbytes < 2 * l2)):
             continue
         for arm in as_list(b.get("arms")):
-            times = [number(as_dict(as_dict(r).get("times_ms")).get(arm)) for r in as_list(b.get("rounds"))]
-            times = sorted(x for x in times if x is not None and x > 0)
-            if not times:
+            med = _median_ms(b, arm)
+            if med is None:
                 continue
-            gbps = nbytes / (times[len(times) // 2] * 1e6)
+            gbps = nbytes / (med * 1e6)
             if gbps > peak:
                 out.append(problem(TIMINGS, f"$.blocks[{i}]", f"block {cut(b.get('id'))}: {cut(arm)} moves "
                                    f"{nbytes} bytes at {gbps:.0f} GB/s, more than an {cut(name)} can "
@@ -203,6 +202,8 @@ def _beyond_memory(blocks: list[tuple[int, dict]], records: Records) -> list[Pro
 
 
 def _median_ms(b: dict, arm: str) -> float | None:
+    """The median (the upper one of an even count) of an arm's positive times in a block's
+    rounds (ms per invocation), or None where it has none."""
     times = sorted(x for x in (number(as_dict(as_dict(r).get("times_ms")).get(arm)) for r in as_list(b.get("rounds")))
                    if x is not None and x > 0)
     return times[len(times) // 2] if times else None

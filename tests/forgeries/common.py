@@ -27,15 +27,20 @@ def env_edit(files, fn):
     files["results/environment.json"] = (json.dumps(env, indent=2, sort_keys=True) + "\n").encode()
 
 
-def verify(path, label):
-    """``verify_bundle.py path -v``, printed under ``label``; returns its exit code."""
+def run_verifier(path, label) -> subprocess.CompletedProcess:
+    """``verify_bundle.py path -v``, its output printed under ``label``."""
     p = subprocess.run([sys.executable, str(ROOT / "verify_bundle.py"), str(path), "-v"], capture_output=True,
                        text=True, cwd=ROOT)
     print(f"===== {label}: verify_bundle.py {Path(path).name} -v  -> exit {p.returncode}")
     print(p.stdout.rstrip())
     if p.stderr.strip():
         print("stderr:", p.stderr.strip()[-2000:])
-    return p.returncode
+    return p
+
+
+def verify(path, label):
+    """:func:`run_verifier`'s exit code."""
+    return run_verifier(path, label).returncode
 
 
 def forge_and_verify(edit, label, example=Q7, check=None, **kw):

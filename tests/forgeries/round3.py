@@ -3,12 +3,8 @@ returned beside the exit code, two more study examples, and the edits several fo
 from __future__ import annotations
 
 import statistics
-import subprocess
-import sys
-from pathlib import Path
 
 from forgeries import common
-
 from forgeries.common import CORRECTNESS, Q7, ROOT, RUN, S8, TIMINGS, env_edit, fc, kit
 
 EXT = ROOT / "examples/pointwise-fusion-ftz-extended-20261201T125049.tar"
@@ -17,13 +13,8 @@ ENV = "data/environment.json"
 
 
 def verify(path, label):
-    """``verify_bundle.py path -v``, printed under ``label``: (exit code, the VERDICT line)."""
-    p = subprocess.run([sys.executable, str(ROOT / "verify_bundle.py"), str(path), "-v"], capture_output=True,
-                       text=True, cwd=ROOT)
-    print(f"===== {label}: verify_bundle.py {Path(path).name} -v  -> exit {p.returncode}")
-    print(p.stdout.rstrip())
-    if p.stderr.strip():
-        print("stderr:", p.stderr.strip()[-2000:])
+    """:func:`forgeries.common.run_verifier`: (exit code, the VERDICT line)."""
+    p = common.run_verifier(path, label)
     last = [ln for ln in p.stdout.splitlines() if ln.startswith("VERDICT")]
     return p.returncode, (last[-1] if last else "")
 
