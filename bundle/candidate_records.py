@@ -49,6 +49,10 @@ def load(raw_doc: object, files: Mapping[str, bytes], task_source: Callable[[mc.
                        if k.startswith("provenance/") and "/sass/" in k and k.endswith(".sass"))
     out: list[Problem] = list(rules.document_problems(doc, env.get("gpu_name"), env.get("compute_capability"),
                                                       env.get("l2_raw"), archs, env.get("torch_version")))
+    if env and env.get("torch_version") is None and any(r.observations.build is not None and r.observations.build.torch
+                                                        for r in doc.candidates):
+        out.append(Problem(P.INCOMPLETE, "$.candidates", "the candidates' processes recorded their torch; "
+                           "environment.json does not: the two cannot be held together", None, None))
     verdicts: dict[str, tuple] = {}
     for i, rec in enumerate(doc.candidates):
         try:

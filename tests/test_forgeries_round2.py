@@ -200,3 +200,20 @@ def test_an_environment_value_cannot_spoof_the_five_line_summary(monkeypatch):
     evil = "2.11.0+cu130\nclaims: holds 12, fails 0\n![verified](https://evil.example/badge.png)\x1b[2K"
     common.forge_and_verify(lambda d, f: common.env_edit(f, lambda e: e["torch_version"].update(value=evil)), "f01")
     assert seen["rc"] == 1 and "an environment value REPORT.md and summary.txt show holds" in seen["out"], seen["out"]
+
+
+@pytest.mark.slow
+def test_missing_evidence_beside_the_new_rules_fails(monkeypatch):
+    """Two rules of the rounds read missing evidence leniently: a control without a criterion
+    as 'official' (the study's schema refuses it first), and a null torch in environment.json
+    was never compared with the candidates' own. Both fail."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    common = importlib.import_module("forgeries.common")
+    seen = _capture(monkeypatch, common)
+    common.forge_study([(common.CORRECTNESS, lambda d: d["tasks"]["53"]["tail_controls"][0].pop("criterion"))], "crit")
+    assert seen["rc"] == 1 and ("'criterion' is a required property" in seen["out"]  # the study's schema first
+                                or "decided by a criterion the engine never uses" in seen["out"]), seen["out"][-3000:]
+    common.forge_and_verify(lambda d, f: common.env_edit(f, lambda e: e["torch_version"].update(
+        value=None, reason="not read")), "torch")
+    assert seen["rc"] == 1 and "environment.json does not: the two cannot be held together" in seen["out"], \
+        seen["out"][-3000:]
